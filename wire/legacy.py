@@ -1,0 +1,234 @@
+"""Legacy message sets (magic 0 and 1), read and up-converted to magic-2 batches.
+
+Clients fall back to these when they believe the broker is older than 0.11:
+librdkafka < 2.11.1 whenever the advertised Produce/Fetch ranges miss its exact
+version probes (CLIENTS.md section 9, item 2), kafka-python when it infers an old
+broker. The broker stores only magic 2, so a legacy produce is converted once,
+here, and never served back in the old format.
+
+Layout of one message (Kafka "Message sets", before KIP-98)::
+
+    0  offset      int64
+    8  size        int32    bytes after this field
+    12 crc         uint32   CRC32 (zlib's, not Castagnoli) of bytes 16..end
+    16 magic       int8     0 or 1
+    17 attributes  int8     compression (bits 0-2), timestamp type (bit 3, magic 1)
+    18 timestamp   int64    magic 1 only
+    .. key         int32 length (-1 = null) + bytes
+    .. value       int32 length (-1 = null) + bytes
+
+A compressed message is a *wrapper*: its value is a whole inner message set,
+compressed. In magic 1 (KIP-31) inner offsets are relative, 0..n-1, and the
+wrapper carries the absolute offset of the last one; in magic 0 inner offsets are
+absolute. With LogAppendTime the wrapper's timestamp applies to every inner
+message. Byte 16 holds the magic in both this format and magic 2, which is how
+`wire.records.peek_magic` tells them apart.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from wire import compression as _compression
+from wire.errors import CorruptRecords
+from wire.records import NO_TIMESTAMP, Record, build_batch
+
+_V0 = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
+_V1 = struct.Struct(">qiIbbq")  # ... timestamp
+_I32 = struct.Struct(">i")
+LOG_OVERHEAD = 12
+CRC_START = 16
+# Smallest message body (after the size field): crc, magic, attributes, [timestamp], two lengths.
+MIN_SIZE = {0: 14, 1: 22}
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+
+
+@dataclass(slots=True)
+class LegacyMessage:
+    """One magic-0/1 message as stored on the wire (a wrapper's value still compressed)."""
+
+    offset: int
+    magic: int
+    attributes: int
+    timestamp: int  # NO_TIMESTAMP (-1) for magic 0
+    key: bytes | None
+    value: bytes | None
+    crc: int
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def is_log_append_time(self) -> bool:
+        # Magic 0 has no timestamp, so bit 3 means nothing there.
+        return self.magic > 0 and bool(self.attributes & TIMESTAMP_TYPE_MASK)
+
+
+def iter_entries(data: bytes | bytearray | memoryview, *, check_crc: bool = True) -> Iterator[LegacyMessage]:
+    """The top-level messages of a set, wrappers left compressed.
+
+    The set must end on a message boundary: a producer sends whole messages, so
+    a partial one is corruption rather than a fetch-size cut.
+    """
+    buf = data if type(data) is bytes else bytes(data)
+    pos = 0
+    end = len(buf)
+    while pos < end:
+        message, pos = _read_message(buf, pos, end, check_crc)
+        yield message
+
+
+def _read_message(buf: bytes, pos: int, end: int, check_crc: bool) -> tuple[LegacyMessage, int]:
+    if end - pos < LOG_OVERHEAD + MIN_SIZE[0]:
+        raise CorruptRecords(f"legacy message at byte {pos}: {end - pos} bytes left, too few for a message")
+    magic = buf[pos + 16]
+    if magic not in MIN_SIZE:
+        raise CorruptRecords(f"legacy message at byte {pos} has magic {magic}; a message set holds 0 or 1")
+    if magic == 0:
+        offset, size, crc, magic, attributes = _V0.unpack_from(buf, pos)
+        timestamp = NO_TIMESTAMP
+        key_pos = pos + _V0.size
+    else:
+        if end - pos < _V1.size:
+            raise CorruptRecords(f"legacy message at byte {pos} truncated in its header")
+        offset, size, crc, magic, attributes, timestamp = _V1.unpack_from(buf, pos)
+        key_pos = pos + _V1.size
+    message_end = pos + LOG_OVERHEAD + size
+    if size < MIN_SIZE[magic] or message_end > end:
+        raise CorruptRecords(f"legacy message at byte {pos} declares {size} bytes, {end - pos - LOG_OVERHEAD} present")
+    if check_crc:
+        actual = zlib.crc32(memoryview(buf)[pos + CRC_START:message_end])
+        if actual != crc:
+            raise CorruptRecords(f"legacy message at offset {offset}: CRC32 {actual:#010x}, stored {crc:#010x}")
+    key, value_pos = _read_bytes(buf, key_pos, message_end)
+    value, after = _read_bytes(buf, value_pos, message_end)
+    if after != message_end:
+        raise CorruptRecords(f"legacy message at offset {offset} has {message_end - after} bytes after its value")
+    return LegacyMessage(offset, magic, attributes, timestamp, key, value, crc), message_end
+
+
+def _read_bytes(buf: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
+    if end - pos < 4:
+        raise CorruptRecords(f"legacy message truncated at byte {pos}")
+    size = _I32.unpack_from(buf, pos)[0]
+    pos += 4
+    if size < 0:
+        return None, pos
+    if pos + size > end:
+        raise CorruptRecords(f"legacy message field of {size} bytes overruns its message")
+    return buf[pos:pos + size], pos + size
+
+
+def unwrap(wrapper: LegacyMessage, *, check_crc: bool = True) -> list[LegacyMessage]:
+    """The inner messages of a compressed wrapper, with absolute offsets and timestamps.
+
+    Offsets: magic 1 inner offsets are relative to the wrapper's (which names the
+    last inner message, KIP-31), magic 0 ones are absolute, as in Kafka's
+    AbstractLegacyRecordBatch (including its rule that a negative base means
+    "not assigned yet"). Timestamps: LogAppendTime on the wrapper
+    overrides the inner ones.
+    """
+    codec = wrapper.compression
+    if wrapper.value is None:
+        raise CorruptRecords(f"compressed legacy message at offset {wrapper.offset} has a null value")
+    if codec == _compression.LZ4:
+        # Magic 0 frames carry Kafka 0.8/0.9's wrong header checksum; recomputing it
+        # is harmless for magic 1, whose checksum is already right (KIP-57).
+        inner_bytes = _compression.lz4_decompress(wrapper.value, fix_header_checksum=True)
+    else:
+        inner_bytes = _compression.decompress(codec, wrapper.value)
+    inner = list(iter_entries(inner_bytes, check_crc=check_crc))
+    if not inner:
+        raise CorruptRecords(f"compressed legacy message at offset {wrapper.offset} holds no messages")
+    shift = wrapper.offset - inner[-1].offset if wrapper.magic > 0 else 0
+    if shift < 0:
+        # A producer's wrapper carries offset 0 (the broker has not assigned one),
+        # so the base would be negative; Kafka's AbstractLegacyRecordBatch then
+        # leaves the inner offsets as they are, and so do we.
+        shift = 0
+    append_time = wrapper.is_log_append_time
+    for message in inner:
+        if message.compression:
+            raise CorruptRecords(f"legacy message at offset {wrapper.offset} is compressed twice")
+        message.offset += shift
+        if append_time:
+            message.timestamp = wrapper.timestamp
+            message.attributes |= TIMESTAMP_TYPE_MASK
+    return inner
+
+
+def iter_messages(data: bytes | bytearray | memoryview, *, check_crc: bool = True) -> Iterator[LegacyMessage]:
+    """Every logical message of a set, wrappers opened, in order."""
+    for entry in iter_entries(data, check_crc=check_crc):
+        if entry.compression:
+            yield from unwrap(entry, check_crc=check_crc)
+        else:
+            yield entry
+
+
+def legacy_to_batches(
+    data: bytes | bytearray | memoryview,
+    *,
+    base_offset: int | None = None,
+    compression: int | None = None,
+    check_crc: bool = True,
+) -> bytearray:
+    """Convert a magic-0/1 message set into concatenated magic-2 batches.
+
+    One batch per compressed wrapper (keeping its codec unless ``compression``
+    says otherwise) and one per run of uncompressed messages, split where the
+    timestamp type changes, since a batch has only one. Records get no headers
+    and no producer id: magic 0/1 had neither.
+
+    Offsets: with ``base_offset`` the messages are renumbered from it in order,
+    which is what a broker does on produce (producers write placeholder offsets,
+    often all zero). Without it each message keeps the absolute offset the set
+    gives it, which must then increase. Either way every batch is complete and
+    its CRC valid, ready for `wire.records.patch_base_offset` if the caller
+    assigns offsets per batch instead.
+
+    LogAppendTime batches take the largest timestamp of their messages as
+    maxTimestamp (which magic-2 readers then report for every record).
+    """
+    groups: list[tuple[int, bool, list[LegacyMessage]]] = []
+    open_run = False  # whether groups[-1] is a run of uncompressed messages
+    for entry in iter_entries(data, check_crc=check_crc):
+        if entry.compression:
+            inner = unwrap(entry, check_crc=check_crc)
+            groups.append((entry.compression, entry.is_log_append_time, inner))
+            open_run = False
+        else:
+            append_time = entry.is_log_append_time
+            if open_run and groups[-1][1] == append_time:
+                groups[-1][2].append(entry)
+            else:
+                groups.append((0, append_time, [entry]))
+                open_run = True
+
+    out = bytearray()
+    next_offset = base_offset
+    for codec, append_time, messages in groups:
+        if next_offset is not None:
+            records = [Record(next_offset + i, m.timestamp, m.key, m.value) for i, m in enumerate(messages)]
+            next_offset += len(messages)
+        else:
+            records = [Record(m.offset, m.timestamp, m.key, m.value) for m in messages]
+        try:
+            out += build_batch(
+                records,
+                base_offset=records[0].offset,
+                compression=codec if compression is None else compression,
+                timestamp_type=1 if append_time else 0,
+            )
+        except CorruptRecords:
+            raise
+        except ValueError as exc:
+            raise CorruptRecords(
+                f"legacy message set cannot become a batch ({exc}); pass base_offset to renumber"
+            ) from None
+    return out
