@@ -1,0 +1,1 @@
+"""The Trafka broker: trio TCP server, one handler per API, group coordinator, CLI."""

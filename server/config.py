@@ -1,0 +1,217 @@
+"""Broker configuration: Kafka's `server.properties` names, from file, environment and flags.
+
+Precedence, lowest first: built-in defaults, `--config FILE`, `TRAFKA_*` environment
+variables (TRAFKA_NUM_PARTITIONS sets num.partitions: upper case, dots as underscores),
+then command-line flags. Each value remembers where it came from, because DescribeConfigs
+reports it (DEFAULT_CONFIG vs STATIC_BROKER_CONFIG).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; the message names the key."""
+
+
+def _bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "1", "yes"):
+        return True
+    if lowered in ("false", "0", "no"):
+        return False
+    raise ValueError(f"not a boolean: {text!r}")
+
+
+def _fsync(text: str) -> str:
+    if text not in ("never", "interval", "always"):
+        raise ValueError("must be never, interval or always")
+    return text
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    parse: Callable[[str], Any]
+    default: str
+    doc: str
+    kafka_type: str = "STRING"  # DescribeConfigs config_type names: BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD
+
+
+def _s(name: str, parse: Callable[[str], Any], default: str, doc: str) -> Setting:
+    kind = {int: "LONG", _bool: "BOOLEAN", str: "STRING", _fsync: "STRING", float: "DOUBLE"}.get(parse, "STRING")
+    return Setting(name, parse, default, doc, kind)
+
+
+SETTINGS: dict[str, Setting] = {
+    s.name: s
+    for s in [
+        _s("node.id", int, "1", "This broker's id in Metadata responses."),
+        _s("broker.id", int, "1", "Alias of node.id kept for Kafka configuration files."),
+        _s("cluster.id", str, "", "Cluster id; generated and stored in the data dir when empty."),
+        _s("listeners", str, "PLAINTEXT://0.0.0.0:9092", "Where to listen (host:port after --listen)."),
+        _s("advertised.listeners", str, "", "Address clients are told to use; defaults to the listen address."),
+        _s("log.dirs", str, "./data", "The data directory (one)."),
+        _s("num.partitions", int, "1", "Partitions of auto-created topics."),
+        _s("default.replication.factor", int, "1", "Replication factor of auto-created topics (must be 1)."),
+        _s("auto.create.topics.enable", _bool, "true", "Create unknown topics on Metadata and Produce."),
+        _s("delete.topic.enable", _bool, "true", "Allow DeleteTopics."),
+        _s("log.retention.ms", int, "604800000", "Default retention.ms of topics (-1: keep forever)."),
+        _s("log.retention.bytes", int, "-1", "Default retention.bytes of partitions (-1: no limit)."),
+        _s("log.segment.bytes", int, "1073741824", "Default segment.bytes."),
+        _s("log.roll.ms", int, "604800000", "Default segment.ms."),
+        _s("log.cleanup.policy", str, "delete", "Default cleanup.policy."),
+        _s("log.retention.check.interval.ms", int, "300000", "How often retention and compaction run."),
+        _s("log.flush.interval.messages", int, "9223372036854775807", "fsync after this many messages (interval policy)."),
+        _s("log.flush.interval.ms", int, "1000", "fsync at least this often (interval policy)."),
+        _s("trafka.fsync.policy", _fsync, "never", "never (page cache, Kafka's default), interval, or always (fsync before acking)."),
+        _s("log.message.timestamp.type", str, "CreateTime", "Default message.timestamp.type."),
+        _s("message.max.bytes", int, "1048588", "Largest record batch accepted (default max.message.bytes)."),
+        _s("socket.request.max.bytes", int, "104857600", "Largest request frame; bigger frames close the connection."),
+        _s("max.connections", int, "2147483647", "Connections accepted at once; further ones are closed at accept."),
+        _s("connections.max.idle.ms", int, "600000", "Close connections idle (or stuck mid-frame) this long."),
+        _s("trafka.max.partitions", int, "100000", "Total partitions the broker accepts across topics."),
+        _s("group.min.session.timeout.ms", int, "6000", "Smallest session.timeout.ms a group member may ask for."),
+        _s("group.max.session.timeout.ms", int, "1800000", "Largest session.timeout.ms a group member may ask for."),
+        _s("group.initial.rebalance.delay.ms", int, "0", "Wait for more members before the first rebalance of an empty group."),
+        _s("group.max.size", int, "2147483647", "Members a group may hold."),
+        _s("offsets.retention.minutes", int, "10080", "Keep committed offsets of empty groups this long."),
+        _s("offsets.retention.check.interval.ms", int, "600000", "How often expired offsets are removed."),
+        _s("offsets.topic.num.partitions", int, "1", "Partitions of __consumer_offsets."),
+        _s("transactional.id.expiration.ms", int, "604800000", "Forget idle producer ids after this long."),
+        _s("shutdown.timeout.ms", int, "10000", "How long in-flight requests get to finish on SIGTERM."),
+    ]
+}
+
+
+@dataclass
+class BrokerConfig:
+    """Resolved broker settings plus where each came from."""
+
+    values: dict[str, str] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)  # name -> "default" | "file" | "env" | "flag"
+    listen_host: str = "0.0.0.0"
+    listen_port: int = 9092
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+
+    def get(self, name: str) -> Any:
+        setting = SETTINGS[name]
+        raw = self.values.get(name, setting.default)
+        try:
+            return setting.parse(raw)
+        except ValueError as exc:  # pragma: no cover - validated at load
+            raise ConfigError(f"{name}={raw!r}: {exc}") from None
+
+    def raw(self, name: str) -> str:
+        return self.values.get(name, SETTINGS[name].default)
+
+    def source(self, name: str) -> str:
+        return self.sources.get(name, "default")
+
+    def set(self, name: str, value: str, source: str) -> None:
+        setting = SETTINGS.get(name)
+        if setting is None:
+            # Kafka ignores unknown keys in server.properties with a warning; we keep them
+            # so DescribeConfigs can show them, but they change nothing.
+            self.values[name] = value
+            self.sources[name] = source
+            return
+        try:
+            setting.parse(value)
+        except ValueError as exc:
+            raise ConfigError(f"{name}={value!r}: {exc}") from None
+        self.values[name] = value
+        self.sources[name] = source
+
+    @property
+    def data_dir(self) -> pathlib.Path:
+        return pathlib.Path(self.raw("log.dirs"))
+
+    @property
+    def node_id(self) -> int:
+        if "node.id" in self.values:
+            return self.get("node.id")
+        return self.get("broker.id")
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        host = self.advertised_host or self.listen_host
+        if host in ("0.0.0.0", "", "::"):
+            host = "127.0.0.1" if host != "::" else "::1"
+        return host, self.advertised_port or self.listen_port
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java .properties subset: key=value or key: value, # and ! comments, trailing \\ joins."""
+    out: dict[str, str] = {}
+    pending = ""
+    for raw_line in text.splitlines():
+        line = raw_line.strip()
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1]
+            continue
+        line = pending + line
+        pending = ""
+        for sep_index, ch in enumerate(line):
+            if ch in "=:":
+                key, value = line[:sep_index].strip(), line[sep_index + 1:].strip()
+                break
+        else:
+            key, value = line, ""
+        out[key] = value
+    return out
+
+
+def split_host_port(text: str, what: str) -> tuple[str, int]:
+    text = text.strip()
+    if "://" in text:
+        text = text.split("://", 1)[1]
+    if "," in text:
+        text = text.split(",", 1)[0]
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        raise ConfigError(f"{what} must be HOST:PORT, got {text!r}")
+    try:
+        port_number = int(port)
+    except ValueError:
+        raise ConfigError(f"{what} port must be a number, got {port!r}") from None
+    if not 0 <= port_number <= 65535:
+        raise ConfigError(f"{what} port {port_number} out of range")
+    return host.strip("[]") or "0.0.0.0", port_number
+
+
+def load_config(
+    *,
+    config_file: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, str] | None = None,
+) -> BrokerConfig:
+    """Resolve settings from file, environment (TRAFKA_*) and flags, in that order."""
+    cfg = BrokerConfig()
+    if config_file:
+        try:
+            text = pathlib.Path(config_file).read_text()
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {config_file}: {exc}") from None
+        for key, value in parse_properties(text).items():
+            cfg.set(key, value, "file")
+    env = os.environ if environ is None else environ
+    by_env_name = {("TRAFKA_" + name.upper().replace(".", "_")): name for name in SETTINGS}
+    for env_name, name in by_env_name.items():
+        if env_name in env:
+            cfg.set(name, env[env_name], "env")
+    for key, value in (overrides or {}).items():
+        cfg.set(key, value, "flag")
+    cfg.listen_host, cfg.listen_port = split_host_port(cfg.raw("listeners"), "listen address")
+    if cfg.raw("advertised.listeners"):
+        cfg.advertised_host, cfg.advertised_port = split_host_port(cfg.raw("advertised.listeners"), "advertised address")
+    if cfg.get("default.replication.factor") != 1:
+        raise ConfigError("default.replication.factor must be 1 on a single broker")
+    return cfg

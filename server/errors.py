@@ -1,0 +1,72 @@
+"""Typed broker errors and the one place that maps exceptions to Kafka error codes.
+
+Handlers raise (or catch) these and put `error_code_for(exc)` into the response; only
+`ProtocolError`s from `wire` close a connection. Storage raises its own exceptions
+(storage/errors.py) because it knows nothing of the protocol; they are mapped here too.
+"""
+
+from __future__ import annotations
+
+from storage import errors as storage_errors
+from wire.errors import ErrorCode
+
+
+class KafkaError(Exception):
+    """A failure the client is told about with `code`; the message goes to the log and,
+    where the response has an error_message field, to the client."""
+
+    code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
+
+    def __init__(self, message: str = "", code: ErrorCode | None = None) -> None:
+        super().__init__(message or (code or self.code).name)
+        if code is not None:
+            self.code = code
+
+
+class InvalidTopic(KafkaError):
+    code = ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+class InvalidRequest(KafkaError):
+    code = ErrorCode.INVALID_REQUEST
+
+
+class PolicyViolation(KafkaError):
+    code = ErrorCode.POLICY_VIOLATION
+
+
+class InvalidReplicationFactor(KafkaError):
+    code = ErrorCode.INVALID_REPLICATION_FACTOR
+
+
+class InvalidPartitions(KafkaError):
+    code = ErrorCode.INVALID_PARTITIONS
+
+
+class UnknownTopicOrPartition(KafkaError):
+    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+_STORAGE_CODES: list[tuple[type[BaseException], ErrorCode]] = [
+    (storage_errors.TopicExists, ErrorCode.TOPIC_ALREADY_EXISTS),
+    (storage_errors.InvalidTopicName, ErrorCode.INVALID_TOPIC_EXCEPTION),
+    (storage_errors.UnknownTopicOrPartition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    (storage_errors.InvalidConfig, ErrorCode.INVALID_CONFIG),
+    (storage_errors.InvalidPartitions, ErrorCode.INVALID_PARTITIONS),
+    (storage_errors.OffsetOutOfRange, ErrorCode.OFFSET_OUT_OF_RANGE),
+    (storage_errors.RecordTooLarge, ErrorCode.MESSAGE_TOO_LARGE),
+    (storage_errors.LogDirFull, ErrorCode.KAFKA_STORAGE_ERROR),
+    (storage_errors.StorageError, ErrorCode.KAFKA_STORAGE_ERROR),
+]
+
+
+def error_code_for(exc: BaseException) -> ErrorCode:
+    """The Kafka error code a client should see for `exc`."""
+    if isinstance(exc, KafkaError):
+        return exc.code
+    for cls, code in _STORAGE_CODES:
+        if isinstance(exc, cls):
+            return code
+    if isinstance(exc, OSError):
+        return ErrorCode.KAFKA_STORAGE_ERROR
+    return ErrorCode.UNKNOWN_SERVER_ERROR

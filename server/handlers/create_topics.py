@@ -1,0 +1,97 @@
+"""CreateTopics (19): new topics with partitions, configs, and validate_only.
+
+Implements v2-7. Replication factor must be 1 (or -1, the broker default) on a single
+broker → INVALID_REPLICATION_FACTOR; manual assignments must name this broker →
+INVALID_REPLICA_ASSIGNMENT; partitions ≤ 0 (other than -1, the default) →
+INVALID_PARTITIONS; bad names → INVALID_TOPIC_EXCEPTION; unknown or invalid configs →
+INVALID_CONFIG; an existing topic → TOPIC_ALREADY_EXISTS; a name twice in one request →
+INVALID_REQUEST for each. validate_only runs every check and creates nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from storage import LogConfig
+from wire.errors import ErrorCode
+from wire.registry import ApiKey
+
+from server.broker import INTERNAL_TOPICS, validate_topic_name
+from server.context import RequestContext
+from server.errors import KafkaError, error_code_for
+
+API_KEY = ApiKey.CREATE_TOPICS
+MAY_BLOCK = False
+
+log = logging.getLogger("trafka.admin")
+
+
+def _plan(ctx: RequestContext, topic: dict) -> tuple[int, dict[str, str]]:
+    broker = ctx.broker
+    name = topic["name"]
+    validate_topic_name(name)
+    if name in INTERNAL_TOPICS:
+        raise KafkaError(f"{name} is an internal topic", ErrorCode.INVALID_REQUEST)
+    if name in broker.topics:
+        raise KafkaError(f"topic {name} already exists", ErrorCode.TOPIC_ALREADY_EXISTS)
+    assignments = topic.get("assignments") or []
+    partitions = topic["num_partitions"]
+    replication = topic["replication_factor"]
+    if assignments:
+        if partitions != -1 or replication != -1:
+            raise KafkaError("give either assignments or partitions and replication factor", ErrorCode.INVALID_REQUEST)
+        indexes = sorted(a["partition_index"] for a in assignments)
+        if indexes != list(range(len(indexes))):
+            raise KafkaError("assignments must cover partitions 0..n-1", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+        for a in assignments:
+            if a["broker_ids"] != [broker.node_id]:
+                raise KafkaError(f"partition {a['partition_index']} assigned to brokers {a['broker_ids']}; "
+                                 f"only broker {broker.node_id} exists", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+        partitions = len(assignments)
+    else:
+        if partitions == -1:
+            partitions = broker.config.get("num.partitions")
+        if partitions <= 0:
+            raise KafkaError(f"number of partitions must be positive, got {partitions}", ErrorCode.INVALID_PARTITIONS)
+        if replication not in (-1, 1):
+            raise KafkaError(f"replication factor {replication} is larger than the 1 available broker"
+                             if replication > 1 else f"replication factor must be positive, got {replication}",
+                             ErrorCode.INVALID_REPLICATION_FACTOR)
+    configs: dict[str, str] = {}
+    for entry in topic.get("configs") or []:
+        if entry["value"] is None:
+            raise KafkaError(f"config {entry['name']} has a null value", ErrorCode.INVALID_CONFIG)
+        configs[entry["name"]] = entry["value"]
+    LogConfig.from_kafka(configs, broker.logs.defaults)  # raises InvalidConfig
+    limit = broker.config.get("trafka.max.partitions")
+    if broker.total_partitions() + partitions > limit:
+        raise KafkaError(f"{partitions} more partitions would exceed trafka.max.partitions={limit}",
+                         ErrorCode.POLICY_VIOLATION)
+    return partitions, configs
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    broker = ctx.broker
+    names = [t["name"] for t in request["topics"]]
+    duplicated = {n for n in names if names.count(n) > 1}
+    results = []
+    for topic in request["topics"]:
+        name = topic["name"]
+        result = {"name": name, "error_code": ErrorCode.NONE, "error_message": None, "num_partitions": -1,
+                  "replication_factor": -1, "configs": []}
+        if name in duplicated:
+            result.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"topic {name} appears more than once")
+            results.append(result)
+            continue
+        try:
+            partitions, configs = _plan(ctx, topic)
+            if not request.get("validate_only"):
+                meta = broker.create_topic(name, partitions, configs)
+                result["topic_id"] = meta.topic_id
+            result.update(num_partitions=partitions, replication_factor=1)
+        except Exception as exc:
+            code = error_code_for(exc)
+            log.info("CreateTopics %s from %s: %s (%s)", name, ctx.client_id, code.name, exc)
+            result.update(error_code=code, error_message=str(exc))
+        results.append(result)
+    return {"throttle_time_ms": 0, "topics": results}

@@ -1,0 +1,62 @@
+"""DeleteTopics (20): remove topics, by name or (v6+) by topic id.
+
+Implements v1-6. Unknown names → UNKNOWN_TOPIC_OR_PARTITION, unknown ids →
+UNKNOWN_TOPIC_ID, internal topics → INVALID_TOPIC_EXCEPTION, and
+delete.topic.enable=false → TOPIC_DELETION_DISABLED. The files go at once; fetches
+waiting on the topic are woken and see it gone.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from wire.errors import ErrorCode
+from wire.primitives import ZERO_UUID
+from wire.registry import ApiKey
+
+from server.broker import INTERNAL_TOPICS
+from server.context import RequestContext
+from server.errors import error_code_for
+
+API_KEY = ApiKey.DELETE_TOPICS
+MAY_BLOCK = False
+
+log = logging.getLogger("trafka.admin")
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    broker = ctx.broker
+    wanted: list[tuple[str | None, object]] = []
+    if ctx.api_version >= 6:
+        for item in request["topics"]:
+            wanted.append((item.get("name"), item.get("topic_id", ZERO_UUID)))
+    else:
+        wanted = [(name, ZERO_UUID) for name in request["topic_names"]]
+    results = []
+    for name, topic_id in wanted:
+        result = {"name": name, "topic_id": topic_id, "error_code": ErrorCode.NONE, "error_message": None}
+        if name is None and topic_id != ZERO_UUID:
+            name = broker.topic_name_for_id(topic_id)
+            result["name"] = name
+            if name is None:
+                result["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
+                results.append(result)
+                continue
+        meta = broker.topics.get(name)
+        if meta is None:
+            result["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        elif name in INTERNAL_TOPICS:
+            result["error_code"] = ErrorCode.INVALID_TOPIC_EXCEPTION
+            result["error_message"] = "internal topics cannot be deleted"
+        elif not broker.config.get("delete.topic.enable"):
+            result["error_code"] = ErrorCode.TOPIC_DELETION_DISABLED
+        else:
+            result["topic_id"] = meta.topic_id
+            try:
+                broker.delete_topic(name)
+            except Exception as exc:
+                result["error_code"] = error_code_for(exc)
+                result["error_message"] = str(exc)
+                log.warning("DeleteTopics %s: %s", name, exc)
+        results.append(result)
+    return {"throttle_time_ms": 0, "responses": results}

@@ -1,0 +1,107 @@
+"""Metadata (3): brokers, topics, partitions and their leader — always this broker.
+
+Implements v0-12. Topics: null (v1+) means all, an empty list none (v0: empty means
+all). Unknown topics are created when auto.create.topics.enable is on and the request
+allows it (v4+ allow_auto_topic_creation), and answered at once as ready — Kafka answers
+LEADER_NOT_AVAILABLE first and makes clients retry. Leader epoch is a constant 0
+(CLIENTS.md §7). Topic ids appear from v10; v10+ requests may name topics by id.
+Authorized operations are reported as "everything" when asked for (no ACLs here).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from wire.errors import ErrorCode
+from wire.primitives import ZERO_UUID
+from wire.registry import ApiKey
+
+from server.broker import INTERNAL_TOPICS, validate_topic_name
+from server.context import RequestContext
+from server.errors import KafkaError
+
+API_KEY = ApiKey.METADATA
+MAY_BLOCK = False
+
+# READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS (AclOperation codes)
+TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+CLUSTER_OPERATIONS = sum(1 << op for op in (4, 5, 7, 8, 9, 10, 11, 12))
+NOT_REQUESTED = -2147483648
+
+
+def topic_entry(ctx: RequestContext, name: str, with_ops: bool) -> dict:
+    broker = ctx.broker
+    meta = broker.topics[name]
+    node = broker.node_id
+    return {
+        "error_code": ErrorCode.NONE,
+        "name": name,
+        "topic_id": meta.topic_id,
+        "is_internal": name in INTERNAL_TOPICS,
+        "partitions": [
+            {
+                "error_code": ErrorCode.NONE,
+                "partition_index": p,
+                "leader_id": node,
+                "leader_epoch": 0,
+                "replica_nodes": [node],
+                "isr_nodes": [node],
+                "offline_replicas": [],
+            }
+            for p in range(meta.partitions)
+        ],
+        "topic_authorized_operations": TOPIC_OPERATIONS if with_ops else NOT_REQUESTED,
+    }
+
+
+def error_entry(name: str | None, code: ErrorCode, topic_id: uuid.UUID = ZERO_UUID) -> dict:
+    return {"error_code": code, "name": name, "topic_id": topic_id, "is_internal": False, "partitions": []}
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    broker = ctx.broker
+    version = ctx.api_version
+    with_ops = bool(request.get("include_topic_authorized_operations"))
+    requested = request.get("topics")
+    if requested is None or (version == 0 and not requested):
+        names = [n for n in broker.topics]
+        topics = [topic_entry(ctx, n, with_ops) for n in sorted(names)]
+    else:
+        allow_create = request.get("allow_auto_topic_creation", True) if version >= 4 else True
+        topics = []
+        for item in requested:
+            name = item.get("name")
+            topic_id = item.get("topic_id") or ZERO_UUID
+            if name is None and topic_id != ZERO_UUID:
+                name = broker.topic_name_for_id(topic_id)
+                if name is None:
+                    topics.append(error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id))
+                    continue
+            if name in broker.topics:
+                topics.append(topic_entry(ctx, name, with_ops))
+                continue
+            try:
+                validate_topic_name(name)
+            except KafkaError:
+                topics.append(error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
+                continue
+            try:
+                created = broker.maybe_auto_create(name) if allow_create and name not in INTERNAL_TOPICS else None
+            except KafkaError as exc:
+                topics.append(error_entry(name, exc.code))
+                continue
+            if created is None:
+                topics.append(error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            else:
+                topics.append(topic_entry(ctx, name, with_ops))
+    host, port = broker.config.advertised
+    return {
+        "throttle_time_ms": 0,
+        "brokers": [{"node_id": broker.node_id, "host": host, "port": port, "rack": None}],
+        "cluster_id": broker.cluster_id,
+        "controller_id": broker.node_id,
+        "topics": topics,
+        "cluster_authorized_operations": CLUSTER_OPERATIONS
+        if request.get("include_cluster_authorized_operations")
+        else NOT_REQUESTED,
+    }

@@ -1,0 +1,180 @@
+"""Idempotent producers: producer ids, epochs and per-partition sequence checks (KIP-98).
+
+How this works: every batch from an idempotent producer carries (producerId, epoch,
+baseSequence). Per (producer id, partition) we keep the epoch and the last five batches
+appended — their first and last sequence and offsets — because a producer keeps at most
+five batches in flight and retries only those. A batch whose sequences match a cached one
+is a retry of something already written: it is answered with the original offsets and not
+written again. A batch that continues the last sequence is appended; anything else is
+OUT_OF_ORDER_SEQUENCE_NUMBER. A lower epoch than the one seen is INVALID_PRODUCER_EPOCH (a
+zombie). The state is rebuilt at start-up from the batch headers in the log, so a restart
+keeps deduplicating; producer ids come from a counter persisted in the data dir in blocks,
+so no id is handed out twice across restarts.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import os
+import pathlib
+from dataclasses import dataclass, field
+
+from wire.errors import ErrorCode
+from wire.records import BatchHeader
+
+from server.errors import KafkaError
+
+log = logging.getLogger("trafka.producers")
+
+MAX_CACHED_BATCHES = 5
+ID_BLOCK = 1000
+SEQUENCE_WRAP = 0x80000000
+
+
+@dataclass(slots=True)
+class CachedBatch:
+    first_sequence: int
+    last_sequence: int
+    base_offset: int
+    last_offset: int
+    log_append_time: int
+
+
+@dataclass(slots=True)
+class PartitionProducerState:
+    epoch: int
+    batches: collections.deque = field(default_factory=lambda: collections.deque(maxlen=MAX_CACHED_BATCHES))
+
+
+class DuplicateBatch(Exception):
+    """A retried batch already in the log; carries where it was written."""
+
+    def __init__(self, cached: CachedBatch) -> None:
+        super().__init__("duplicate batch")
+        self.cached = cached
+
+
+class ProducerStateManager:
+    def __init__(self, data_dir: pathlib.Path) -> None:
+        self._id_file = data_dir / "producer_ids.json"
+        self._next_id = 0
+        self._id_limit = 0
+        # producer id -> latest epoch handed out or seen
+        self.epochs: dict[int, int] = {}
+        # (topic, partition) -> producer id -> state
+        self._partitions: dict[tuple[str, int], dict[int, PartitionProducerState]] = {}
+
+    # ---- producer ids -------------------------------------------------------------
+    def load(self) -> None:
+        try:
+            stored = json.loads(self._id_file.read_text())
+            self._next_id = self._id_limit = int(stored["next_block"])
+        except FileNotFoundError:
+            self._next_id = self._id_limit = 0
+        except (ValueError, KeyError) as exc:
+            log.warning("producer id file %s unreadable (%s); starting a fresh block above seen ids", self._id_file, exc)
+            self._next_id = self._id_limit = max(self.epochs, default=-1) + 1
+
+    def _reserve_block(self) -> None:
+        self._id_limit = self._next_id + ID_BLOCK
+        tmp = self._id_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"next_block": self._id_limit}))
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self._id_file)
+
+    def new_producer_id(self) -> int:
+        # Ids seen in the log must never be reused, even if the id file was lost.
+        seen = max(self.epochs, default=-1) + 1
+        if self._next_id < seen:
+            self._next_id = seen
+        if self._next_id >= self._id_limit:
+            self._reserve_block()
+        pid = self._next_id
+        self._next_id += 1
+        self.epochs[pid] = 0
+        return pid
+
+    def init_producer(self, producer_id: int, producer_epoch: int) -> tuple[int, int]:
+        """InitProducerId: a new id, or (v3+, KIP-360) an epoch bump for a known one."""
+        if producer_id < 0:
+            pid = self.new_producer_id()
+            return pid, 0
+        current = self.epochs.get(producer_id)
+        if current is None:
+            # Unknown to us (state expired or another cluster): start over with a new id.
+            pid = self.new_producer_id()
+            return pid, 0
+        if producer_epoch != current:
+            raise KafkaError(f"producer {producer_id} epoch {producer_epoch} is not current ({current})",
+                             ErrorCode.PRODUCER_FENCED)
+        if current >= 0x7FFE:
+            pid = self.new_producer_id()
+            return pid, 0
+        self.epochs[producer_id] = current + 1
+        return producer_id, current + 1
+
+    # ---- sequence checks ----------------------------------------------------------
+    def check(self, tp: tuple[str, int], header: BatchHeader) -> None:
+        """Raise DuplicateBatch for a retry, KafkaError for a fenced or out-of-order batch."""
+        pid = header.producer_id
+        if pid < 0:
+            return
+        states = self._partitions.get(tp)
+        state = states.get(pid) if states else None
+        known_epoch = self.epochs.get(pid)
+        if known_epoch is not None and header.producer_epoch < known_epoch:
+            raise KafkaError(
+                f"producer {pid} epoch {header.producer_epoch} is older than {known_epoch}",
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+            )
+        if state is None or header.producer_epoch > state.epoch:
+            # First batch of this producer (or of its new epoch) here. Kafka accepts any
+            # sequence when it has no state (the state may have been removed by
+            # retention, KIP-360), and sequence 0 after an epoch bump.
+            if state is not None and header.base_sequence != 0:
+                raise KafkaError(
+                    f"producer {pid} new epoch {header.producer_epoch} must start at sequence 0, "
+                    f"got {header.base_sequence}",
+                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                )
+            return
+        for cached in state.batches:
+            if cached.first_sequence == header.base_sequence and cached.last_sequence == header.last_sequence:
+                raise DuplicateBatch(cached)
+        if state.batches:
+            expected = (state.batches[-1].last_sequence + 1) % SEQUENCE_WRAP
+            if header.base_sequence != expected:
+                raise KafkaError(
+                    f"producer {pid} on {tp[0]}-{tp[1]}: sequence {header.base_sequence}, expected {expected}",
+                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                )
+
+    def record(self, tp: tuple[str, int], header: BatchHeader, base_offset: int, log_append_time: int = -1) -> None:
+        """Remember an appended batch (also used to rebuild state from the log)."""
+        pid = header.producer_id
+        if pid < 0:
+            return
+        states = self._partitions.setdefault(tp, {})
+        state = states.get(pid)
+        if state is None or header.producer_epoch > state.epoch:
+            state = PartitionProducerState(header.producer_epoch)
+            states[pid] = state
+        state.batches.append(
+            CachedBatch(header.base_sequence, header.last_sequence, base_offset,
+                        base_offset + header.last_offset_delta, log_append_time)
+        )
+        if self.epochs.get(pid, -1) < header.producer_epoch:
+            self.epochs[pid] = header.producer_epoch
+
+    def forget_partition(self, tp: tuple[str, int]) -> None:
+        self._partitions.pop(tp, None)
+
+    def describe(self, tp: tuple[str, int]) -> list[tuple[int, int, CachedBatch]]:
+        states = self._partitions.get(tp, {})
+        return [(pid, s.epoch, s.batches[-1]) for pid, s in states.items() if s.batches]

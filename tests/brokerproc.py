@@ -1,0 +1,95 @@
+"""A Trafka broker in a subprocess on a free loopback port, for tests over real sockets."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class BrokerProcess:
+    """`python -m server serve` with its own data dir; start(), stop(), kill(), restart()."""
+
+    def __init__(self, data_dir: Path, *extra: str, port: int | None = None, env: dict | None = None) -> None:
+        self.data_dir = Path(data_dir)
+        self.port = port or free_port()
+        self.extra = list(extra)
+        self.env = env or {}
+        self.proc: subprocess.Popen | None = None
+        self.log_path = self.data_dir.parent / f"broker-{self.port}.log"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> "BrokerProcess":
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")
+        env = dict(os.environ, PYTHONPATH=str(REPO), **self.env)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "server", "serve", "--listen", self.bootstrap, "--data-dir", str(self.data_dir),
+             *self.extra],
+            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO,
+        )
+        log.close()
+        deadline = time.monotonic() + timeout
+        from server.healthcheck import api_versions
+
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                api_versions("127.0.0.1", self.port, timeout=1.0)
+                return self
+            except OSError:
+                time.sleep(0.05)
+        self.kill()
+        raise RuntimeError(f"broker did not answer within {timeout} s:\n{self.log_tail()}")
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """SIGTERM and wait; returns the exit code."""
+        if self.proc is None:
+            return 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            self.proc = None
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+    def restart(self) -> "BrokerProcess":
+        self.stop()
+        return self.start()
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def __enter__(self) -> "BrokerProcess":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        if self.proc is not None:
+            try:
+                self.stop()
+            except subprocess.TimeoutExpired:
+                self.kill()
