@@ -97,9 +97,12 @@ class Broker:
             "max.message.bytes": cfg.raw("message.max.bytes"),
             "message.timestamp.type": cfg.raw("log.message.timestamp.type"),
             "trafka.fsync.policy": cfg.raw("trafka.fsync.policy"),
-            "flush.ms": cfg.raw("log.flush.interval.ms"),
-            "flush.messages": cfg.raw("log.flush.interval.messages"),
         }
+        if cfg.raw("trafka.fsync.policy") == "interval":
+            # Only then do the flush settings mean anything; otherwise topics show Kafka's
+            # defaults (Long.MAX_VALUE) in DescribeConfigs.
+            configs["flush.ms"] = cfg.raw("log.flush.interval.ms")
+            configs["flush.messages"] = cfg.raw("log.flush.interval.messages")
         return LogConfig.from_kafka(configs)
 
     def _load_cluster_id(self) -> None:

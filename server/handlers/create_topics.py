@@ -19,6 +19,7 @@ from wire.registry import ApiKey
 from server.broker import INTERNAL_TOPICS, validate_topic_name
 from server.context import RequestContext
 from server.errors import KafkaError, error_code_for
+from server.topic_configs import creatable_topic_configs
 
 API_KEY = ApiKey.CREATE_TOPICS
 MAY_BLOCK = False
@@ -88,7 +89,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             if not request.get("validate_only"):
                 meta = broker.create_topic(name, partitions, configs)
                 result["topic_id"] = meta.topic_id
-            result.update(num_partitions=partitions, replication_factor=1)
+            result.update(num_partitions=partitions, replication_factor=1,
+                          configs=creatable_topic_configs(broker, configs))
         except Exception as exc:
             code = error_code_for(exc)
             log.info("CreateTopics %s from %s: %s (%s)", name, ctx.client_id, code.name, exc)

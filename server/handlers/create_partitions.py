@@ -1,0 +1,88 @@
+"""CreatePartitions (37): grow a topic to a larger partition count.
+
+Implements v0-3, with Kafka's (KRaft ReplicationControlManager) checks in its order:
+unknown topic → UNKNOWN_TOPIC_OR_PARTITION; a count that is not above the current one →
+INVALID_PARTITIONS; assignments whose number differs from the partitions added, or that
+name any broker but this one, or more than one replica → INVALID_REPLICA_ASSIGNMENT;
+more partitions in total than trafka.max.partitions → POLICY_VIOLATION (what CreateTopics
+answers too); a topic named twice in the request → INVALID_REQUEST for each; internal
+topics → INVALID_REQUEST (their partition count is part of how groups are placed).
+validate_only runs every check and creates nothing. timeout_ms is not needed: the new
+partitions exist when the response is sent.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from wire.errors import ErrorCode
+from wire.registry import ApiKey
+
+from server.broker import INTERNAL_TOPICS
+from server.context import RequestContext
+from server.errors import (InvalidPartitions, InvalidRequest, KafkaError, PolicyViolation, UnknownTopicOrPartition,
+                           error_code_for)
+
+API_KEY = ApiKey.CREATE_PARTITIONS
+MAY_BLOCK = False
+
+log = logging.getLogger("trafka.admin")
+
+
+def _check(ctx: RequestContext, topic: dict) -> int:
+    """Validate one topic's request; the number of partitions it would add."""
+    broker = ctx.broker
+    name = topic["name"]
+    meta = broker.topics.get(name)
+    if meta is None:
+        raise UnknownTopicOrPartition(f"topic {name} does not exist")
+    if name in INTERNAL_TOPICS:
+        raise InvalidRequest(f"{name} is an internal topic; its partition count cannot change")
+    current, count = meta.partitions, topic["count"]
+    if count < current:
+        raise InvalidPartitions(f"topic {name} has {current} partitions; {count} would not be an increase")
+    if count == current:
+        raise InvalidPartitions(f"topic {name} already has {current} partitions")
+    added = count - current
+    assignments = topic.get("assignments")
+    if assignments is not None:
+        if len(assignments) != added:
+            raise KafkaError(f"adding {added} partitions needs {added} assignments, got {len(assignments)}",
+                             ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+        for index, assignment in enumerate(assignments):
+            replicas = assignment["broker_ids"]
+            if replicas != [broker.node_id]:
+                raise KafkaError(f"assignment of new partition {current + index} is {replicas}; the only broker "
+                                 f"is {broker.node_id} and the replication factor is 1",
+                                 ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+    limit = broker.config.get("trafka.max.partitions")
+    if broker.total_partitions() + added > limit:
+        raise PolicyViolation(f"{added} more partitions would exceed trafka.max.partitions={limit}")
+    return added
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    broker = ctx.broker
+    validate_only = bool(request.get("validate_only"))
+    names = [t["name"] for t in request["topics"]]
+    duplicated = {n for n in names if names.count(n) > 1}
+    results = []
+    for topic in request["topics"]:
+        name = topic["name"]
+        result = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
+        try:
+            if name in duplicated:
+                raise InvalidRequest(f"topic {name} appears more than once in the request")
+            _check(ctx, topic)
+            if not validate_only:
+                broker.logs.create_partitions(name, topic["count"])
+                log.info("CreatePartitions %s from %s: now %d partitions", name, ctx.client_id, topic["count"])
+        except Exception as exc:
+            code = error_code_for(exc)
+            if code == ErrorCode.UNKNOWN_SERVER_ERROR:
+                log.exception("CreatePartitions %s failed", name)
+            else:
+                log.info("CreatePartitions %s from %s: %s (%s)", name, ctx.client_id, code.name, exc)
+            result.update(error_code=code, error_message=str(exc))
+        results.append(result)
+    return {"throttle_time_ms": 0, "results": results}

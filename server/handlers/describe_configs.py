@@ -1,0 +1,169 @@
+"""DescribeConfigs (32): topic, broker and broker-logger configs with sources and defaults.
+
+Implements v1-4: configuration_keys (null = all; unknown names are skipped),
+include_synonyms (v1+), include_documentation (v3+) and config_type (v3+).
+
+- TOPIC: every topic config with its effective value; sources DYNAMIC_TOPIC_CONFIG (set
+  on the topic), STATIC_BROKER_CONFIG (inherited from a broker setting given in the file,
+  environment or flags) or DEFAULT_CONFIG (server/topic_configs.py). Invalid name →
+  INVALID_TOPIC_EXCEPTION, unknown topic → UNKNOWN_TOPIC_OR_PARTITION.
+- BROKER: this broker's settings (server/config.py) plus unknown keys from its file, all
+  read-only, sources STATIC_BROKER_CONFIG or DEFAULT_CONFIG. The name "" means the
+  cluster-wide dynamic defaults, of which there are none (an empty list, as in Kafka);
+  another broker id or a non-number → INVALID_REQUEST.
+- BROKER_LOGGER: the process's loggers and their levels in log4j words (Kafka lists its
+  log4j loggers); "" or another broker id → INVALID_REQUEST.
+- Any other resource type → INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from storage.config import CONFIG_TYPE_IDS
+from wire.errors import ErrorCode
+from wire.registry import ApiKey
+
+from server.broker import validate_topic_name
+from server.config import SETTINGS
+from server.context import RequestContext
+from server.errors import InvalidRequest, UnknownTopicOrPartition, error_code_for
+from server.topic_configs import ConfigSource, ResourceType, broker_source, describe_topic, explicit_configs
+
+API_KEY = ApiKey.DESCRIBE_CONFIGS
+MAY_BLOCK = False
+
+log = logging.getLogger("trafka.admin")
+
+_SENSITIVE_MARKERS = ("password", "secret", "sasl.jaas.config")
+
+# Python level <-> the log4j names Kafka's clients and tools use (ALL and TRACE are DEBUG here).
+LOG4J_LEVELS = {"ALL": logging.DEBUG, "TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO,
+                "WARN": logging.WARNING, "ERROR": logging.ERROR, "FATAL": logging.CRITICAL,
+                "OFF": logging.CRITICAL + 10}
+ROOT_LOGGER = "root"
+
+
+def log4j_level(level: int) -> str:
+    for name in ("DEBUG", "INFO", "WARN", "ERROR", "FATAL"):
+        if level <= LOG4J_LEVELS[name]:
+            return name
+    return "OFF"
+
+
+def broker_id_of(broker, resource_name: str | None, *, allow_empty: bool) -> int | None:
+    """The broker id a BROKER/BROKER_LOGGER resource names: None for "" (cluster default);
+    INVALID_REQUEST for anything that is not this broker (Kafka's ConfigHelper rule)."""
+    if not resource_name:
+        if allow_empty:
+            return None
+        raise InvalidRequest("broker id must not be empty")
+    try:
+        node = int(resource_name)
+    except ValueError:
+        raise InvalidRequest(f"broker id must be a number, got {resource_name!r}") from None
+    if node != broker.node_id:
+        raise InvalidRequest(f"unexpected broker id, expected {broker.node_id}, got {resource_name}")
+    return node
+
+
+def loggers() -> dict[str, logging.Logger]:
+    """Every logger this process has created, plus the root one, by name."""
+    found: dict[str, logging.Logger] = {ROOT_LOGGER: logging.getLogger()}
+    for name, item in sorted(logging.Logger.manager.loggerDict.items()):
+        if isinstance(item, logging.Logger):
+            found[name] = item
+    return found
+
+
+def _broker_entries(broker, keys: list[str] | None, synonyms: bool, documentation: bool) -> list[dict]:
+    cfg = broker.config
+    effective = {"node.id": str(broker.node_id), "broker.id": str(broker.node_id), "cluster.id": broker.cluster_id,
+                 "log.dirs": str(broker.data_dir)}
+    names = list(SETTINGS) + [n for n in cfg.values if n not in SETTINGS]
+    if keys is not None:
+        wanted = set(keys)
+        names = [n for n in names if n in wanted]
+    entries = []
+    for name in names:
+        setting = SETTINGS.get(name)
+        value = effective.get(name, cfg.raw(name))
+        source = broker_source(broker, name)
+        sensitive = any(marker in name for marker in _SENSITIVE_MARKERS)
+        chain = []
+        if source == ConfigSource.STATIC_BROKER_CONFIG:
+            chain.append({"name": name, "value": None if sensitive else cfg.raw(name), "source": source})
+        if setting is not None:
+            chain.append({"name": name, "value": None if sensitive else setting.default,
+                          "source": ConfigSource.DEFAULT_CONFIG})
+        entries.append({
+            "name": name,
+            "value": None if sensitive else value,
+            "read_only": True,  # no dynamic broker configs: everything needs a restart
+            "config_source": source,
+            "is_sensitive": sensitive,
+            "synonyms": chain if synonyms else [],
+            "config_type": CONFIG_TYPE_IDS["PASSWORD" if sensitive else setting.kafka_type if setting else "STRING"],
+            "documentation": (setting.doc if setting else None) if documentation else None,
+        })
+    return entries
+
+
+def _logger_entries(keys: list[str] | None) -> list[dict]:
+    found = loggers()
+    names = list(found) if keys is None else [k for k in dict.fromkeys(keys) if k in found]
+    return [
+        {
+            "name": name,
+            "value": log4j_level(found[name].getEffectiveLevel()),
+            "read_only": False,
+            "config_source": ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG,
+            "is_sensitive": False,
+            "synonyms": [],
+            "config_type": CONFIG_TYPE_IDS["STRING"],
+            "documentation": None,
+        }
+        for name in names
+    ]
+
+
+def describe(ctx: RequestContext, resource: dict, synonyms: bool, documentation: bool) -> list[dict]:
+    broker = ctx.broker
+    kind = resource["resource_type"]
+    name = resource["resource_name"]
+    keys = resource.get("configuration_keys")
+    if kind == ResourceType.TOPIC:
+        validate_topic_name(name)
+        if name not in broker.topics:
+            raise UnknownTopicOrPartition(f"topic {name} does not exist")
+        return describe_topic(broker, explicit_configs(broker, name), keys, synonyms=synonyms,
+                              documentation=documentation, effective=broker.logs.config(name))
+    if kind == ResourceType.BROKER:
+        if broker_id_of(broker, name, allow_empty=True) is None:
+            return []  # cluster-wide dynamic defaults: Trafka has none
+        return _broker_entries(broker, keys, synonyms, documentation)
+    if kind == ResourceType.BROKER_LOGGER:
+        broker_id_of(broker, name, allow_empty=False)
+        return _logger_entries(keys)
+    raise InvalidRequest(f"unsupported resource type {kind}")
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    synonyms = bool(request.get("include_synonyms"))
+    documentation = bool(request.get("include_documentation"))
+    results = []
+    for resource in request["resources"]:
+        result = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": resource["resource_type"],
+                  "resource_name": resource["resource_name"], "configs": []}
+        try:
+            result["configs"] = describe(ctx, resource, synonyms, documentation)
+        except Exception as exc:
+            code = error_code_for(exc)
+            if code == ErrorCode.UNKNOWN_SERVER_ERROR:
+                log.exception("DescribeConfigs %s failed", resource)
+            else:
+                log.info("DescribeConfigs %s/%s from %s: %s (%s)", resource["resource_type"],
+                         resource["resource_name"], ctx.client_id, code.name, exc)
+            result.update(error_code=code, error_message=str(exc))
+        results.append(result)
+    return {"throttle_time_ms": 0, "results": results}

@@ -1,0 +1,159 @@
+"""IncrementalAlterConfigs (44): change some of a topic's settings, or the broker's log levels.
+
+Implements v0-1 (KIP-339). Operations: SET, DELETE (back to the broker default), APPEND
+and SUBTRACT (LIST configs such as cleanup.policy; APPEND to an unset config starts from
+its current default, as Kafka does, so appending compact to a default "delete" gives
+"delete,compact"). Each resource is applied whole or not at all; validate_only changes
+nothing.
+
+TOPIC errors: unknown config names, null values for SET/APPEND/SUBTRACT, bad values and
+APPEND/SUBTRACT on a non-list config → INVALID_CONFIG; invalid topic name →
+INVALID_TOPIC_EXCEPTION; unknown topic → UNKNOWN_TOPIC_OR_PARTITION; a config named twice,
+an unknown operation, or a resource named twice in one request → INVALID_REQUEST.
+
+BROKER → INVALID_REQUEST (broker settings are static; see alter_configs.py).
+BROKER_LOGGER (Kafka's runtime log levels): SET a logger to OFF, FATAL, ERROR, WARN, INFO,
+DEBUG, TRACE or ALL, DELETE to inherit from the parent again; the resource name must be
+this broker's id (INVALID_REQUEST otherwise). Unknown logger or level → INVALID_CONFIG;
+DELETE of the root logger, APPEND or SUBTRACT → INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from storage.config import TOPIC_CONFIGS
+from storage.errors import InvalidConfig
+from wire.errors import ErrorCode
+from wire.registry import ApiKey
+
+from server.broker import validate_topic_name
+from server.context import RequestContext
+from server.errors import InvalidRequest, KafkaError, UnknownTopicOrPartition, error_code_for
+from server.handlers.alter_configs import BROKER_CONFIGS_STATIC, duplicated_resources
+from server.handlers.describe_configs import LOG4J_LEVELS, ROOT_LOGGER, broker_id_of, loggers
+from server.topic_configs import AlterOp, ResourceType, apply, explicit_configs, is_list_config, split_list
+
+API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
+MAY_BLOCK = False
+
+log = logging.getLogger("trafka.admin")
+
+
+def _operations(resource: dict) -> list[tuple[str, AlterOp, str | None]]:
+    ops = []
+    seen: set[str] = set()
+    for entry in resource["configs"]:
+        name = entry["name"]
+        if name in seen:
+            raise InvalidRequest(f"config {name} appears more than once")
+        seen.add(name)
+        try:
+            op = AlterOp(entry["config_operation"])
+        except ValueError:
+            raise InvalidRequest(f"unknown config operation {entry['config_operation']} for {name}") from None
+        ops.append((name, op, entry["value"]))
+    return ops
+
+
+def new_topic_configs(current: dict[str, str], effective_defaults: dict[str, str],
+                      ops: list[tuple[str, AlterOp, str | None]]) -> dict[str, str]:
+    """The topic's explicit settings after `ops` (validated later, as a whole)."""
+    configs = dict(current)
+    for name, op, value in ops:
+        if name not in TOPIC_CONFIGS:
+            raise InvalidConfig(name, "unknown topic config")
+        if op == AlterOp.DELETE:
+            configs.pop(name, None)
+            continue
+        if value is None:
+            raise InvalidConfig(name, f"{op.name} needs a value")
+        if op == AlterOp.SET:
+            configs[name] = value
+            continue
+        if not is_list_config(name):
+            raise InvalidConfig(name, f"cannot {op.name} to {name}: its type is not LIST")
+        items = split_list(configs.get(name, effective_defaults.get(name)))
+        change = split_list(value)
+        if op == AlterOp.APPEND:
+            items += [item for item in dict.fromkeys(change) if item not in items]
+        else:
+            items = [item for item in items if item not in change]
+        configs[name] = ",".join(items)
+    return configs
+
+
+def _alter_topic(ctx: RequestContext, name: str, ops, validate_only: bool) -> None:
+    broker = ctx.broker
+    validate_topic_name(name)
+    if name not in broker.topics:
+        raise UnknownTopicOrPartition(f"topic {name} does not exist")
+    configs = new_topic_configs(explicit_configs(broker, name), broker.logs.defaults.to_kafka(), ops)
+    apply(broker, name, configs, validate_only)
+    if not validate_only:
+        log.info("IncrementalAlterConfigs %s from %s: %s", name, ctx.client_id,
+                 [(n, op.name, v) for n, op, v in ops])
+
+
+def _alter_loggers(ctx: RequestContext, ops, validate_only: bool) -> None:
+    found = loggers()
+    changes: list[tuple[logging.Logger, int]] = []
+    for name, op, value in ops:
+        if op in (AlterOp.APPEND, AlterOp.SUBTRACT):
+            raise InvalidRequest(f"{op.name} is not allowed for BROKER_LOGGER resources")
+        if name not in found:
+            raise KafkaError(f"logger {name} does not exist", ErrorCode.INVALID_CONFIG)
+        if op == AlterOp.DELETE:
+            if name == ROOT_LOGGER:
+                raise InvalidRequest("removing the level of the root logger is not allowed")
+            changes.append((found[name], logging.NOTSET))
+            continue
+        level = LOG4J_LEVELS.get((value or "").upper())
+        if level is None:
+            raise KafkaError(f"cannot set logger {name} to {value!r}: levels are {', '.join(LOG4J_LEVELS)}",
+                             ErrorCode.INVALID_CONFIG)
+        changes.append((found[name], level))
+    if not validate_only:
+        for logger, level in changes:
+            logger.setLevel(level)
+            log.info("logger %s set to %s by %s", logger.name, logging.getLevelName(level), ctx.client_id)
+
+
+def _alter(ctx: RequestContext, resource: dict, validate_only: bool) -> None:
+    kind = resource["resource_type"]
+    name = resource["resource_name"]
+    ops = _operations(resource)
+    if kind == ResourceType.TOPIC:
+        _alter_topic(ctx, name, ops, validate_only)
+    elif kind == ResourceType.BROKER:
+        broker_id_of(ctx.broker, name, allow_empty=True)
+        raise InvalidRequest(BROKER_CONFIGS_STATIC)
+    elif kind == ResourceType.BROKER_LOGGER:
+        broker_id_of(ctx.broker, name, allow_empty=False)
+        _alter_loggers(ctx, ops, validate_only)
+    else:
+        raise InvalidRequest(f"IncrementalAlterConfigs supports topics, brokers and broker loggers, "
+                             f"not resource type {kind}")
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    validate_only = bool(request.get("validate_only"))
+    duplicated = duplicated_resources(request["resources"])
+    responses = []
+    for resource in request["resources"]:
+        key = (resource["resource_type"], resource["resource_name"])
+        response = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": key[0],
+                    "resource_name": key[1]}
+        try:
+            if key in duplicated:
+                raise InvalidRequest("resource appears more than once in the request")
+            _alter(ctx, resource, validate_only)
+        except Exception as exc:
+            code = error_code_for(exc)
+            if code == ErrorCode.UNKNOWN_SERVER_ERROR:
+                log.exception("IncrementalAlterConfigs %s failed", key)
+            else:
+                log.info("IncrementalAlterConfigs %s from %s: %s (%s)", key, ctx.client_id, code.name, exc)
+            response.update(error_code=code, error_message=str(exc))
+        responses.append(response)
+    return {"throttle_time_ms": 0, "responses": responses}

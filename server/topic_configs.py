@@ -1,0 +1,155 @@
+"""What a topic's configuration looks like from the outside: values, sources, synonyms.
+
+DescribeConfigs (TOPIC resources) and CreateTopics v5+ both report every topic config
+with its effective value and where that value comes from, and the two alter APIs turn a
+request into the topic's new set of explicit settings. This module holds those rules so
+the handlers agree with each other.
+
+Sources follow Kafka's ConfigHelper: a name set on the topic is DYNAMIC_TOPIC_CONFIG; an
+inherited value is STATIC_BROKER_CONFIG when a broker setting it derives from
+(`log.retention.ms` for `retention.ms`, ...) was given in the file, the environment or a
+flag, DEFAULT_CONFIG otherwise. Synonyms list the same chain, most specific first.
+Only broker names that Trafka's broker settings actually read count as synonyms, so a
+`log.retention.hours` line that Trafka ignores is never shown as the source of a value.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import TYPE_CHECKING, Mapping
+
+from storage.config import BROKER_SYNONYMS, CONFIG_TYPE_IDS, TOPIC_CONFIGS, LogConfig
+from storage.errors import InvalidConfig
+
+from server.config import SETTINGS
+
+if TYPE_CHECKING:
+    from server.broker import Broker
+
+
+class ResourceType(enum.IntEnum):
+    """ConfigResource.Type ids on the wire (DescribeConfigs, AlterConfigs, ...)."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+
+
+class ConfigSource(enum.IntEnum):
+    """DescribeConfigsResponse ConfigSource / synonym Source ids (KIP-226)."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+
+
+class AlterOp(enum.IntEnum):
+    """IncrementalAlterConfigs ConfigOperation ids (KIP-339)."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+def broker_source(broker: "Broker", name: str) -> ConfigSource:
+    """Where a broker setting's value came from: a file/env/flag, or the built-in default."""
+    return ConfigSource.DEFAULT_CONFIG if broker.config.source(name) == "default" else ConfigSource.STATIC_BROKER_CONFIG
+
+
+def _broker_chain(broker: "Broker", topic_name: str) -> list[dict]:
+    """Broker-level synonyms of a topic config: the set ones (STATIC) first, then defaults."""
+    names = [b for b, factor in BROKER_SYNONYMS.get(topic_name, ()) if b in SETTINGS and factor == 1]
+    static = [{"name": b, "value": broker.config.raw(b), "source": ConfigSource.STATIC_BROKER_CONFIG}
+              for b in names if broker_source(broker, b) == ConfigSource.STATIC_BROKER_CONFIG]
+    defaults = [{"name": b, "value": SETTINGS[b].default, "source": ConfigSource.DEFAULT_CONFIG} for b in names]
+    return static + defaults
+
+
+def describe_topic(
+    broker: "Broker",
+    explicit: Mapping[str, str],
+    keys: list[str] | None = None,
+    *,
+    synonyms: bool = False,
+    documentation: bool = False,
+    effective: LogConfig | None = None,
+) -> list[dict]:
+    """DescribeConfigsResourceResult entries for a topic whose explicit settings are `explicit`.
+
+    `keys` None means every topic config; unknown keys are skipped, as Kafka does.
+    `effective` is the topic's live config (storage's); without it (a topic still being
+    validated) it is computed from `explicit`, which raises InvalidConfig if invalid.
+    """
+    if effective is None:
+        effective = LogConfig.from_kafka(explicit, broker.logs.defaults)
+    values = effective.to_kafka()
+    wanted = values.keys() if keys is None else [k for k in dict.fromkeys(keys) if k in values]
+    entries = []
+    for name in wanted:
+        definition = TOPIC_CONFIGS[name]
+        chain = _broker_chain(broker, name)
+        if name in explicit:
+            chain.insert(0, {"name": name, "value": values[name], "source": ConfigSource.DYNAMIC_TOPIC_CONFIG})
+        source = chain[0]["source"] if chain else ConfigSource.DEFAULT_CONFIG
+        entries.append({
+            "name": name,
+            "value": None if definition.is_sensitive else values[name],
+            "read_only": False,
+            "is_default": source == ConfigSource.DEFAULT_CONFIG,
+            "config_source": source,
+            "is_sensitive": definition.is_sensitive,
+            "synonyms": chain if synonyms else [],
+            "config_type": CONFIG_TYPE_IDS.get(definition.type, 0),
+            "documentation": definition.doc if documentation else None,
+        })
+    return entries
+
+
+def creatable_topic_configs(broker: "Broker", explicit: Mapping[str, str]) -> list[dict]:
+    """CreateTopics v5+ `configs` of a new topic: every config, value and source."""
+    return [
+        {key: entry[key] for key in ("name", "value", "read_only", "config_source", "is_sensitive")}
+        for entry in describe_topic(broker, explicit)
+    ]
+
+
+def is_list_config(name: str) -> bool:
+    """APPEND and SUBTRACT only apply to LIST configs (cleanup.policy, ...)."""
+    definition = TOPIC_CONFIGS.get(name)
+    return definition is not None and definition.type == "LIST"
+
+
+def split_list(value: str | None) -> list[str]:
+    return [item.strip() for item in (value or "").split(",") if item.strip()]
+
+
+def validate(broker: "Broker", explicit: Mapping[str, str]) -> None:
+    """Raise InvalidConfig (name and reason) unless `explicit` is a valid set of topic settings."""
+    for name, value in explicit.items():
+        if value is None:
+            raise InvalidConfig(name, "null values are not supported for topic configs")
+        if name not in TOPIC_CONFIGS:
+            raise InvalidConfig(name, "unknown topic config")
+    LogConfig.from_kafka(explicit, broker.logs.defaults)
+
+
+def explicit_configs(broker: "Broker", topic: str) -> dict[str, str]:
+    """The settings made on `topic` itself (CreateTopics configs, AlterConfigs)."""
+    return dict(broker.logs.explicit_configs(topic))
+
+
+def apply(broker: "Broker", topic: str, explicit: Mapping[str, str], validate_only: bool) -> None:
+    """Make `explicit` the topic's complete set of settings (after validating it).
+
+    Both alter APIs end here: AlterConfigs sends the full set, IncrementalAlterConfigs
+    computes it from the current one.
+    """
+    validate(broker, explicit)
+    if not validate_only:
+        broker.logs.alter_configs(topic, dict(explicit), incremental=False)
