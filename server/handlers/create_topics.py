@@ -31,10 +31,10 @@ def _plan(ctx: RequestContext, topic: dict) -> tuple[int, dict[str, str]]:
     broker = ctx.broker
     name = topic["name"]
     validate_topic_name(name)
-    if name in INTERNAL_TOPICS:
-        raise KafkaError(f"{name} is an internal topic", ErrorCode.INVALID_REQUEST)
     if name in broker.topics:
         raise KafkaError(f"topic {name} already exists", ErrorCode.TOPIC_ALREADY_EXISTS)
+    if name in INTERNAL_TOPICS:
+        raise KafkaError(f"{name} is an internal topic", ErrorCode.INVALID_REQUEST)
     assignments = topic.get("assignments") or []
     partitions = topic["num_partitions"]
     replication = topic["replication_factor"]
