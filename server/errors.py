@@ -51,6 +51,7 @@ _STORAGE_CODES: list[tuple[type[BaseException], ErrorCode]] = [
     (storage_errors.TopicExists, ErrorCode.TOPIC_ALREADY_EXISTS),
     (storage_errors.InvalidTopicName, ErrorCode.INVALID_TOPIC_EXCEPTION),
     (storage_errors.UnknownTopicOrPartition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    (storage_errors.LogClosed, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
     (storage_errors.InvalidConfig, ErrorCode.INVALID_CONFIG),
     (storage_errors.InvalidPartitions, ErrorCode.INVALID_PARTITIONS),
     (storage_errors.OffsetOutOfRange, ErrorCode.OFFSET_OUT_OF_RANGE),

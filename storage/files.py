@@ -1,0 +1,126 @@
+"""Small file-system helpers: durable atomic replacement, directory fsync, checkpoint files.
+
+A checkpoint file holds one offset in Kafka's checkpoint text layout reduced to one entry::
+
+    0            version
+    <offset>     the value
+
+It is always replaced atomically (write a temporary file, fsync it, rename it over the old
+one, fsync the directory), so a crash leaves either the old or the new value, never a mix.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import logging
+import os
+from pathlib import Path
+
+log = logging.getLogger("storage")
+
+CHECKPOINT_VERSION = 0
+
+
+def fsync_dir(path: str | Path) -> None:
+    """Make renames, creations and unlinks inside ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_NAME_MAX = 255
+
+
+def _tmp_path(path: Path) -> Path:
+    """`<name>.tmp` beside `path`, or `<digest>.tmp` when that would pass NAME_MAX: a
+    249-character topic (Kafka's longest) has a 254-character `<topic>.json`."""
+    name = path.name + ".tmp"
+    if len(os.fsencode(name)) > _NAME_MAX:
+        name = hashlib.blake2b(os.fsencode(path.name), digest_size=16).hexdigest() + ".tmp"
+    return path.with_name(name)
+
+
+def atomic_write(path: str | Path, data: bytes, *, durable: bool = True) -> None:
+    """Replace ``path`` with ``data`` so that readers (and crashes) see old or new, whole."""
+    path = Path(path)
+    tmp = _tmp_path(path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        if durable:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    if durable:
+        fsync_dir(path.parent)
+
+
+def read_checkpoint(path: str | Path) -> int | None:
+    """The offset stored in a checkpoint file, or None when absent or unreadable."""
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        return None
+    lines = text.split("\n")
+    try:
+        if int(lines[0]) != CHECKPOINT_VERSION:
+            raise ValueError(f"version {lines[0]}")
+        return int(lines[1])
+    except (ValueError, IndexError) as exc:
+        log.warning("ignoring unreadable checkpoint %s: %s", path, exc)
+        return None
+
+
+def write_checkpoint(path: str | Path, offset: int) -> None:
+    """Replace a checkpoint atomically; on a full disk, overwrite it in place instead.
+
+    The value is padded to a fixed width, so every version of the file has the same size
+    and an in-place overwrite needs no new block: freeing space (retention, DeleteRecords)
+    must keep working when the disk is full, and it checkpoints before deleting.
+    """
+    data = f"{CHECKPOINT_VERSION}\n{offset:<20}\n".encode()
+    try:
+        atomic_write(path, data)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        unlink_quietly(_tmp_path(Path(path)))
+        try:
+            fd = os.open(path, os.O_WRONLY)
+        except FileNotFoundError:
+            raise exc from None
+        try:
+            if os.fstat(fd).st_size != len(data):
+                raise exc
+            pwrite_all(fd, data, 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        log.warning("disk full: checkpoint %s overwritten in place", path)
+
+
+def unlink_quietly(path: str | Path) -> bool:
+    """Remove a file if present; True when something was removed."""
+    try:
+        os.unlink(path)
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def pwrite_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:
+    """pwrite until every byte is written (regular files write short only on errors)."""
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, position)
+        if written <= 0:  # pragma: no cover - the kernel raises instead
+            raise OSError("short write")
+        view = view[written:]
+        position += written

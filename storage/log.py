@@ -1,0 +1,960 @@
+"""A partition's log: an ordered list of segments, the newest taking appends.
+
+How this works:
+
+- Appends run one at a time under the partition lock. A produce buffer holds whole
+  batches; the only work per batch is unpacking its 61-byte header, patching baseOffset and
+  partitionLeaderEpoch in place (outside the CRC), optionally stamping LogAppendTime (which
+  recomputes the CRC), and one index entry when index.interval.bytes were crossed. The
+  buffer is then written with one pwrite at the segment's committed size; no record is
+  decoded and the bytes are not copied. Only after the write completes do the segment size,
+  the indexes and the log end offset move, so readers never see a partial batch, and a
+  failed write (ENOSPC) is cut back with ftruncate.
+- Reads take no lock: they snapshot the segment list (an immutable tuple replaced on every
+  structural change) and the log end offset, bisect the segment base offsets, bisect the
+  segment's sparse offset index, scan forward over a few headers, and pread the bytes.
+- The segment list changes under the lock: roll (segment.bytes, segment.ms, full index),
+  retention and DeleteRecords (whole segments from the front), truncation, compaction swaps.
+  Segments leaving the list are retired to the `Graveyard`, not closed (see segment.py).
+- Durability follows the flush policy: "always" fdatasyncs before append returns,
+  "interval" after flush.messages messages or flush.ms, "never" leaves it to the page cache
+  (and to flush()/close()). The log start offset and the cleaner's progress are small
+  checkpoint files in the partition directory, replaced atomically.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import struct
+import threading
+import time
+from bisect import bisect_left, bisect_right
+from functools import partial
+from pathlib import Path
+from typing import Callable, Iterator, NamedTuple
+
+from storage.config import LogConfig
+from storage.errors import LogClosed, LogDirFull, OffsetOutOfRange, RecordTooLarge, StorageError
+from storage.files import fsync_dir, read_checkpoint, write_checkpoint
+from storage.recovery import INT32_MAX, LEADER_EPOCH, load_segments, scan_segment
+from storage.segment import (
+    BATCH_PREFIX,
+    BATCH_PREFIX_SIZE,
+    BOUNDARY_HINTS,
+    Graveyard,
+    HeaderAt,
+    LogSegment,
+    iter_segment_batches,
+    read_exact,
+    walk_headers,
+    walk_offsets,
+)
+from wire.errors import CorruptRecords
+from wire.records import (
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    BatchHeader,
+    iter_records,
+    parse_header,
+    set_log_append_time,
+)
+
+log = logging.getLogger("storage")
+
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+# baseOffset, batchLength (rewritten unchanged), partitionLeaderEpoch: one pack per batch.
+_OFFSET_LENGTH_EPOCH = struct.Struct(">qii")
+_BASE_AND_LENGTH = struct.Struct(">qi")
+_LOCATE_WINDOW = 8192
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class AppendResult(NamedTuple):
+    """Where an append landed: offsets, the LogAppendTime used (-1 for CreateTime), and the
+    log start offset at that moment (Produce responses carry it)."""
+
+    base_offset: int
+    last_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+
+
+# NamedTuple's own constructor is a Python function; this is the C one (hot path).
+_new_result = partial(tuple.__new__, AppendResult)
+
+
+def _split_batches(batch: bytearray, max_size: int) -> tuple[list[tuple[int, int, int, int]], int, int]:
+    """(position, size, lastOffsetDelta, maxTimestamp) of each batch of a multi-batch append,
+    the offsets they take and their record count; CorruptRecords unless whole batches."""
+    spans = []
+    offsets = counted = 0
+    pos = 0
+    total = len(batch)
+    while pos < total:
+        if total - pos < HEADER_SIZE:
+            raise CorruptRecords(f"{total - pos} trailing bytes after the last batch")
+        (_b, length, _e, magic, _c, _a, lod, _bt, max_ts, _p, _pe, _bs, count) = HEADER.unpack_from(batch, pos)
+        size = length + LOG_OVERHEAD
+        if magic != 2 or size < HEADER_SIZE or pos + size > total or lod < 0:
+            raise CorruptRecords(f"not a whole magic-2 batch at byte {pos} of the append")
+        if size > max_size:
+            raise RecordTooLarge(f"batch of {size} bytes exceeds max.message.bytes {max_size}")
+        spans.append((pos, size, lod, max_ts))
+        offsets += lod + 1
+        counted += count
+        pos += size
+    return spans, offsets, counted
+
+
+class PartitionLog:
+    """One topic-partition's directory of segments.
+
+    Directory layout (`<data_dir>/<topic>-<partition>/`)::
+
+        {base:020d}.log / .index / .timeindex   the segments (LogSegment, OffsetIndex, TimeIndex)
+        log-start-offset-checkpoint             "0\\n<offset>\\n": the log start offset set by
+                                                DeleteRecords and retention
+        cleaner-offset-checkpoint               "0\\n<offset>\\n": offsets below it have been
+                                                compacted, so they may have gaps
+
+    Use `PartitionLog.open`. Thread-safety: one appender at a time (appends serialize on an
+    internal lock anyway), any number of concurrent readers.
+    """
+
+    def __init__(self, directory: Path, config: LogConfig, *, name: str, graveyard: Graveyard) -> None:
+        self.directory = directory
+        self.name = name
+        self.config = config
+        self._graveyard = graveyard
+        self._lock = threading.RLock()
+        # Held by the cleaner while it rewrites segments, and by whatever must not
+        # interleave with it (truncation, close).
+        self.cleaner_lock = threading.Lock()
+        self._segments: tuple[LogSegment, ...] = ()
+        self._bases: list[int] = []
+        self.log_start_offset = 0
+        self.log_end_offset = 0
+        self.cleaned_offset = 0
+        self._dirty: list[LogSegment] = []
+        self._unflushed_messages = 0
+        self._last_flush_ms = 0
+        self._closed = False
+        # Earliest KIP-534 delete horizon among batches the cleaner kept tombstones in.
+        self.next_delete_horizon_ms: int | None = None
+
+    # ------------------------------------------------------------------ opening, closing
+
+    @classmethod
+    def open(
+        cls,
+        directory: str | Path,
+        config: LogConfig,
+        *,
+        clean: bool = False,
+        now_ms: int | None = None,
+        graveyard: Graveyard | None = None,
+        name: str | None = None,
+    ) -> "PartitionLog":
+        """Open (creating if needed) and recover a partition directory.
+
+        ``clean``: the previous run shut down cleanly (its indexes of closed segments may be
+        trusted); otherwise every segment is validated batch by batch.
+        """
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        now_ms = _now_ms() if now_ms is None else now_ms
+        self = cls(directory, config, name=name or directory.name, graveyard=graveyard or Graveyard())
+        start_checkpoint = read_checkpoint(directory / LOG_START_OFFSET_CHECKPOINT)
+        self.cleaned_offset = read_checkpoint(directory / CLEANER_OFFSET_CHECKPOINT) or 0
+        segments = load_segments(
+            directory,
+            clean=clean,
+            contiguous_from=self.cleaned_offset,
+            index_interval_bytes=config.index_interval_bytes,
+            now_ms=now_ms,
+            name=self.name,
+        )
+        if not segments:
+            segments = [LogSegment.create(directory, start_checkpoint or 0, now_ms)]
+        self._set_segments(segments)
+        active = segments[-1]
+        assert active.next_offset is not None
+        self.log_end_offset = active.next_offset
+        start = max(start_checkpoint or 0, segments[0].base_offset)
+        self.log_start_offset = min(start, self.log_end_offset)
+        if start_checkpoint != self.log_start_offset:
+            # Also makes sure the file exists, so a full disk can still overwrite it.
+            self._write_log_start()
+        self._last_flush_ms = now_ms
+        return self
+
+    def close(self) -> None:
+        """Flush everything and release the files (readers in flight finish first)."""
+        with self.cleaner_lock, self._lock:
+            if self._closed:
+                return
+            try:
+                self.active.on_close_for_appends()
+                self._sync_all()
+            finally:
+                self._closed = True
+                for segment in self._segments:
+                    self._graveyard.add(segment, 0)
+
+    def close_and_delete(self) -> None:
+        """Close without flushing and remove the directory (topic deletion)."""
+        with self.cleaner_lock, self._lock:
+            self._closed = True
+            for segment in self._segments:
+                segment.delete_files()
+                self._graveyard.add(segment, self.config.file_delete_delay_ms)
+            self._segments = ()
+        for leftover in self.directory.iterdir():
+            try:
+                leftover.unlink()
+            except OSError:
+                pass
+        try:
+            self.directory.rmdir()
+        except OSError as exc:
+            log.warning("%s: could not remove %s: %s", self.name, self.directory, exc)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogClosed(f"{self.name} is closed")
+
+    # ------------------------------------------------------------------ segment list
+
+    def _set_segments(self, segments) -> None:
+        segments = tuple(segments)
+        bases = [s.base_offset for s in segments]
+        # Running maximum of the closed segments' largest timestamps: non-decreasing, so
+        # bisecting it finds the first segment reaching a timestamp (ListOffsets).
+        closed_max: list[int] = []
+        top = -1
+        for segment in segments[:-1]:
+            top = max(top, segment.max_timestamp)
+            closed_max.append(top)
+        self._publish(segments, bases, closed_max)
+
+    def _add_segment(self, new: LogSegment) -> None:
+        """A roll: the same as _set_segments(segments + (new,)) without the O(segments) loop."""
+        old_segments, old_bases = self._view
+        closed_max = list(self._closed_max[1])
+        closed_max.append(max(closed_max[-1] if closed_max else -1, old_segments[-1].max_timestamp))
+        self._publish(old_segments + (new,), old_bases + [new.base_offset], closed_max)
+
+    def _publish(self, segments: tuple[LogSegment, ...], bases: list[int], closed_max: list[int]) -> None:
+        # Readers take the tuple whole: publish everything in one assignment.
+        self._view = (segments, bases)
+        self._closed_max = (segments, closed_max)
+        self._segments = segments
+        self._bases = bases
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return self._segments
+
+    @property
+    def active(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def high_watermark(self) -> int:
+        # A single broker: everything appended is "replicated".
+        return self.log_end_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    def statistics(self) -> dict[str, int]:
+        segments = self._segments
+        return {
+            "segments": len(segments),
+            "size_bytes": sum(s.size for s in segments),
+            "log_start_offset": self.log_start_offset,
+            "log_end_offset": self.log_end_offset,
+            "unflushed_messages": self._unflushed_messages,
+            "cleaned_offset": self.cleaned_offset,
+        }
+
+    # ------------------------------------------------------------------ append
+
+    def append(self, batch: bytearray, record_count: int | None = None, *, now_ms: int | None = None) -> AppendResult:
+        """Append one or more whole, validated magic-2 batches; patch their offsets in place.
+
+        ``record_count`` (the sum of the batches' record counts, if the caller knows it)
+        only feeds flush.messages accounting. Raises RecordTooLarge for a batch above
+        max.message.bytes, LogDirFull when the disk is full (nothing is appended then).
+        """
+        if now_ms is None:
+            now_ms = int(time.time() * 1000)
+        config = self.config
+        size_total = len(batch)
+        if size_total < HEADER_SIZE:
+            raise CorruptRecords(f"{size_total} bytes cannot hold a record batch")
+        with self._lock:
+            if self._closed:
+                raise LogClosed(f"{self.name} is closed")
+            # Pass 1: batch boundaries and the header fields storage needs. A produce
+            # request nearly always carries one batch: that case takes no loop.
+            (_b, length, _e, magic, _c, _a, lod, _bt, max_ts, _p, _pe, _bs, count) = HEADER.unpack_from(batch, 0)
+            size = length + LOG_OVERHEAD
+            if size == size_total and magic == 2 and lod >= 0:
+                if size > config.max_message_bytes:
+                    raise RecordTooLarge(f"batch of {size} bytes exceeds max.message.bytes {config.max_message_bytes}")
+                spans: list[tuple[int, int, int, int]] | tuple = ((0, size, lod, max_ts),)
+                offsets_used = lod + 1
+                counted = count
+            else:
+                spans, offsets_used, counted = _split_batches(batch, config.max_message_bytes)
+            if record_count is None:
+                record_count = counted
+
+            base_offset = self.log_end_offset
+            segment = self._segments[-1]
+            if segment.size and (segment.size + size_total > config.segment_bytes
+                                 or now_ms - segment.created_ms > config.segment_ms
+                                 or segment.index_entries >= config.segment_index_bytes // 12
+                                 or base_offset + offsets_used - 1 - segment.base_offset > INT32_MAX):
+                # Kafka's roll conditions: size, age, a full index (the 12-byte time index
+                # entries fill segment.index.bytes first), 32-bit relative offsets.
+                segment = self._roll(now_ms)
+
+            # Pass 2: assign offsets, in place (outside the CRC unless LogAppendTime).
+            offset = base_offset
+            log_append_time = config.log_append_time
+            for p, size, lod, _ts in spans:
+                _OFFSET_LENGTH_EPOCH.pack_into(batch, p, offset, size - LOG_OVERHEAD, LEADER_EPOCH)
+                if log_append_time:
+                    set_log_append_time(batch, now_ms, p)
+                offset += lod + 1
+
+            position = segment.size
+            try:
+                _pwrite_all(segment.fd, batch, position)
+            except OSError as exc:
+                self._undo_write(segment, position, exc)
+
+            # The bytes are in the file: now the indexes, the size, the end offset.
+            interval = config.index_interval_bytes
+            since = segment.bytes_since_index
+            top = segment.max_timestamp
+            offset = base_offset
+            if position == 0:
+                segment.first_batch_max_timestamp = now_ms if log_append_time else spans[0][3]
+            for p, size, lod, max_ts in spans:
+                last = offset + lod
+                if log_append_time:
+                    max_ts = now_ms
+                if max_ts > top:
+                    top = max_ts
+                    segment.offset_of_max_timestamp = last
+                if since > interval:
+                    segment.add_index_entry(last, position + p, top)
+                    since = 0
+                since += size
+                offset = last + 1
+            segment.bytes_since_index = since
+            segment.max_timestamp = top
+            boundaries = segment.boundaries
+            if len(boundaries) >= BOUNDARY_HINTS:
+                boundaries.clear()
+            boundaries[base_offset] = position  # the batches start here; a tailing read asks for it
+            segment.size = position + size_total
+            segment.next_offset = offset
+            if not segment.dirty:
+                segment.dirty = True
+                self._dirty.append(segment)
+            self.log_end_offset = offset
+
+            policy = config.flush_policy
+            if policy != "never":
+                if policy == "always":
+                    self._sync_data()
+                    self._last_flush_ms = now_ms
+                else:
+                    self._unflushed_messages += record_count
+                    if (self._unflushed_messages >= config.flush_interval_messages
+                            or now_ms - self._last_flush_ms >= config.flush_interval_ms):
+                        self._sync_data()
+                        self._last_flush_ms = now_ms
+            return _new_result((base_offset, offset - 1, now_ms if log_append_time else -1, self.log_start_offset))
+
+    def _roll(self, now_ms: int) -> LogSegment:
+        old = self._segments[-1]
+        try:
+            old.on_close_for_appends()
+            new = LogSegment.create(self.directory, self.log_end_offset, now_ms)
+            if self.config.flush_policy != "never":
+                fsync_dir(self.directory)
+        except OSError as exc:
+            if exc.errno in _DISK_FULL:
+                raise LogDirFull(f"{self.name}: cannot create a segment: {exc}") from exc
+            raise StorageError(f"{self.name}: cannot create a segment: {exc}") from exc
+        self._add_segment(new)
+        log.debug("%s: rolled to segment %d", self.name, new.base_offset)
+        return new
+
+    def roll(self, now_ms: int | None = None) -> None:
+        """Start a new segment now (if the active one holds anything)."""
+        with self._lock:
+            self._check_open()
+            if self.active.size:
+                self._roll(_now_ms() if now_ms is None else now_ms)
+
+    def _undo_write(self, segment: LogSegment, position: int, exc: OSError):
+        try:
+            os.ftruncate(segment.fd, position)
+        except OSError as cut_exc:  # pragma: no cover - shrinking needs no space
+            log.error("%s: could not cut back a failed write: %s", self.name, cut_exc)
+        if exc.errno in _DISK_FULL:
+            raise LogDirFull(f"{self.name}: {os.strerror(exc.errno)}") from exc
+        raise StorageError(f"{self.name}: write failed: {exc}") from exc
+
+    # ------------------------------------------------------------------ flushing
+
+    def _sync_data(self) -> None:
+        dirty, self._dirty = self._dirty, []
+        for segment in dirty:
+            segment.dirty = False
+            try:
+                os.fdatasync(segment.fd)
+            except OSError as exc:
+                raise StorageError(f"{self.name}: fsync failed: {exc}") from exc
+        self._unflushed_messages = 0
+
+    def _sync_all(self) -> None:
+        dirty, self._dirty = self._dirty, []
+        for segment in dirty:
+            segment.sync()
+        self.active.sync()
+        self._unflushed_messages = 0
+
+    def flush(self, now_ms: int | None = None) -> None:
+        """fsync every unflushed segment and its indexes."""
+        with self._lock:
+            if self._closed:
+                return
+            self._sync_all()
+            self._last_flush_ms = _now_ms() if now_ms is None else now_ms
+
+    def maybe_flush(self, now_ms: int | None = None) -> bool:
+        """The timer half of the interval policy: flush if flush.ms has passed with data pending."""
+        now_ms = _now_ms() if now_ms is None else now_ms
+        config = self.config
+        if config.flush_policy != "interval" or not self._dirty:
+            return False
+        if now_ms - self._last_flush_ms < config.flush_interval_ms:
+            return False
+        with self._lock:
+            if self._closed:
+                return False
+            self._sync_data()
+            self._last_flush_ms = now_ms
+        return True
+
+    # ------------------------------------------------------------------ reads
+
+    def _check_range(self, offset: int) -> int:
+        end = self.log_end_offset
+        if offset < self.log_start_offset or offset > end:
+            raise OffsetOutOfRange(offset, self.log_start_offset, end)
+        return end
+
+    def _first_batch(self, segment: LogSegment, offset: int) -> tuple[int, int] | None:
+        """(position, size) of the first batch in ``segment`` holding offsets >= ``offset``."""
+        end = segment.size
+        fd = segment.fd
+        hinted = segment.boundaries.get(offset)
+        if hinted is not None and hinted < end:
+            for position, base, size, _last in walk_offsets(fd, hinted, end, _LOCATE_WINDOW):
+                if base == offset:
+                    return position, size
+                break
+        key, position = segment.offset_index.lookup(offset) if offset > segment.base_offset else (-1, 0)
+        for at, base, size, last in walk_offsets(fd, position, end, _LOCATE_WINDOW):
+            if key >= 0:
+                if at != position or last != key:
+                    raise _IndexMismatch(segment)
+                key = -1
+            if last >= offset:
+                return at, size
+        if key >= 0:
+            raise _IndexMismatch(segment)  # the indexed position holds no batch
+        return None
+
+    def _locate(self, segment: LogSegment, offset: int, max_bytes: int) -> tuple[int, int] | None:
+        """(position, length) in ``segment`` of whole batches from the one holding ``offset``."""
+        first = self._first_batch(segment, offset)
+        if first is None:
+            return None
+        start, first_size = first
+        end = segment.size
+        limit = min(end, start + max(max_bytes, first_size))
+        stop = start + first_size
+        if stop < limit:
+            # An indexed position is a batch boundary: everything before it is whole.
+            key, indexed = segment.offset_index.entry_at_or_before_position(limit)
+            if indexed > stop:
+                stop = indexed
+            else:
+                key = -1
+            for at, base, size, last in walk_offsets(segment.fd, stop, end, _LOCATE_WINDOW):
+                if key >= 0:
+                    if last != key:
+                        raise _IndexMismatch(segment)
+                    key = -1
+                if at + size > limit:
+                    self._hint(segment, base, at)  # the next read of this consumer starts here
+                    break
+                stop = at + size
+            if key >= 0:
+                raise _IndexMismatch(segment)
+        return start, stop - start
+
+    def _trim(self, segment: LogSegment, data: bytes, start: int, first_size: int) -> int:
+        """Length of the whole batches at the front of ``data`` (read from ``start``)."""
+        n = len(data)
+        stop = first_size
+        if stop < n:
+            key, indexed = segment.offset_index.entry_at_or_before_position(start + n)
+            rel = indexed - start
+            if rel > stop and rel + BATCH_PREFIX_SIZE <= n:
+                base, _length, _epoch, _magic, _crc, _attributes, lod = BATCH_PREFIX.unpack_from(data, rel)
+                if base + lod != key:
+                    raise _IndexMismatch(segment)
+                stop = rel
+            unpack = _BASE_AND_LENGTH.unpack_from
+            while stop + LOG_OVERHEAD <= n:
+                base, length = unpack(data, stop)
+                size = length + LOG_OVERHEAD
+                if size < HEADER_SIZE or stop + size > n:
+                    self._hint(segment, base, start + stop)
+                    break
+                stop += size
+        return stop
+
+    @staticmethod
+    def _hint(segment: LogSegment, base_offset: int, position: int) -> None:
+        boundaries = segment.boundaries
+        if len(boundaries) >= BOUNDARY_HINTS:
+            boundaries.clear()
+        boundaries[base_offset] = position
+
+    def _start_position(self, segment: LogSegment, offset: int) -> int:
+        """Where to start scanning ``segment`` for ``offset``, with the index entry checked."""
+        if offset <= segment.base_offset:
+            return 0
+        key, position = segment.offset_index.lookup(offset)
+        if key < 0:
+            return 0
+        raw = os.pread(segment.fd, HEADER_SIZE, position)
+        if len(raw) == HEADER_SIZE:
+            fields = HEADER.unpack_from(raw)
+            if fields[0] + fields[6] == key:
+                return position
+        self._rebuild_index(segment)
+        return segment.offset_index.lookup(offset)[1]
+
+    def _rebuild_index(self, segment: LogSegment) -> None:
+        """An index entry pointed at something other than its batch: rebuild from the log."""
+        with self._lock:
+            if segment.closed:
+                return
+            scan = scan_segment(segment.fd, segment.size, segment.base_offset,
+                                index_interval_bytes=self.config.index_interval_bytes,
+                                contiguous=segment.base_offset >= self.cleaned_offset)
+            log.error("%s: offset index of segment %d did not match its log; rebuilt%s", self.name,
+                      segment.base_offset, f" (log damaged: {scan.error})" if scan.error else "")
+            segment.offset_index.set_entries(scan.index_entries, in_file=False)
+
+    def _find(self, offset: int, max_bytes: int, action: Callable[[LogSegment, int, int], object], *,
+              whole: bool = True):
+        """Run ``action(segment, position, length)`` on the pinned segment holding ``offset``:
+        ``length`` covers whole batches up to ``max_bytes`` if ``whole``, else only the first
+        batch (the action then finds the rest itself)."""
+        for _attempt in range(8):
+            self._check_open()
+            end = self._check_range(offset)
+            if offset == end:
+                return None
+            segments, bases = self._view
+            i = max(bisect_right(bases, offset) - 1, 0)
+            retry = False
+            while i < len(segments):
+                segment = segments[i]
+                if not segment.pin():
+                    retry = True  # retired under us: take a fresh view
+                    break
+                try:
+                    locate = self._locate if whole else self._first_batch_for
+                    try:
+                        found = locate(segment, offset, max_bytes)
+                        if found is not None:
+                            return action(segment, found[0], found[1])
+                    except _IndexMismatch:
+                        self._rebuild_index(segment)
+                        found = locate(segment, offset, max_bytes)
+                        if found is not None:
+                            return action(segment, found[0], found[1])
+                finally:
+                    segment.unpin()
+                i += 1
+            if not retry:
+                return None  # offsets up to the end were compacted away
+        raise StorageError(f"{self.name}: segments kept changing during a read")
+
+    def _first_batch_for(self, segment: LogSegment, offset: int, _max_bytes: int) -> tuple[int, int] | None:
+        return self._first_batch(segment, offset)
+
+    def read(self, offset: int, max_bytes: int) -> bytes | memoryview:
+        """Stored batches from the one holding ``offset``: whole batches up to ``max_bytes``,
+        but at least one whole batch if any exists at or after ``offset``.
+
+        Empty at the log end offset; OffsetOutOfRange below the log start offset or past the
+        end. Like Kafka, a read stops at the end of a segment; the caller reads again.
+        """
+        def read_whole_batches(segment: LogSegment, start: int, first_size: int):
+            # One pread of everything that may fit, trimmed in memory to whole batches:
+            # sequential I/O the kernel reads ahead for, and no copy (a memoryview slice).
+            data = read_exact(segment.fd, min(segment.size, start + max(max_bytes, first_size)) - start, start)
+            stop = self._trim(segment, data, start, first_size)
+            return data if stop == len(data) else memoryview(data)[:stop]
+
+        result = self._find(offset, max_bytes, read_whole_batches, whole=False)
+        return b"" if result is None else result
+
+    def read_location(self, offset: int, max_bytes: int) -> list[tuple[int, int, int]]:
+        """Where `read` would read from, as [(fd, position, length)] for os.sendfile.
+
+        The descriptors belong to the log: do not close them. They stay valid for at least
+        file.delete.delay.ms after their segment is deleted, so send promptly.
+        """
+        result = self._find(offset, max_bytes, lambda seg, pos, length: [(seg.fd, pos, length)])
+        return [] if result is None else result
+
+    def read_pinned(self, offset: int, max_bytes: int) -> tuple[LogSegment, int, int] | None:
+        """Where `read` would read from, as (segment, position, length) with the segment
+        pinned: its descriptor stays open, whatever retention or deletion does, until the
+        caller calls ``segment.unpin()`` — which it must, once, after its pread or
+        os.sendfile. None at the log end (nothing is pinned then)."""
+
+        def pin(segment: LogSegment, position: int, length: int):
+            segment.pin()  # cannot fail: _find holds a pin while this runs
+            return segment, position, length
+
+        return self._find(offset, max_bytes, pin)
+
+    def iter_batches(self, from_offset: int = 0) -> Iterator[tuple[BatchHeader, bytes]]:
+        """Every stored batch holding offsets >= ``from_offset``, oldest first, up to the log
+        end offset at the time of the call. For rebuilding state at start-up."""
+        end = self.log_end_offset
+        from_offset = max(from_offset, self.log_start_offset)
+        segments, bases = self._view
+        i = max(bisect_right(bases, from_offset) - 1, 0)
+        for segment in segments[i:]:
+            if segment.base_offset >= end:
+                break
+            if not segment.pin():
+                raise LogClosed(f"{self.name}: segment {segment.base_offset} went away during iteration")
+            try:
+                start = self._start_position(segment, from_offset)
+                for _pos, data in iter_segment_batches(segment.fd, start, segment.size):
+                    header = parse_header(data)
+                    if header.base_offset >= end:
+                        return
+                    if header.last_offset >= from_offset:
+                        yield header, data
+            finally:
+                segment.unpin()
+
+    # ------------------------------------------------------------------ timestamps
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= ``timestamp`` at or after
+        the log start offset (ListOffsets), or None if there is none."""
+        start = self.log_start_offset
+        segments, closed_max = self._closed_max
+        for i in range(bisect_left(closed_max, timestamp), len(segments)):
+            segment = segments[i]
+            if segment.max_timestamp < timestamp:
+                continue
+            if not segment.pin():
+                continue
+            try:
+                from_offset = max(segment.time_index.lookup(timestamp), start)
+                position = self._start_position(segment, from_offset)
+                for header in walk_headers(segment.fd, position, segment.size, _LOCATE_WINDOW):
+                    if header.last_offset < start or header.max_timestamp < timestamp:
+                        continue
+                    found = self._record_at_or_after(segment, header, timestamp, start)
+                    if found is not None:
+                        return found
+            finally:
+                segment.unpin()
+        return None
+
+    def _record_at_or_after(self, segment: LogSegment, header: HeaderAt, timestamp: int, start: int):
+        if header.attributes & TIMESTAMP_TYPE_MASK:
+            return max(header.base_offset, start), header.max_timestamp
+        data = read_exact(segment.fd, header.size, header.position)
+        for record in iter_records(data):
+            if record.offset >= start and record.timestamp >= timestamp:
+                return record.offset, record.timestamp
+        return None
+
+    def max_timestamp(self) -> tuple[int, int]:
+        """(offset, timestamp) of the first record holding the largest timestamp at or after
+        the log start offset, for ListOffsets MAX_TIMESTAMP (KIP-734); (-1, -1) if none."""
+        start = self.log_start_offset
+        segments, _ = self._view
+        best: LogSegment | None = None
+        best_ts = -1
+        for n, segment in enumerate(segments):
+            ts = segment.max_timestamp
+            if n == 0 and segment.base_offset < start and ts >= 0:
+                # Only the first segment can hold offsets below the log start offset.
+                ts = self._max_timestamp_from(segment, start)
+            if ts > best_ts:
+                best, best_ts = segment, ts
+        if best is None or not best.pin():
+            return -1, -1
+        try:
+            for header in walk_headers(best.fd, self._start_position(best, start), best.size, _LOCATE_WINDOW):
+                if header.max_timestamp >= best_ts and header.last_offset >= start:
+                    found = self._record_at_or_after(best, header, best_ts, start)
+                    if found is not None and found[1] == best_ts:
+                        return found
+            return -1, -1
+        finally:
+            best.unpin()
+
+    def _max_timestamp_from(self, segment: LogSegment, start: int) -> int:
+        if not segment.pin():
+            return -1
+        try:
+            top = -1
+            for header in walk_headers(segment.fd, self._start_position(segment, start), segment.size, _LOCATE_WINDOW):
+                if header.last_offset < start:
+                    continue
+                if header.base_offset >= start or header.attributes & TIMESTAMP_TYPE_MASK:
+                    top = max(top, header.max_timestamp)
+                else:
+                    data = read_exact(segment.fd, header.size, header.position)
+                    top = max([top] + [r.timestamp for r in iter_records(data) if r.offset >= start])
+            return top
+        finally:
+            segment.unpin()
+
+    # ------------------------------------------------------------------ log start, truncation
+
+    def _write_log_start(self) -> None:
+        write_checkpoint(self.directory / LOG_START_OFFSET_CHECKPOINT, self.log_start_offset)
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset to ``offset`` (-1: the high watermark) and
+        delete the segments wholly below it. Returns the new log start offset (low watermark)."""
+        with self._lock:
+            self._check_open()
+            if offset == -1:
+                offset = self.high_watermark
+            if offset < 0 or offset > self.high_watermark:
+                raise OffsetOutOfRange(offset, self.log_start_offset, self.high_watermark)
+            if offset > self.log_start_offset:
+                previous = self.log_start_offset
+                self.log_start_offset = offset
+                try:
+                    self._write_log_start()
+                except BaseException:
+                    # Not durable, so not done: the caller reports a failure, and readers
+                    # must keep seeing the records it did not delete (ENOSPC, for one).
+                    self.log_start_offset = previous
+                    raise
+                self._delete_below_start("DeleteRecords")
+            return self.log_start_offset
+
+    def _delete_below_start(self, reason: str) -> int:
+        segments = self._segments
+        count = 0
+        while count + 1 < len(segments) and segments[count + 1].base_offset <= self.log_start_offset:
+            count += 1
+        return self._drop_oldest(count, reason)
+
+    def delete_oldest_segments(self, predicate: Callable[[LogSegment, int], bool], reason: str) -> int:
+        """Delete closed segments from the front while ``predicate(segment, index)`` holds;
+        the log start offset moves to the first survivor. Returns how many went."""
+        with self._lock:
+            self._check_open()
+            segments = self._segments
+            count = 0
+            while count < len(segments) - 1 and predicate(segments[count], count):
+                count += 1
+            return self._drop_oldest(count, reason)
+
+    def _drop_oldest(self, count: int, reason: str) -> int:
+        if count <= 0:
+            return 0
+        segments = self._segments
+        doomed, kept = segments[:count], segments[count:]
+        new_start = max(self.log_start_offset, kept[0].base_offset)
+        if new_start != self.log_start_offset:
+            previous = self.log_start_offset
+            self.log_start_offset = new_start
+            # Durable before the files go: a crash in between must not resurrect offsets.
+            try:
+                self._write_log_start()
+            except BaseException:
+                self.log_start_offset = previous  # nothing deleted, nothing moved
+                raise
+        self._set_segments(kept)
+        for segment in doomed:
+            segment.delete_files()
+            if segment.dirty:
+                segment.dirty = False
+                self._dirty = [s for s in self._dirty if s is not segment]
+            self._graveyard.add(segment, self.config.file_delete_delay_ms)
+        log.info("%s: deleted %d segment(s) below offset %d (%s)", self.name, count, kept[0].base_offset, reason)
+        return count
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch holding an offset >= ``offset``.
+
+        The log end offset becomes the base offset of the first removed batch (a batch is
+        removed whole). At or below the log start offset the log restarts empty at
+        ``offset``, as Kafka's truncateFullyAndStartAt.
+        """
+        with self.cleaner_lock, self._lock:
+            self._check_open()
+            if offset >= self.log_end_offset:
+                return
+            if offset <= self.log_start_offset:
+                self._truncate_fully(offset)
+                return
+            segments = self._segments
+            i = max(bisect_right(self._bases, offset) - 1, 0)
+            segment = segments[i]
+            cut_pos, new_end = segment.size, offset
+            start = self._start_position(segment, offset)
+            for header in walk_headers(segment.fd, start, segment.size):
+                if header.last_offset >= offset:
+                    cut_pos, new_end = header.position, header.base_offset
+                    break
+            if new_end < self.log_start_offset:
+                # The batch holding `offset` also holds the log start offset: nothing
+                # readable survives, so the log restarts empty at its start offset.
+                self._truncate_fully(self.log_start_offset)
+                return
+            self._cut_segment(segment, cut_pos, new_end)
+            doomed, kept = segments[i + 1:], segments[:i + 1]
+            for gone in doomed:
+                gone.delete_files()
+                self._graveyard.add(gone, self.config.file_delete_delay_ms)
+            self._dirty = [s for s in self._dirty if s in kept]
+            self._set_segments(kept)
+            self._reset_active_state(segment)
+            self.log_end_offset = new_end
+            fsync_dir(self.directory)
+            log.info("%s: truncated to offset %d (log end offset %d)", self.name, offset, new_end)
+
+    def _cut_segment(self, segment: LogSegment, position: int, new_end: int) -> None:
+        segment.boundaries.clear()
+        os.ftruncate(segment.fd, position)
+        os.fsync(segment.fd)
+        segment.size = position
+        segment.next_offset = new_end
+        segment.offset_index.truncate_to_position(position)
+        segment.time_index.truncate_to_offset(new_end)
+
+    def _reset_active_state(self, segment: LogSegment) -> None:
+        """Recompute what appends track for a segment that becomes (or stays) active after a
+        cut: max timestamp, bytes since the last index entry, and no final time entry."""
+        max_ts, max_off, first_ts, since = -1, -1, -1, 0
+        last_indexed = segment.offset_index.last_entry
+        for n, header in enumerate(walk_headers(segment.fd, 0, segment.size)):
+            if n == 0:
+                first_ts = header.max_timestamp
+            if header.max_timestamp > max_ts:
+                max_ts, max_off = header.max_timestamp, header.last_offset
+            if last_indexed is not None and header.position == last_indexed[1]:
+                since = 0
+            since += header.size
+        segment.max_timestamp, segment.offset_of_max_timestamp = max_ts, max_off
+        segment.first_batch_max_timestamp = first_ts
+        segment.bytes_since_index = since if last_indexed is not None else segment.size
+        entries = [e for e in zip(segment.time_index.keys, segment.time_index.values) if e[1] <= max_off and e[0] <= max_ts]
+        segment.time_index.set_entries(entries, in_file=False)
+
+    def _truncate_fully(self, offset: int) -> None:
+        now_ms = _now_ms()
+        for segment in self._segments:
+            segment.delete_files()
+            self._graveyard.add(segment, self.config.file_delete_delay_ms)
+        self._dirty = []
+        new = LogSegment.create(self.directory, offset, now_ms)
+        self._set_segments([new])
+        self.log_start_offset = offset
+        self.log_end_offset = offset
+        self._write_log_start()
+        fsync_dir(self.directory)
+        log.info("%s: truncated fully, restarting at offset %d", self.name, offset)
+
+    # ------------------------------------------------------------------ compaction support
+
+    def replace_segments(self, old: list[LogSegment], new: LogSegment | None) -> bool:
+        """Swap a run of consecutive closed segments for one (compaction). False if the run is
+        no longer in the log (retention got there first); the caller then discards ``new``."""
+        with self._lock:
+            segments = list(self._segments)
+            try:
+                first = segments.index(old[0])
+            except ValueError:
+                return False
+            if segments[first:first + len(old)] != old or first + len(old) >= len(segments):
+                return False
+            replacement = [new] if new is not None else []
+            self._set_segments(segments[:first] + replacement + segments[first + len(old):])
+            self._dirty = [s for s in self._dirty if s not in old]
+            for segment in old:
+                self._graveyard.add(segment, self.config.file_delete_delay_ms)
+            return True
+
+    def write_cleaned_offset(self, offset: int) -> None:
+        self.cleaned_offset = offset
+        write_checkpoint(self.directory / CLEANER_OFFSET_CHECKPOINT, offset)
+
+    def sweep(self) -> int:
+        """Close retired descriptors whose readers are gone and whose delay has passed."""
+        return self._graveyard.sweep()
+
+
+class _IndexMismatch(Exception):
+    def __init__(self, segment: LogSegment) -> None:
+        self.segment = segment
+
+
+def _pwrite_all(fd: int, data: bytearray, position: int) -> None:
+    written = os.pwrite(fd, data, position)
+    if written == len(data):
+        return
+    view = memoryview(data)
+    while written < len(data):
+        more = os.pwrite(fd, view[written:], position + written)
+        if more <= 0:  # pragma: no cover
+            raise OSError(errno.EIO, "short write")
+        written += more

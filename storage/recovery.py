@@ -1,0 +1,307 @@
+"""Opening a partition directory: finish or undo interrupted work, validate, cut damage.
+
+How this works, in order:
+
+1. Leftovers of interrupted operations: a `{base}.swap` marker means a compaction swap was
+   under way (see `storage.compaction`): if its `.log.cleaned` file still exists the swap had
+   not started and is undone, otherwise it is finished. Other `*.cleaned`, `*.tmp` and
+   `*.deleted` files, and index files without a .log, are removed.
+2. Every segment is checked batch by batch: header sane (magic 2, length), whole batch
+   present, CRC32C over attributes..end, partitionLeaderEpoch as the broker writes it, and
+   offsets increasing (contiguous where the cleaner has not been, see
+   `contiguous_from`). After an unclean shutdown every segment is scanned; after a clean
+   one only the last, while the others are trusted if their indexes are sane (monotonic,
+   inside the file, last entry pointing at a batch with the indexed offset).
+3. At the first bad batch the segment is cut there and every later segment is deleted: a
+   restart serves every batch before the damage and nothing after it. What was cut is
+   logged on the "storage" logger.
+4. Indexes are rebuilt from the scan wherever the files disagree with it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from storage.files import fsync_dir, unlink_quietly
+from storage.index import OffsetIndex, TimeIndex
+from storage.segment import (
+    CLEANED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIMEINDEX_SUFFIX,
+    LogSegment,
+    read_exact,
+    segment_name,
+)
+from wire.records import CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD, crc32c
+
+log = logging.getLogger("storage")
+
+LEADER_EPOCH = 0  # the only partitionLeaderEpoch a single broker writes
+INT32_MAX = (1 << 31) - 1
+_CHUNK = 8 * 1024 * 1024
+_NAME = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
+
+
+@dataclass
+class ScanResult:
+    """What one pass over a segment's batches found."""
+
+    valid_size: int = 0
+    next_offset: int = 0
+    batches: int = 0
+    max_timestamp: int = -1
+    offset_of_max_timestamp: int = -1
+    first_batch_max_timestamp: int = -1
+    bytes_since_index: int = 0
+    index_entries: list[tuple[int, int]] = field(default_factory=list)
+    time_entries: list[tuple[int, int]] = field(default_factory=list)
+    error: str | None = None  # why the scan stopped before the end of the file
+
+
+def scan_segment(
+    fd: int,
+    size: int,
+    base_offset: int,
+    *,
+    index_interval_bytes: int,
+    contiguous: bool,
+    next_base: int | None = None,
+    validate_crc: bool = True,
+) -> ScanResult:
+    """Walk every batch of a .log, validating it, and build the indexes Kafka would have.
+
+    ``contiguous``: offsets must follow on without gaps (true unless the cleaner has
+    rewritten this segment). ``next_base``: the next segment's base offset, which no batch
+    may reach. The scan stops at the first batch that fails a check and reports why in
+    ``error``; ``valid_size`` is where the damage starts.
+    """
+    result = ScanResult(next_offset=base_offset)
+    expected = base_offset
+    pos = 0
+    buf = b""
+    buf_start = 0
+    max_ts = -1
+    offset_of_max = -1
+    since_index = 0
+    while pos < size:
+        if size - pos < HEADER_SIZE:
+            result.error = f"torn batch header: {size - pos} bytes at the end"
+            break
+        rel = pos - buf_start
+        if rel + HEADER_SIZE > len(buf):
+            buf_start, rel = pos, 0
+            buf = read_exact(fd, min(_CHUNK, size - pos), pos)
+        (base, length, epoch, magic, crc, _attrs, lod, _bts, batch_max_ts, _pid, _pe, _bs,
+         count) = HEADER.unpack_from(buf, rel)
+        batch_size = length + LOG_OVERHEAD
+        if magic != 2:
+            result.error = f"magic {magic} at position {pos}"
+            break
+        if batch_size < HEADER_SIZE:
+            result.error = f"batch length {length} below the header size at position {pos}"
+            break
+        if pos + batch_size > size:
+            result.error = f"torn batch: {batch_size} bytes declared at position {pos}, {size - pos} present"
+            break
+        if epoch != LEADER_EPOCH:
+            result.error = f"partitionLeaderEpoch {epoch} at position {pos}"
+            break
+        if base < expected or (contiguous and base != expected):
+            result.error = f"baseOffset {base} at position {pos}, expected {expected}"
+            break
+        if lod < 0 or count < 0 or base + lod - base_offset > INT32_MAX:
+            result.error = f"lastOffsetDelta {lod} / recordCount {count} at position {pos}"
+            break
+        if next_base is not None and base + lod >= next_base:
+            result.error = f"offsets run to {base + lod}, into the next segment at {next_base}"
+            break
+        if validate_crc:
+            if rel + batch_size > len(buf):
+                buf_start, rel = pos, 0
+                buf = read_exact(fd, min(max(_CHUNK, batch_size), size - pos), pos)
+            actual = crc32c(memoryview(buf)[rel + CRC_START:rel + batch_size])
+            if actual != crc:
+                result.error = f"CRC32C mismatch at position {pos} (offset {base})"
+                break
+        last = base + lod
+        if result.batches == 0:
+            result.first_batch_max_timestamp = batch_max_ts
+        # Kafka's LogSegment.append rule, one batch at a time.
+        if batch_max_ts > max_ts:
+            max_ts, offset_of_max = batch_max_ts, last
+        if since_index > index_interval_bytes:
+            result.index_entries.append((last, pos))
+            if not result.time_entries or max_ts > result.time_entries[-1][0]:
+                result.time_entries.append((max_ts, offset_of_max))
+            since_index = 0
+        since_index += batch_size
+        expected = last + 1
+        pos += batch_size
+        result.batches += 1
+    result.valid_size = pos
+    result.next_offset = expected
+    result.max_timestamp = max_ts
+    result.offset_of_max_timestamp = offset_of_max
+    result.bytes_since_index = since_index
+    return result
+
+
+def apply_scan(segment: LogSegment, scan: ScanResult, *, active: bool) -> None:
+    """Give a segment the state a scan found and make its index files agree with it."""
+    segment.next_offset = scan.next_offset
+    segment.max_timestamp = scan.max_timestamp
+    segment.offset_of_max_timestamp = scan.offset_of_max_timestamp
+    segment.first_batch_max_timestamp = scan.first_batch_max_timestamp
+    segment.bytes_since_index = scan.bytes_since_index
+    time_entries = list(scan.time_entries)
+    if not active and scan.max_timestamp >= 0 and (not time_entries or time_entries[-1][0] < scan.max_timestamp):
+        time_entries.append((scan.max_timestamp, scan.offset_of_max_timestamp))
+    for index, entries in ((segment.offset_index, scan.index_entries), (segment.time_index, time_entries)):
+        index.set_entries(entries, in_file=index.read_file() == entries)
+    segment.indexes_loaded = True
+
+
+def load_trusted(segment: LogSegment, next_base: int) -> bool:
+    """Load a closed segment's indexes without scanning it; False if they look wrong."""
+    offsets = segment.offset_index.read_file()
+    times = segment.time_index.read_file()
+    if offsets is None or times is None:
+        return False
+    if not OffsetIndex.valid(offsets, segment.base_offset, segment.size):
+        return False
+    if not TimeIndex.valid(times, segment.base_offset, next_base):
+        return False
+    if offsets:
+        last_offset, pos = offsets[-1]
+        if last_offset >= next_base:
+            return False
+        raw = os.pread(segment.fd, HEADER_SIZE, pos)
+        if len(raw) < HEADER_SIZE:
+            return False
+        fields = HEADER.unpack_from(raw)
+        if fields[0] + fields[6] != last_offset or pos + fields[1] + LOG_OVERHEAD > segment.size:
+            return False
+    segment.offset_index.set_entries(offsets, in_file=True)
+    segment.time_index.set_entries(times, in_file=True)
+    if times:
+        segment.max_timestamp, segment.offset_of_max_timestamp = times[-1]
+    segment.indexes_loaded = True
+    return True
+
+
+def _finish_swaps(directory: Path) -> None:
+    """Complete or undo compaction swaps interrupted by a crash (see storage.compaction)."""
+    for marker in sorted(directory.glob("*" + SWAP_SUFFIX)):
+        base = int(marker.name[:20])
+        try:
+            replaced = json.loads(marker.read_text())["replaced"]
+        except (ValueError, KeyError, OSError) as exc:
+            log.error("%s: unreadable swap marker %s (%s); leaving segments as they are", directory, marker.name, exc)
+            replaced = None
+        cleaned = directory / (segment_name(base) + LOG_SUFFIX + CLEANED_SUFFIX)
+        if replaced is not None and not cleaned.exists():
+            # The new segment was renamed into place: finish deleting what it replaced.
+            for other in replaced:
+                if other == base:
+                    continue
+                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+                    unlink_quietly(directory / (segment_name(other) + suffix))
+            log.warning("%s: finished an interrupted compaction swap of segments %s", directory, replaced)
+        else:
+            log.warning("%s: undid an interrupted compaction swap at %d", directory, base)
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+            unlink_quietly(directory / (segment_name(base) + suffix + CLEANED_SUFFIX))
+        unlink_quietly(marker)
+    for leftover in list(directory.glob("*" + CLEANED_SUFFIX)) + list(directory.glob("*.tmp")) + list(directory.glob("*.deleted")):
+        unlink_quietly(leftover)
+
+
+def load_segments(
+    directory: Path,
+    *,
+    clean: bool,
+    contiguous_from: int,
+    index_interval_bytes: int,
+    now_ms: int,
+    name: str,
+) -> list[LogSegment]:
+    """Open, check and (where damaged) cut the segments of one partition directory.
+
+    ``contiguous_from``: offsets below it may have gaps (compacted); from it on they must be
+    contiguous. Returns the surviving segments, oldest first; may be empty.
+    """
+    _finish_swaps(directory)
+    bases: set[int] = set()
+    orphans: list[Path] = []
+    for entry in os.listdir(directory):
+        match = _NAME.match(entry)
+        if match is None:
+            continue
+        if match.group(2) == "log":
+            bases.add(int(match.group(1)))
+        else:
+            orphans.append(directory / entry)
+    for path in orphans:
+        if int(path.name[:20]) not in bases:
+            unlink_quietly(path)
+    ordered = sorted(bases)
+    segments: list[LogSegment] = []
+    for base in ordered:
+        segments.append(LogSegment.open_existing(directory, base))
+
+    cut_at: int | None = None  # index of the segment where damage was found
+    prev_next: int | None = None  # next offset after the previous segment, when known
+    for i, segment in enumerate(segments):
+        last = i == len(segments) - 1
+        next_base = segments[i + 1].base_offset if not last else None
+        if clean and not last and load_trusted(segment, next_base):
+            prev_next = None
+            continue
+        contiguous = segment.base_offset >= contiguous_from
+        prev_contiguous = i > 0 and segments[i - 1].base_offset >= contiguous_from
+        if contiguous and prev_contiguous and prev_next is not None and prev_next != segment.base_offset:
+            log.warning("%s: segment %s starts at offset %d but the previous one ends before %d",
+                        name, segment.log_path.name, segment.base_offset, prev_next)
+            cut_at = i - 1
+            break
+        scan = scan_segment(
+            segment.fd, segment.size, segment.base_offset,
+            index_interval_bytes=index_interval_bytes, contiguous=contiguous, next_base=next_base,
+        )
+        apply_scan(segment, scan, active=last or scan.error is not None)
+        if scan.error is not None:
+            log.warning(
+                "%s: segment %s cut at position %d (offset %d), %d bytes dropped: %s",
+                name, segment.log_path.name, scan.valid_size, scan.next_offset,
+                segment.size - scan.valid_size, scan.error,
+            )
+            os.ftruncate(segment.fd, scan.valid_size)
+            os.fsync(segment.fd)
+            segment.size = scan.valid_size
+            cut_at = i
+            break
+        prev_next = scan.next_offset
+    if cut_at is not None:
+        dropped = segments[cut_at + 1:]
+        segments = segments[:cut_at + 1]
+        for segment in dropped:
+            log.warning("%s: segment %s (%d bytes) deleted: it follows damaged data",
+                        name, segment.log_path.name, segment.size)
+            os.close(segment.fd)
+            segment.delete_files()
+        fsync_dir(directory)
+
+
+    if segments:
+        active = segments[-1]
+        if active.created_ms == 0:
+            first_ts = active.first_batch_max_timestamp
+            active.created_ms = first_ts if 0 <= first_ts <= now_ms else (active.mtime_ms() if active.size else now_ms)
+    return segments

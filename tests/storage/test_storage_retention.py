@@ -1,0 +1,106 @@
+"""Retention by time and size, whole segments only, through the LogManager."""
+
+from __future__ import annotations
+
+import os
+
+from storage import LogConfig, LogManager
+from storage_testkit import batch_with_size, decode, make_batch, read_all
+
+T0 = 1_700_000_000_000
+HOUR = 3600 * 1000
+
+
+def manager(tmp_path, **defaults) -> LogManager:
+    mgr = LogManager(tmp_path / "data", LogConfig(**defaults))
+    mgr.open(now_ms=T0)
+    return mgr
+
+
+def test_retention_ms_deletes_old_closed_segments(tmp_path):
+    mgr = manager(tmp_path)
+    mgr.create_topic("t", 1, {"retention.ms": str(HOUR), "segment.bytes": "1000"}, now_ms=T0)
+    plog = mgr.log("t", 0)
+    # Three segments of old records, then fresh ones.
+    for i in range(9):
+        plog.append(batch_with_size(300, timestamp=T0 - 3 * HOUR), now_ms=T0)
+    for i in range(5):
+        plog.append(batch_with_size(300, timestamp=T0), now_ms=T0)
+    assert len(plog.segments) == 5
+    assert mgr.run_retention(now_ms=T0) == 3
+    assert plog.log_start_offset == 9
+    assert [r[0] for r in decode(read_all(plog))] == list(range(9, 14))
+    # Nothing else is old enough, and the active segment is never deleted.
+    assert mgr.run_retention(now_ms=T0) == 0
+    assert mgr.run_retention(now_ms=T0 + 2 * HOUR) == 1
+    assert len(plog.segments) == 1 and plog.log_start_offset == 12
+    assert plog.log_end_offset == 14
+    # The log start offset survives a restart.
+    mgr.close()
+    mgr = manager(tmp_path)
+    assert mgr.log("t", 0).log_start_offset == 12
+    mgr.close()
+
+
+def test_retention_ms_uses_mtime_without_timestamps(tmp_path):
+    mgr = manager(tmp_path)
+    mgr.create_topic("t", 1, {"retention.ms": str(HOUR), "segment.bytes": "500"}, now_ms=T0)
+    plog = mgr.log("t", 0)
+    for _ in range(4):
+        plog.append(batch_with_size(300, timestamp=-1), now_ms=T0)
+    first = plog.segments[0]
+    os.utime(first.log_path, (T0 / 1000 - 7200, T0 / 1000 - 7200))
+    assert mgr.run_retention(now_ms=T0) == 1
+    mgr.close()
+
+
+def test_retention_bytes(tmp_path):
+    mgr = manager(tmp_path)
+    mgr.create_topic("t", 2, {"retention.bytes": "2500", "segment.bytes": "1000", "retention.ms": "-1"}, now_ms=T0)
+    plog = mgr.log("t", 1)
+    for _ in range(20):
+        plog.append(batch_with_size(300), now_ms=T0)
+    # 7 segments of 900 bytes (the last 600): 6000 bytes; keep >= 2500 -> delete 3.
+    assert mgr.run_retention(now_ms=T0) == 3
+    assert sum(s.size for s in plog.segments) == 3300
+    assert mgr.log("t", 0).log_end_offset == 0
+
+
+def test_compact_delete_policy_applies_both(tmp_path):
+    mgr = manager(tmp_path)
+    mgr.create_topic("t", 1, {"cleanup.policy": "compact,delete", "retention.ms": str(HOUR),
+                             "segment.bytes": "600", "min.cleanable.dirty.ratio": "0"}, now_ms=T0)
+    plog = mgr.log("t", 0)
+    for i in range(12):
+        ts = T0 - 2 * HOUR if i < 6 else T0
+        plog.append(make_batch([(b"k%d" % (i % 3), b"v%d" % i + b"x" * 220)], timestamp=ts), now_ms=T0)
+    assert mgr.run_retention(now_ms=T0) > 0
+    assert mgr.run_compaction(now_ms=T0)
+    records = decode(read_all(plog))
+    assert all(ts == T0 for _, ts, _, _ in records)  # the old ones expired
+    closed = [k for o, _, k, _ in records if o < plog.active.base_offset]
+    assert len(closed) == len(set(closed))  # and the rest was compacted
+    mgr.close()
+
+
+def test_delete_policy_does_not_compact_and_compact_policy_does_not_expire(tmp_path):
+    mgr = manager(tmp_path)
+    mgr.create_topic("c", 1, {"cleanup.policy": "compact", "retention.ms": "1", "segment.bytes": "300"}, now_ms=T0)
+    plog = mgr.log("c", 0)
+    for i in range(6):
+        plog.append(make_batch([(b"k%d" % i, b"v")], timestamp=T0 - HOUR), now_ms=T0)
+    assert mgr.run_retention(now_ms=T0) == 0
+    assert plog.log_start_offset == 0
+    mgr.close()
+
+
+def test_delete_records_then_retention_removes_segments_below_start(tmp_path):
+    mgr = manager(tmp_path)
+    mgr.create_topic("t", 1, {"segment.bytes": "700", "retention.ms": "-1"}, now_ms=T0)
+    plog = mgr.log("t", 0)
+    for _ in range(10):
+        plog.append(batch_with_size(300), now_ms=T0)
+    assert plog.delete_records_before(5) == 5
+    assert plog.segments[0].base_offset == 4  # the segment holding offset 5 stays
+    assert mgr.run_retention(now_ms=T0) == 0
+    mgr.close()
