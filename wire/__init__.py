@@ -8,6 +8,7 @@ exceptions malformed input raises).
 
 from wire.connection import (
     NEED_DATA,
+    EncodeError,
     Connection,
     Request,
     UnsupportedRequest,
@@ -23,6 +24,7 @@ __all__ = [
     "API_VERSIONS",
     "ApiKey",
     "Connection",
+    "EncodeError",
     "ErrorCode",
     "FrameTooLarge",
     "MalformedFrame",

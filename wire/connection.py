@@ -14,7 +14,13 @@ Rules carried here rather than in handlers:
 - a size prefix above `max_frame_size` or below the smallest header is a `FrameTooLarge`
   / `MalformedFrame` raised before any allocation for the body;
 - an API key or version we do not serve is returned as `UnsupportedRequest`, never raised:
-  the server answers it with UNSUPPORTED_VERSION.
+  the server answers it with UNSUPPORTED_VERSION;
+- frames are decoded where they lie in the receive buffer, never copied out of it, and a
+  produced batch comes out as a writable view of that buffer (see `Connection`);
+- malformed input raises `MalformedFrame` / `FrameTooLarge` carrying the api key, version
+  and correlation id where known; a body that does not fit its schema on the way out
+  raises `EncodeError`. All three are `ProtocolError`s: the server closes that one
+  connection, and no struct.error, construct error or IndexError escapes.
 """
 
 from __future__ import annotations
@@ -88,6 +94,36 @@ def response_header_version(api_key: int, api_version: int) -> int:
     return 0
 
 
+class EncodeError(ProtocolError):
+    """A body that does not fit its message schema (a wrong type, a value out of range, an
+    API or version without a schema): a bug on our side, raised as a ProtocolError so the
+    server closes that one connection instead of failing the whole listener."""
+
+
+# What a malformed frame can raise from inside the codec; all become MalformedFrame.
+_DECODE_ERRORS = (ConstructError, struct.error, ValueError, IndexError, KeyError, OverflowError, MemoryError)
+# What a body of the wrong shape can raise while encoding; all become EncodeError.
+_ENCODE_ERRORS = (ConstructError, struct.error, ValueError, TypeError, AttributeError, KeyError, OverflowError)
+
+
+_CODECS: dict[tuple[int, int, str], tuple[bool, p.KStruct]] = {}
+
+
+def _codec(api_key: int, api_version: int, kind: str) -> tuple[bool, p.KStruct]:
+    """(flexible header?, body struct) of one message version, looked up once.
+
+    KeyError for an API or version without a schema.
+    """
+    codec = _CODECS.get((api_key, api_version, kind))
+    if codec is None:
+        if kind == "request":
+            flexible_header = request_header_version(api_key, api_version) >= 2
+        else:
+            flexible_header = response_header_version(api_key, api_version) >= 1
+        codec = _CODECS[(api_key, api_version, kind)] = (flexible_header, message_struct(api_key, kind, api_version))
+    return codec
+
+
 def decode_request(frame: bytes | bytearray | memoryview) -> Request | UnsupportedRequest:
     """Decode one frame (without its size prefix) into a request.
 
@@ -110,9 +146,10 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request | Unsupport
         return UnsupportedRequest(api_key, api_version, correlation_id, client_id, size)
     try:
         header_tags: dict = {}
-        if request_header_version(api_key, api_version) >= 2:
+        flexible_header, struct_ = _codec(api_key, api_version, "request")
+        if flexible_header:
             _TAGS.parse_into(r, header_tags)
-        body = message_struct(api_key, "request", api_version)._parse(r, None, "")
+        body = struct_._parse(r, None, "")
     except _DECODE_ERRORS as exc:
         raise MalformedFrame(
             f"cannot decode request body: {exc}",
@@ -128,18 +165,6 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request | Unsupport
             correlation_id=correlation_id,
         )
     return Request(api_key, api_version, correlation_id, client_id, body, size, header_tags)
-
-
-class EncodeError(ProtocolError):
-    """A body that does not fit its message schema (a wrong type, a value out of range, an
-    API or version without a schema): a bug on our side, raised as a ProtocolError so the
-    server closes that one connection instead of failing the whole listener."""
-
-
-# What a malformed frame can raise from inside the codec; all become MalformedFrame.
-_DECODE_ERRORS = (ConstructError, struct.error, ValueError, IndexError, OverflowError, MemoryError)
-# What a body of the wrong shape can raise while encoding; all become EncodeError.
-_ENCODE_ERRORS = (ConstructError, struct.error, ValueError, TypeError, AttributeError, KeyError, OverflowError)
 
 
 def _finish(stream: io.BytesIO) -> bytes:
@@ -159,9 +184,10 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: d
     stream = io.BytesIO()
     try:
         stream.write(_PREFIX_AND_ID.pack(0, correlation_id))
-        if response_header_version(api_key, api_version) >= 1:
+        flexible_header, struct_ = _codec(api_key, api_version, "response")
+        if flexible_header:
             stream.write(b"\x00")
-        message_struct(api_key, "response", api_version)._build(body, stream, None, "")
+        struct_._build(body, stream, None, "")
     except _ENCODE_ERRORS as exc:
         raise EncodeError(
             f"cannot encode response: {exc}", api_key=api_key, api_version=api_version, correlation_id=correlation_id
@@ -175,17 +201,26 @@ def encode_api_versions_fallback(correlation_id: int, error_code: int, api_keys:
 
 
 def encode_request(
-    api_key: int, api_version: int, correlation_id: int, body: dict[str, Any], client_id: str | None = "trafka"
+    api_key: int,
+    api_version: int,
+    correlation_id: int,
+    body: dict[str, Any],
+    client_id: str | None = "trafka",
+    header_tags: dict | None = None,
 ) -> bytes:
-    """Client side: a framed request (used by tools, the health check and tests)."""
+    """Client side: a framed request (used by tools, the health check and tests).
+
+    `header_tags` (request header v2 only) is what `Request.header_tags` holds.
+    """
     stream = io.BytesIO()
     try:
         stream.write(b"\x00\x00\x00\x00")
         stream.write(_HEADER_FIXED.pack(api_key, api_version, correlation_id))
         _CLIENT_ID._build(client_id, stream, None, "client_id")
-        if request_header_version(api_key, api_version) >= 2:
-            stream.write(b"\x00")
-        message_struct(api_key, "request", api_version)._build(body, stream, None, "")
+        flexible_header, struct_ = _codec(api_key, api_version, "request")
+        if flexible_header:
+            _TAGS.build_from(stream, header_tags or {})
+        struct_._build(body, stream, None, "")
     except _ENCODE_ERRORS as exc:
         raise EncodeError(
             f"cannot encode request: {exc}", api_key=api_key, api_version=api_version, correlation_id=correlation_id
@@ -199,9 +234,10 @@ def decode_response(api_key: int, api_version: int, frame: bytes | bytearray | m
     correlation_id = None
     try:
         correlation_id = p.INT32._parse(r, None, "correlation_id")
-        if response_header_version(api_key, api_version) >= 1:
+        flexible_header, struct_ = _codec(api_key, api_version, "response")
+        if flexible_header:
             _TAGS.parse_into(r, {})
-        body = message_struct(api_key, "response", api_version)._parse(r, None, "")
+        body = struct_._parse(r, None, "")
     except _DECODE_ERRORS as exc:
         raise MalformedFrame(
             f"cannot decode response: {exc}", api_key=api_key, api_version=api_version, correlation_id=correlation_id
@@ -235,16 +271,11 @@ class Connection:
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         if self._frozen:
+            # Frames handed out still view this buffer: continue in a new one with the
+            # partial frame that follows them (usually nothing, or a few KiB).
             self._buffer = self._buffer[self._pos:]
             self._pos = 0
             self._frozen = False
-        elif self._pos:
-            if self._pos == len(self._buffer):
-                self._buffer.clear()
-                self._pos = 0
-            elif self._pos > 1 << 20:
-                del self._buffer[: self._pos]
-                self._pos = 0
         self._buffer += data
 
     @property

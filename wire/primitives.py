@@ -12,8 +12,9 @@ How this works:
   between the socket buffer and the log file).
 - Every length and count is checked against the bytes left before anything is allocated
   or looped over, so a lying prefix fails fast instead of allocating or spinning.
-- A struct's consecutive fixed-width fields are packed and unpacked with one precompiled
-  `struct.Struct` (`KStruct` plans them once per message version).
+- Each struct (a message version, or a struct inside one) compiles its own parse and
+  build functions once: no per-field dispatch, and consecutive fixed-width fields are
+  packed and unpacked with one precompiled `struct.Struct`.
 - Encoding writes to any object with `write` (an `io.BytesIO`), as construct does.
 
 Naming follows the protocol guide: "compact" types carry unsigned-varint lengths plus one
@@ -152,6 +153,7 @@ def uvarint_bytes(value: int) -> bytes:
 
 
 _SMALL_UVARINTS = [bytes((i,)) for i in range(0x80)]
+_MISSING = object()
 
 
 def write_uvarint(stream, value: int) -> None:
@@ -295,6 +297,8 @@ def _read_len(r: Reader, compact: bool, wide: bool) -> int:
 
 def _len_bytes(n: int, compact: bool, wide: bool) -> bytes:
     if compact:
+        if n < 0x7F:
+            return _SMALL_UVARINTS[n + 1]
         return uvarint_bytes(n + 1)
     return (_I32 if wide else _I16).pack(n)
 
@@ -310,18 +314,32 @@ class String(KafkaType):
         self.min_size = 1 if compact else 2
 
     def _parse(self, r, context, path):
-        n = _read_len(r, self.compact, False)
+        buf = r.buf
+        pos = r.pos
+        # The length prefix, read inline: strings are the most common variable field.
+        if self.compact:
+            if pos < r.end and buf[pos] < 0x80:
+                n = buf[pos] - 1
+                pos += 1
+            else:
+                n = read_uvarint(r) - 1
+                pos = r.pos
+        else:
+            if pos + 2 > r.end:
+                raise _truncated("int16 length", 2, r.end - pos)
+            n = _I16.unpack_from(buf, pos)[0]
+            pos += 2
         if n < 0:
             if n == -1 and self.nullable:
+                r.pos = pos
                 return None
             raise KafkaFormatError(f"string length {n}" + ("" if self.nullable else " for a non-nullable string"))
-        pos = r.pos
         end = pos + n
         if end > r.end:
             raise KafkaFormatError(f"string of {n} bytes truncated at {r.end - pos}")
         r.pos = end
         try:
-            return str(r.buf[pos:end], "utf-8")
+            return str(buf[pos:end], "utf-8")
         except UnicodeDecodeError as exc:
             raise KafkaFormatError(f"string is not UTF-8: {exc}") from None
 
@@ -424,6 +442,8 @@ class Array(KafkaType):
         self.min_size = 1 if compact else 4
         # Arrays of numbers unpack and pack in one call: ">{n}i".
         self._code = element.code if type(element) is Fixed else None
+        self._structs: dict[int, struct.Struct] = {}
+        self._prefixed: dict[int, struct.Struct] = {}
         # Never below 1: an element type that can take zero bytes would let a lying
         # count loop for free (no served message has one; a test checks).
         self._item_size = max(1, getattr(element, "min_size", 1))
@@ -445,9 +465,29 @@ class Array(KafkaType):
         if self._code is not None:
             pos = r.pos
             r.pos = pos + n * self._item_size
-            return list(struct.unpack_from(f">{n}{self._code}", r.buf, pos))
+            return list(self._struct_for(n).unpack_from(r.buf, pos))
         parse = self.element._parse
         return [parse(r, context, path) for _ in range(n)]
+
+    def _struct_for(self, n: int) -> struct.Struct:
+        fmt = self._structs.get(n)
+        if fmt is None:
+            fmt = struct.Struct(f">{n}{self._code}")
+            if n <= 64:  # small counts recur (replica lists); large ones are not worth keeping
+                self._structs[n] = fmt
+        return fmt
+
+    def _prefixed_struct_for(self, n: int) -> struct.Struct | None:
+        """Count and elements in one struct: ">i{n}i", or ">B{n}i" for a compact count
+        that fits one byte (None for bigger compact counts)."""
+        fmt = self._prefixed.get(n)
+        if fmt is None:
+            if self.compact and n + 1 > 0x7F:
+                return None
+            fmt = struct.Struct(f">{'B' if self.compact else 'i'}{n}{self._code}")
+            if n <= 64:
+                self._prefixed[n] = fmt
+        return fmt
 
     def _build(self, obj, stream, context, path):
         if obj is None:
@@ -460,13 +500,15 @@ class Array(KafkaType):
             n = len(obj)
         except TypeError:
             raise KafkaFormatError(f"{type(obj).__name__} value for an array") from None
-        stream.write(_len_bytes(n, self.compact, True))
         if self._code is not None:
-            try:
-                stream.write(struct.pack(f">{n}{self._code}", *obj))
-                return obj
-            except struct.error:
-                pass  # fall through: the element builder names the bad value
+            fmt = self._prefixed_struct_for(n)
+            if fmt is not None:
+                try:
+                    stream.write(fmt.pack(n + 1 if self.compact else n, *obj))
+                    return obj
+                except struct.error:
+                    pass  # fall through: the element builder names the bad value
+        stream.write(_len_bytes(n, self.compact, True))
         build = self.element._build
         for item in obj:
             build(item, stream, context, path)
@@ -479,9 +521,14 @@ class TaggedFields(KafkaType):
     Known tags decode with their declared type; unknown tags are kept as raw bytes under
     `UNKNOWN_TAGS` so a re-encode reproduces them. Tags whose value equals the default are
     not written: librdkafka before 2.2 mis-skips any tag it receives (CLIENTS.md §9.1).
+    A known tag that arrived explicitly at its default value (Tansu writes ApiVersions'
+    feature tags and Fetch's node_endpoints that way) is also kept raw, under
+    `DEFAULT_TAGS`, so a decoded frame re-encodes to the same bytes; bodies built by
+    handlers never carry it, so the broker itself writes no default-valued tags.
     """
 
     UNKNOWN_TAGS = "_unknown_tags"
+    DEFAULT_TAGS = "_default_tags"
 
     def __init__(self, fields: dict[int, tuple[str, construct.Construct, Any]]) -> None:
         super().__init__()
@@ -494,13 +541,11 @@ class TaggedFields(KafkaType):
         # Each tagged field takes at least two bytes (tag, size).
         if count * 2 > r.end - r.pos:
             raise KafkaFormatError(f"tagged field count {count} exceeds the {r.end - r.pos} bytes left")
-        last = -1
+        # Writers emit tags in ascending order; like Kafka's generated readers, we do not
+        # insist on it (a repeated tag: the last one wins).
         for _ in range(count):
             tag = read_uvarint(r)
             size = read_uvarint(r)
-            if tag <= last:
-                raise KafkaFormatError(f"tagged field {tag} out of order after {last}")
-            last = tag
             pos = r.pos
             end = pos + size
             if end > r.end:
@@ -509,25 +554,44 @@ class TaggedFields(KafkaType):
             if known is None:
                 out.setdefault(self.UNKNOWN_TAGS, {})[tag] = bytes(r.buf[pos:end])
             else:
-                name, typ, _default = known
+                name, typ, default = known
                 sub = r.sub(end)
-                out[name] = typ._parse(sub, None, name)
+                try:
+                    value = out[name] = typ._parse(sub, None, name)
+                except KafkaFormatError as exc:
+                    raise KafkaFormatError(f"{name} (tag {tag}): {exc}") from None
                 if sub.pos != end:
                     raise KafkaFormatError(f"tagged field {name} declared {size} bytes, used {sub.pos - pos}")
+                if value == default:
+                    out.setdefault(self.DEFAULT_TAGS, {})[tag] = bytes(r.buf[pos:end])
             r.pos = end
 
     def build_from(self, stream, obj: dict) -> None:
-        entries: list[tuple[int, bytes]] = []
+        entries: list[tuple[int, bytes]] | None = None
+        get = obj.get
         for tag, (name, typ, default) in self.fields.items():
-            value = obj.get(name, default)
-            if value == default:
+            value = get(name, _MISSING)
+            if value is _MISSING or value is default or value == default:
                 continue
+            if value is None and not getattr(typ, "nullable", False):
+                continue  # None means "the default" for tags too (see KStruct)
             sub = io.BytesIO()
-            typ._build(value, sub, None, name)
+            try:
+                typ._build(value, sub, None, name)
+            except KafkaFormatError as exc:
+                raise KafkaFormatError(f"{name} (tag {tag}): {exc}") from None
+            if entries is None:
+                entries = []
             entries.append((tag, sub.getvalue()))
-        unknown = obj.get(self.UNKNOWN_TAGS)
-        if unknown:
-            entries.extend(unknown.items())
+        unknown = get(self.UNKNOWN_TAGS)
+        kept_defaults = get(self.DEFAULT_TAGS)
+        if unknown or kept_defaults:
+            entries = entries or []
+            if kept_defaults:
+                written = {tag for tag, _data in entries}
+                entries.extend(item for item in kept_defaults.items() if item[0] not in written)
+            if unknown:
+                entries.extend(unknown.items())
             entries.sort()
         if not entries:
             stream.write(b"\x00")
@@ -549,19 +613,36 @@ class TaggedFields(KafkaType):
         return obj
 
 
-# Plan steps of a KStruct (see KStruct._plan).
-_RUN = 0  # consecutive fixed-width fields: one struct.Struct
-_ONE = 1  # any other field
+def _short(names: tuple[str, ...], size: int, left: int) -> KafkaFormatError:
+    return KafkaFormatError(f"{', '.join(names)}: needs {size} bytes, {max(left, 0)} left")
+
+
+def _prefixed(name: str, exc: Exception) -> KafkaFormatError:
+    return KafkaFormatError(f"{name}: {exc}")
+
+
+def _run_error(run: tuple, values: tuple) -> KafkaFormatError:
+    """The error for a run of fixed-width values that did not pack: name the bad one."""
+    for (name, typ, _default), value in zip(run, values):
+        try:
+            typ._build(value, io.BytesIO(), None, name)
+        except KafkaFormatError as exc:
+            return _prefixed(name, exc)
+    return KafkaFormatError(f"{', '.join(n for n, _t, _d in run)}: {values!r} do not fit")
 
 
 class KStruct(KafkaType):
     """An ordered set of named fields decoding to a dict, plus tagged fields when flexible.
 
     Building fills absent fields with their defaults, so one handler can answer every
-    version of an API: it fills what it knows and each version writes what it has.
+    version of an API: it fills what it knows and each version writes what it has; None
+    for a non-nullable field with a default means the default.
 
-    `fields` is the declaration, a list of (name, type, default); the struct runs a plan
-    compiled from it in which consecutive fixed-width fields are one `struct.Struct`.
+    `fields` is the declaration, a list of (name, type, default). From it each struct
+    compiles, once, a parse and a build function specialised to its fields (as
+    construct's own compiler and kafka-python's codec do): consecutive fixed-width fields
+    become one `struct.Struct`, and there is no per-field loop or dispatch. The generated
+    source is kept in `source` for reading.
     """
 
     def __init__(self, fields: list[tuple[str, construct.Construct, Any]], tagged: TaggedFields | None) -> None:
@@ -570,92 +651,82 @@ class KStruct(KafkaType):
         self.tagged = tagged
         self.default = None
         self.min_size = sum(getattr(t, "min_size", 1) for _n, t, _d in fields) + (1 if tagged is not None else 0)
-        self._plan = self._compile(fields)
+        self.source = self._compile()
 
     @staticmethod
-    def _compile(fields):
-        plan: list[tuple] = []
-        run: list[tuple[str, Fixed, Any]] = []
-
-        def flush():
-            if not run:
-                return
-            if len(run) == 1:
-                name, typ, default = run[0]
-                plan.append((_ONE, name, typ, default, default is not None))
+    def _runs(fields):
+        """Group consecutive fixed-width fields: [("run", [(name, type, default), ...]) | ("one", field)]."""
+        steps: list[tuple[str, Any]] = []
+        for field in fields:
+            if isinstance(field[1], Fixed):
+                if steps and steps[-1][0] == "run":
+                    steps[-1][1].append(field)
+                else:
+                    steps.append(("run", [field]))
             else:
-                fmt = struct.Struct(">" + "".join(t.code for _n, t, _d in run))
-                names = tuple(n for n, _t, _d in run)
-                defaults = tuple(d for _n, _t, d in run)
-                plan.append((_RUN, fmt, names, defaults, tuple(run)))
-            run.clear()
+                steps.append(("one", field))
+        return steps
 
-        for name, typ, default in fields:
-            if isinstance(typ, Fixed):
-                run.append((name, typ, default))
-                continue
-            flush()
-            # None for a non-nullable field with a default means "the default".
-            replace_none = default is not None and not getattr(typ, "nullable", False)
-            plan.append((_ONE, name, typ, default, replace_none))
-        flush()
-        return plan
-
-    def _parse(self, r, context, path):
-        out = {}
-        for step in self._plan:
-            if step[0] == _RUN:
-                fmt = step[1]
-                pos = r.pos
-                end = pos + fmt.size
-                if end > r.end:
-                    raise KafkaFormatError(f"{', '.join(step[2])}: needs {fmt.size} bytes, {r.end - pos} left")
-                r.pos = end
-                for name, value in zip(step[2], fmt.unpack_from(r.buf, pos)):
-                    out[name] = value
+    def _compile(self) -> str:
+        env: dict[str, Any] = {"KafkaFormatError": KafkaFormatError, "struct_error": struct.error,
+                               "_short": _short, "_prefixed": _prefixed, "_run_error": _run_error,
+                               "TAGS": self.tagged}
+        parse = ["def _parse(r, context, path):", "    buf = r.buf", "    out = {}"]
+        build = ["def _build(obj, stream, context, path):",
+                 "    try:", "        get = obj.get", "    except AttributeError:",
+                 "        raise KafkaFormatError(f\"{'null' if obj is None else type(obj).__name__}"
+                 " value for a struct\") from None",
+                 "    write = stream.write"]
+        for i, (kind, what) in enumerate(self._runs(self.fields)):
+            if kind == "run":
+                fmt = struct.Struct(">" + "".join(t.code for _n, t, _d in what))
+                env[f"S{i}"], env[f"N{i}"], env[f"R{i}"] = fmt, tuple(n for n, _t, _d in what), tuple(what)
+                targets = ", ".join(f"out[{n!r}]" for n, _t, _d in what)
+                parse += [
+                    "    pos = r.pos",
+                    f"    if pos + {fmt.size} > r.end:",
+                    f"        raise _short(N{i}, {fmt.size}, r.end - pos)",
+                    f"    {targets}{',' if len(what) == 1 else ''} = S{i}.unpack_from(buf, pos)",
+                    f"    r.pos = pos + {fmt.size}",
+                ]
+                names = []
+                for j, (name, _typ, default) in enumerate(what):
+                    env[f"D{i}_{j}"] = default
+                    names.append(f"v{i}_{j}")
+                    build.append(f"    v{i}_{j} = get({name!r}, D{i}_{j})")
+                    if default is not None:
+                        build += [f"    if v{i}_{j} is None:", f"        v{i}_{j} = D{i}_{j}"]
+                values = ", ".join(names)
+                build += ["    try:", f"        write(S{i}.pack({values}))", "    except struct_error:",
+                          f"        raise _run_error(R{i}, ({values},)) from None"]
             else:
-                name = step[1]
-                try:
-                    out[name] = step[2]._parse(r, context, name)
-                except KafkaFormatError as exc:
-                    raise KafkaFormatError(f"{name}: {exc}") from None
+                name, typ, default = what
+                env[f"T{i}"], env[f"D{i}"] = typ, default
+                parse += ["    try:", f"        out[{name!r}] = T{i}._parse(r, context, {name!r})",
+                          "    except KafkaFormatError as exc:", f"        raise _prefixed({name!r}, exc) from None"]
+                build.append(f"    v{i} = get({name!r}, D{i})")
+                if default is not None and not getattr(typ, "nullable", False):
+                    build += [f"    if v{i} is None:", f"        v{i} = D{i}"]
+                build += ["    try:", f"        T{i}._build(v{i}, stream, context, {name!r})",
+                          "    except KafkaFormatError as exc:", f"        raise _prefixed({name!r}, exc) from None"]
         if self.tagged is not None:
-            self.tagged.parse_into(r, out)
-        return out
+            parse.append("    TAGS.parse_into(r, out)")
+            build.append("    TAGS.build_from(stream, obj)")
+        parse.append("    return out")
+        build.append("    return obj")
+        source = "\n".join(parse) + "\n\n\n" + "\n".join(build) + "\n"
+        exec(compile(source, f"<KStruct {', '.join(n for n, _t, _d in self.fields)[:60]}>", "exec"), env)
+        # Instance attributes shadow the class's methods: callers (arrays, tags, schema)
+        # reach the generated functions without an extra call layer.
+        self._parse = env["_parse"]
+        self._build = env["_build"]
+        return source
 
-    def _build(self, obj, stream, context, path):
-        try:
-            get = obj.get
-        except AttributeError:
-            raise KafkaFormatError(f"{'null' if obj is None else type(obj).__name__} value for a struct") from None
-        write = stream.write
-        for step in self._plan:
-            if step[0] == _RUN:
-                values = [get(n, d) for n, d in zip(step[2], step[3])]
-                if None in values:
-                    values = [d if v is None else v for v, d in zip(values, step[3])]
-                try:
-                    write(step[1].pack(*values))
-                except struct.error:
-                    # Name the field at fault: rebuild one by one (raises on the bad one).
-                    for (name, typ, _d), value in zip(step[4], values):
-                        try:
-                            typ._build(value, io.BytesIO(), context, name)
-                        except KafkaFormatError as exc:
-                            raise KafkaFormatError(f"{name}: {exc}") from None
-                    raise KafkaFormatError(f"{', '.join(step[2])}: values {values!r} do not fit") from None
-            else:
-                _k, name, typ, default, replace_none = step
-                value = get(name, default)
-                if value is None and replace_none:
-                    value = default
-                try:
-                    typ._build(value, stream, context, name)
-                except KafkaFormatError as exc:
-                    raise KafkaFormatError(f"{name}: {exc}") from None
-        if self.tagged is not None:
-            self.tagged.build_from(stream, obj)
-        return obj
+    def _parse(self, r, context, path):  # replaced per instance by _compile
+        raise NotImplementedError
+
+    def _build(self, obj, stream, context, path):  # replaced per instance by _compile
+        raise NotImplementedError
 
     def defaults(self) -> dict:
         """A dict of every field at its default (used to fill nested structs)."""
