@@ -1,0 +1,280 @@
+"""The verbs every client adapter offers, and the plain values they exchange.
+
+A scenario is written once against `Client`; each adapter maps the verbs onto its own
+library the way an application would use it. A library that has no way to do something
+raises `NotSupportedByClient`, which the suite reports as a skip with that reason, never as
+a broker failure.
+
+Conventions all adapters follow:
+- bytes in, bytes out: keys, values and header values are `bytes` or None (null).
+- `consume` stops after `n` records or `timeout` seconds, whichever comes first, and returns
+  what it got; scenarios compare the list exactly, so a short read shows as a diff.
+- error codes are Kafka's integers (`ERROR_NAMES` maps the ones scenarios look at).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+Headers = tuple[tuple[str, bytes | None], ...]
+
+ERROR_NAMES = {
+    0: "NONE",
+    1: "OFFSET_OUT_OF_RANGE",
+    3: "UNKNOWN_TOPIC_OR_PARTITION",
+    5: "LEADER_NOT_AVAILABLE",
+    10: "MESSAGE_TOO_LARGE",
+    16: "NOT_COORDINATOR",
+    17: "INVALID_TOPIC_EXCEPTION",
+    35: "UNSUPPORTED_VERSION",
+    36: "TOPIC_ALREADY_EXISTS",
+    37: "INVALID_PARTITIONS",
+    40: "INVALID_CONFIG",
+    42: "INVALID_REQUEST",
+    68: "NON_EMPTY_GROUP",
+    69: "GROUP_ID_NOT_FOUND",
+}
+
+# Group tests run with the smallest session timeout Kafka allows by default: Tansu delays a
+# JoinGroup by about session.timeout.ms / 2, and a dead member is noticed after it.
+SESSION_TIMEOUT_MS = 6000
+HEARTBEAT_MS = 1000
+# Consumers poll the broker often so scenarios stay short; long-poll scenarios override it.
+FETCH_WAIT_MS = 100
+# 1 MiB values need more than Kafka's 1 MiB default request and message limits.
+LARGE_LIMIT = 4 * 1024 * 1024
+
+
+class NotSupportedByClient(Exception):
+    """This client library has no way to perform the verb (or this variant of it)."""
+
+
+class ClientError(Exception):
+    """The library reported an error for a verb; `code` is the Kafka error code when known."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+    @property
+    def error_name(self) -> str | None:
+        return ERROR_NAMES.get(self.code) if self.code is not None else None
+
+
+class OffsetOutOfRange(ClientError):
+    """Consuming from an offset outside the log with auto.offset.reset=none."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, 1)
+
+
+@dataclass(frozen=True)
+class Message:
+    """A record to produce. `partition=None` lets the client's partitioner choose."""
+
+    value: bytes | None
+    key: bytes | None = None
+    headers: Headers = ()
+    partition: int | None = None
+    timestamp: int | None = None  # ms since epoch; None lets the client stamp it
+
+
+@dataclass(frozen=True)
+class Delivery:
+    partition: int
+    offset: int | None  # None when the broker does not say (acks=0)
+
+
+@dataclass(frozen=True)
+class Record:
+    """A consumed record, as the client library handed it to the application."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers
+    timestamp: int
+    timestamp_type: str  # "CreateTime" | "LogAppendTime"
+
+    def content(self) -> tuple:
+        """What a producer controls: compared against the produced `Message`."""
+        return (self.partition, self.key, self.value, self.headers)
+
+
+@dataclass
+class TopicMetadata:
+    error_code: int
+    partitions: dict[int, int] = field(default_factory=dict)  # partition -> leader id
+
+
+@dataclass
+class ClusterMetadata:
+    brokers: dict[int, tuple[str, int]]  # node id -> (host, port)
+    topics: dict[str, TopicMetadata]
+
+
+@dataclass
+class GroupMemberInfo:
+    member_id: str
+    client_id: str
+    assignment: frozenset[tuple[str, int]]
+
+
+@dataclass
+class GroupInfo:
+    group_id: str
+    state: str  # Kafka's names: "Stable", "Empty", "Dead", "PreparingRebalance", ...
+    protocol_type: str
+    members: list[GroupMemberInfo]
+
+
+def normalize_state(state: str) -> str:
+    """'STABLE', 'ConsumerGroupState.STABLE', 'Stable' -> 'Stable'."""
+    raw = str(state).rsplit(".", 1)[-1].replace("_", "").lower()
+    names = {"stable": "Stable", "empty": "Empty", "dead": "Dead",
+             "preparingrebalance": "PreparingRebalance",
+             "completingrebalance": "CompletingRebalance", "unknown": "Unknown"}
+    return names.get(raw, str(state))
+
+
+class GroupMember:
+    """A consumer-group member running in the background like an application would.
+
+    `assignment()` and `records()` are snapshots; `leave()` closes cleanly (LeaveGroup).
+    """
+
+    def assignment(self) -> frozenset[tuple[str, int]]:
+        raise NotImplementedError
+
+    def records(self) -> list[Record]:
+        raise NotImplementedError
+
+    def error(self) -> str | None:
+        """The last error the member's loop saw, for failure messages."""
+        return None
+
+    def leave(self) -> None:
+        raise NotImplementedError
+
+
+class Client:
+    """One client library, configured for one broker. Verbs raise NotSupportedByClient."""
+
+    name = "base"
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+
+    def close(self) -> None:
+        """Release anything cached between verbs (admin connections)."""
+
+    def _unsupported(self, what: str) -> NotSupportedByClient:
+        return NotSupportedByClient(f"{self.name} has no API for {what}")
+
+    # -- cluster
+    def metadata(self, topics: list[str] | None = None, allow_auto_create: bool = False
+                 ) -> ClusterMetadata:
+        raise self._unsupported("metadata")
+
+    # -- admin
+    def create_topic(self, name: str, partitions: int = 1, configs: dict[str, str] | None = None
+                     ) -> None:
+        raise self._unsupported("creating topics")
+
+    def delete_topic(self, name: str) -> None:
+        raise self._unsupported("deleting topics")
+
+    def create_partitions(self, name: str, total: int) -> None:
+        raise self._unsupported("creating partitions")
+
+    def describe_configs(self, name: str) -> dict[str, str | None]:
+        raise self._unsupported("describing configs")
+
+    def alter_configs(self, name: str, configs: dict[str, str]) -> None:
+        raise self._unsupported("altering configs")
+
+    # -- data
+    def produce(self, topic: str, messages: Iterable[Message], acks: int | str = "all",
+                compression: str = "none", idempotent: bool | None = None) -> list[Delivery]:
+        """Send `messages` in order and wait for every delivery report.
+
+        idempotent=None keeps the library's default, except that idempotence is turned off
+        when acks is not "all" (no library allows that combination).
+        """
+        raise self._unsupported("producing")
+
+    def consume(self, topic: str, n: int, *, group: str | None = None,
+                start: dict[int, int] | None = None, auto_offset_reset: str = "earliest",
+                timeout: float = 15.0, fetch_wait_ms: int = FETCH_WAIT_MS,
+                commit: bool = True) -> list[Record]:
+        """Read up to `n` records of `topic`.
+
+        group: subscribe as that group, then commit what was returned (if `commit`) and leave.
+        start: partition -> offset to assign and seek to (no group).
+        Otherwise: assign every partition and start per `auto_offset_reset`.
+        Raises OffsetOutOfRange when the position is out of range and the reset is "none".
+        """
+        raise self._unsupported("consuming")
+
+    def commit(self, group: str, topic: str, offsets: dict[int, int]) -> None:
+        raise self._unsupported("committing offsets without consuming")
+
+    def committed(self, group: str, topic: str, partitions: list[int]) -> dict[int, int | None]:
+        raise self._unsupported("reading committed offsets")
+
+    def list_offsets(self, topic: str, partition: int, spec: str | int) -> int | None:
+        """Offset for "earliest", "latest" or a timestamp (ms); None when no record qualifies."""
+        raise self._unsupported("listing offsets")
+
+    # -- groups
+    def group_member(self, topics: list[str], group: str) -> GroupMember:
+        raise self._unsupported("running a group member")
+
+    def list_groups(self) -> list[str]:
+        raise self._unsupported("listing groups")
+
+    def describe_group(self, group: str) -> GroupInfo:
+        raise self._unsupported("describing groups")
+
+    def delete_group(self, group: str) -> None:
+        raise self._unsupported("deleting groups")
+
+
+def wait_until(predicate: Callable[[], object], timeout: float, interval: float = 0.1,
+               what: str = "condition") -> object:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def decode_consumer_assignment(data: bytes | None) -> frozenset[tuple[str, int]]:
+    """ConsumerProtocolAssignment (the group's member_assignment bytes) -> {(topic, p)}."""
+    import struct
+
+    if not data:
+        return frozenset()
+    pos = 2  # version
+    (n_topics,) = struct.unpack_from(">i", data, pos)
+    pos += 4
+    out = set()
+    for _ in range(max(n_topics, 0)):
+        (tlen,) = struct.unpack_from(">h", data, pos)
+        pos += 2
+        topic = data[pos : pos + tlen].decode()
+        pos += tlen
+        (n_parts,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        for _ in range(max(n_parts, 0)):
+            (p,) = struct.unpack_from(">i", data, pos)
+            pos += 4
+            out.add((topic, p))
+    return frozenset(out)

@@ -1,0 +1,1014 @@
+"""The group coordinator: the classic consumer-group protocol and committed offsets.
+
+How this works
+--------------
+Every group lives in memory as a `Group` (server/groups/group.py) in one of five states:
+Empty, PreparingRebalance, CompletingRebalance, Stable, Dead. The rules are Apache Kafka's
+GroupCoordinator's, decision for decision, because the clients are written against them:
+
+- JoinGroup. A dynamic member's first join (v4+, empty member id) is answered at once with
+  MEMBER_ID_REQUIRED and a fresh id (KIP-394); the id is "pending" until it joins with it,
+  or for a session timeout. A join that changes the group (new member, new metadata, the
+  leader rejoining) moves it to PreparingRebalance. Joins then *wait*: the phase ends when
+  every member has rejoined and no pending id is outstanding, or when the rebalance timeout
+  (the largest of the members') passes — members that did not rejoin are then removed.
+  The end of the phase bumps the generation, picks the protocol every member supports that
+  most members prefer, and answers every waiting join; the leader's answer carries all
+  members' metadata. The group is then CompletingRebalance (or Empty if nobody is left).
+  An Empty group's first rebalance waits group.initial.rebalance.delay.ms, extended while
+  new members keep arriving, up to the rebalance timeout (KIP-134).
+- SyncGroup. Followers wait; the leader's assignment is written to __consumer_offsets,
+  handed to every waiting member, and the group becomes Stable. A sync in Stable gets the
+  member's current assignment at once. Members that got a join answer but do not sync
+  within the rebalance timeout are removed (Kafka 3.2's pending-sync timeout), so a dead
+  leader cannot wedge the group.
+- Heartbeat keeps a member's session alive and tells it about a rebalance
+  (REBALANCE_IN_PROGRESS), a stale generation (ILLEGAL_GENERATION), that it was removed
+  (UNKNOWN_MEMBER_ID), or that its static instance id was taken over (FENCED_INSTANCE_ID).
+  A member silent for session.timeout.ms is removed and the group rebalances; a member
+  blocked in JoinGroup or SyncGroup is not silent.
+- LeaveGroup removes members at once (by member id, or by group.instance.id in v3+), so the
+  rebalance starts without waiting for a timeout.
+- Static membership (KIP-345): a join with an empty member id and a known instance id
+  replaces the old member under a new id, keeps its assignment, fences the old id, and —
+  if the group is Stable and the chosen protocol would not change — triggers no rebalance:
+  the member syncs into the current generation and gets its assignment back. Static
+  members that miss a rebalance stay in the group until their session times out.
+- Offsets. OffsetCommit checks membership and generation (simple commits with generation
+  -1 from consumers outside any group, as kcat and Spark send them, are accepted for an
+  Empty group), appends the offsets to __consumer_offsets and only then answers and
+  updates memory. OffsetFetch answers from memory. Offsets of a group that has been Empty
+  for offsets.retention.minutes (or of a simple group, per commit time) are removed with
+  tombstones, and an Empty group with no offsets left is deleted.
+
+Timers are trio deadlines in one heap (`_Timers`) served by `run()`: session expiry,
+pending-member expiry, the end of a join phase, the pending-sync timeout, retention. Tests
+run them on trio's MockClock. Wall-clock time (commit timestamps, the time a group became
+Empty) comes from `self.now_ms`, which tests may replace.
+
+Durability: every change clients rely on is appended to __consumer_offsets (records in
+Kafka's formats, server/groups/records.py) before it is acknowledged; `load()` replays the
+topic at start-up, so offsets and Stable groups (members, generation, assignments) come
+back after a restart and members that keep heartbeating carry on without a rebalance.
+Writes to one offsets partition are serialized by a lock held across the append and the
+in-memory update, so memory and log agree on order.
+
+Not implemented: the KIP-848 consumer protocol (ConsumerGroupHeartbeat is not
+advertised), transactional offset commits (there are no transactions, so there are never
+pending offsets and require_stable needs no wait), removing offsets of deleted topics.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import math
+import time
+import uuid
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+import trio
+
+from wire.errors import CorruptRecords, ErrorCode
+from wire.records import Record, build_batch, iter_records
+
+from server.errors import error_code_for
+from server.groups import records as rec
+from server.groups.group import (
+    CommittedOffset,
+    Group,
+    GroupState,
+    JoinResult,
+    Member,
+    Reply,
+    SyncResult,
+)
+
+log = logging.getLogger("trafka.groups")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+# Kafka's offsets topic uses 100 MiB segments (offsets.topic.segment.bytes).
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600"}
+MAX_METADATA_BYTES = 4096  # offset.metadata.max.bytes
+# Tombstones per batch when many offsets go at once (retention, group deletion).
+_WRITE_CHUNK = 500
+
+S = GroupState
+E = ErrorCode
+
+
+def wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class _Timers:
+    """Deadlines keyed by what they guard. Setting a key again moves its deadline; the
+    heap keeps stale entries until they surface and are skipped."""
+
+    def __init__(self) -> None:
+        self._due: dict[Hashable, float] = {}
+        self._heap: list[tuple[float, int, Hashable]] = []
+        self._seq = itertools.count()
+        self.wakeup = trio.Event()
+        self.sleeping_until = math.inf
+
+    def set(self, key: Hashable, deadline: float) -> None:
+        self._due[key] = deadline
+        heapq.heappush(self._heap, (deadline, next(self._seq), key))
+        if deadline < self.sleeping_until:
+            self.wakeup.set()
+
+    def due(self, key: Hashable) -> float | None:
+        return self._due.get(key)
+
+    def cancel(self, key: Hashable) -> None:
+        self._due.pop(key, None)
+
+    def next_deadline(self) -> float | None:
+        heap = self._heap
+        while heap:
+            deadline, _, key = heap[0]
+            if self._due.get(key) == deadline:
+                return deadline
+            heapq.heappop(heap)
+        return None
+
+    def pop_due(self, now: float) -> list[Hashable]:
+        out = []
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            deadline, _, key = heapq.heappop(heap)
+            if self._due.get(key) == deadline:
+                del self._due[key]
+                out.append(key)
+        return out
+
+    def __len__(self) -> int:
+        return len(self._due)
+
+
+@dataclass(slots=True)
+class _Join:
+    """What a JoinGroup asks for, passed along the join paths."""
+
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    skip_assignment_ok: bool  # v9+ (KIP-814): a returning static leader can be told to skip
+
+
+class GroupCoordinator:
+    """All groups of this broker (it coordinates every group: there is one broker)."""
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        cfg = broker.config
+        self.min_session_ms = cfg.get("group.min.session.timeout.ms")
+        self.max_session_ms = cfg.get("group.max.session.timeout.ms")
+        self.initial_delay_ms = cfg.get("group.initial.rebalance.delay.ms")
+        self.max_group_size = cfg.get("group.max.size")
+        self.retention_ms = cfg.get("offsets.retention.minutes") * 60_000
+        self.retention_check_ms = max(cfg.get("offsets.retention.check.interval.ms"), 1)
+        self.partitions = max(cfg.get("offsets.topic.num.partitions"), 1)
+        self.groups: dict[str, Group] = {}
+        self.now_ms = wall_ms
+        self.loaded = False
+        self._timers = _Timers()
+        self._nursery: trio.Nursery | None = None
+        self._write_locks: dict[int, trio.Lock] = {}
+        self._members_to_arm: list[tuple[Group, Member]] = []
+
+    # ------------------------------------------------------------------ lifecycle
+    def load(self) -> None:
+        """Blocking, at start-up: create __consumer_offsets if missing and rebuild groups
+        and committed offsets from it."""
+        meta = self.broker.topics.get(OFFSETS_TOPIC)
+        if meta is None:
+            meta = self.broker.create_topic(OFFSETS_TOPIC, self.partitions, dict(OFFSETS_TOPIC_CONFIGS))
+        self.partitions = meta.partitions
+        offsets: dict[str, dict[tuple[str, int], rec.OffsetValue]] = {}
+        groups: dict[str, rec.GroupValue] = {}
+        skipped = 0
+        count = 0
+        for partition in range(self.partitions):
+            plog = self.broker.logs.log(OFFSETS_TOPIC, partition)
+            for header, data in plog.iter_batches(plog.log_start_offset):
+                if header.is_control:
+                    continue
+                try:
+                    for record in iter_records(data):
+                        count += 1
+                        try:
+                            self._replay(record, offsets, groups)
+                        except rec.BadRecord as exc:
+                            skipped += 1
+                            log.warning("%s-%d offset %d: skipping record: %s", OFFSETS_TOPIC, partition,
+                                        record.offset, exc)
+                except CorruptRecords as exc:
+                    # Recovery checked the CRCs, so this is a batch we cannot decode; losing
+                    # its commits beats refusing to start.
+                    skipped += 1
+                    log.error("%s-%d: skipping undecodable batch at offset %d: %s", OFFSETS_TOPIC, partition,
+                              header.base_offset, exc)
+        now = self.now_ms()
+        for group_id in {g for g, per_group in offsets.items() if per_group} | set(groups):
+            group = Group(group_id, now)
+            value = groups.get(group_id)
+            if value is not None:
+                self._restore_group(group, value)
+            for tp, v in offsets.get(group_id, {}).items():
+                group.offsets[tp] = CommittedOffset(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp)
+            self.groups[group_id] = group
+        self.loaded = True
+        log.info("loaded %d groups (%d with members) and %d committed offsets from %d records of %s%s",
+                 len(self.groups), sum(1 for g in self.groups.values() if g.members),
+                 sum(len(g.offsets) for g in self.groups.values()), count, OFFSETS_TOPIC,
+                 f" ({skipped} unreadable records skipped)" if skipped else "")
+
+    @staticmethod
+    def _replay(record: Record, offsets: dict, groups: dict) -> None:
+        if record.key is None:
+            raise rec.BadRecord("record without a key")
+        key = rec.decode_key(record.key)
+        if isinstance(key, rec.OffsetKey):
+            per_group = offsets.setdefault(key.group, {})
+            if record.value is None:
+                per_group.pop((key.topic, key.partition), None)
+            else:
+                per_group[(key.topic, key.partition)] = rec.decode_offset_value(record.value)
+        elif record.value is None:
+            groups.pop(key.group, None)
+        else:
+            groups[key.group] = rec.decode_group_value(record.value)
+
+    def _restore_group(self, group: Group, value: rec.GroupValue) -> None:
+        group.protocol_type = value.protocol_type or None
+        group.generation_id = value.generation
+        group.protocol_name = value.protocol
+        if value.current_state_timestamp >= 0:
+            group.state_timestamp = value.current_state_timestamp
+        for m in value.members:
+            member = Member(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout,
+                            m.rebalance_timeout, value.protocol_type, [(value.protocol or "", m.subscription)],
+                            m.assignment, is_new=False)
+            group.members[m.member_id] = member
+            if m.group_instance_id is not None:
+                group.static_members[m.group_instance_id] = m.member_id
+            self._members_to_arm.append((group, member))
+        group.leader_id = value.leader if value.leader in group.members else next(iter(group.members), None)
+        # A group stored with members was Stable (it is stored when its assignment is).
+        group.state = S.STABLE if group.members else S.EMPTY
+
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """The group timers: sessions, join phases, pending syncs, offsets retention."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            now = trio.current_time()
+            for group, member in self._members_to_arm:
+                member.expires_at = now + member.session_timeout_ms / 1000
+                self._arm_session(group, member)
+            self._members_to_arm.clear()
+            self._timers.set(("retention",), now + self.retention_check_ms / 1000)
+            task_status.started()
+            try:
+                await self._timer_loop()
+            finally:
+                self._nursery = None
+
+    async def _timer_loop(self) -> None:
+        timers = self._timers
+        while True:
+            now = trio.current_time()
+            for key in timers.pop_due(now):
+                try:
+                    self._fire(key, now)
+                except Exception:
+                    log.exception("group timer %s failed", key)
+            deadline = timers.next_deadline()
+            timers.wakeup = trio.Event()
+            timers.sleeping_until = math.inf if deadline is None else deadline
+            with trio.move_on_at(timers.sleeping_until):
+                await timers.wakeup.wait()
+            timers.sleeping_until = math.inf
+
+    def close(self) -> None:
+        """Blocking, at shutdown: answer whoever still waits so no handler hangs."""
+        for group in self.groups.values():
+            for member in group.members.values():
+                member.answer_join(JoinResult(E.NOT_COORDINATOR, member.member_id))
+                member.answer_sync(SyncResult(E.NOT_COORDINATOR))
+
+    def statistics(self) -> dict[str, int]:
+        out: dict[str, int] = {"groups": len(self.groups), "timers": len(self._timers)}
+        for group in self.groups.values():
+            out[str(group.state)] = out.get(str(group.state), 0) + 1
+        out["members"] = sum(len(g.members) for g in self.groups.values())
+        out["offsets"] = sum(len(g.offsets) for g in self.groups.values())
+        return out
+
+    def _spawn(self, fn, *args) -> None:
+        if self._nursery is None:
+            log.warning("group coordinator not running; dropped background task %s", getattr(fn, "__name__", fn))
+            return
+        self._nursery.start_soon(fn, *args)
+
+    # ------------------------------------------------------------------ timers
+    def _fire(self, key: tuple, now: float) -> None:
+        kind = key[0]
+        if kind == "retention":
+            self._timers.set(("retention",), now + self.retention_check_ms / 1000)
+            self._spawn(self.expire_offsets)
+            return
+        group = self.groups.get(key[1])
+        if group is None:
+            return
+        if kind == "session":
+            member = group.members.get(key[2])
+            if member is not None:
+                self._check_session(group, member, now)
+        elif kind == "pending":
+            if group.pending_members.pop(key[2], None) is not None:
+                log.info("group %s: pending member %s never joined; forgetting its id", group.group_id, key[2])
+                if group.is_(S.PREPARING_REBALANCE):
+                    self._try_complete_join(group)
+        elif kind == "join":
+            self._on_join_deadline(group)
+        elif kind == "sync":
+            self._on_sync_deadline(group, key[2])
+
+    def _arm_session(self, group: Group, member: Member) -> None:
+        key = ("session", group.group_id, member.member_id)
+        due = self._timers.due(key)
+        if due is None or due > member.expires_at:
+            self._timers.set(key, member.expires_at)
+
+    def _touch(self, group: Group, member: Member) -> None:
+        """A sign of life: the session restarts now."""
+        member.expires_at = trio.current_time() + member.session_timeout_ms / 1000
+        self._arm_session(group, member)
+
+    def _check_session(self, group: Group, member: Member, now: float) -> None:
+        key = ("session", group.group_id, member.member_id)
+        if member.awaiting_join or member.awaiting_sync:
+            # Blocked in a JoinGroup/SyncGroup is alive; the join/sync phase has its own timeout.
+            member.expires_at = now + member.session_timeout_ms / 1000
+            self._timers.set(key, member.expires_at)
+        elif member.expires_at > now:
+            self._timers.set(key, member.expires_at)
+        else:
+            self._remove_member_and_update(
+                group, member, f"member {member.member_id} timed out after {member.session_timeout_ms} ms without a heartbeat")
+
+    # ------------------------------------------------------------------ rebalancing
+    def _new_group(self, group_id: str) -> Group:
+        group = Group(group_id, self.now_ms())
+        self.groups[group_id] = group
+        return group
+
+    def _maybe_prepare_rebalance(self, group: Group, reason: str) -> None:
+        if group.is_(S.STABLE, S.COMPLETING_REBALANCE, S.EMPTY):
+            self._prepare_rebalance(group, reason)
+
+    def _prepare_rebalance(self, group: Group, reason: str) -> None:
+        if group.is_(S.COMPLETING_REBALANCE):
+            self._reset_assignments(group, E.REBALANCE_IN_PROGRESS)
+        was_empty = group.is_(S.EMPTY)
+        group.transition(S.PREPARING_REBALANCE, self.now_ms())
+        self._timers.cancel(("sync", group.group_id, group.generation_id))
+        rebalance_ms = group.rebalance_timeout_ms()
+        now = trio.current_time()
+        if was_empty and self.initial_delay_ms > 0:
+            delay = min(self.initial_delay_ms, rebalance_ms)
+            group.initial_delay_left_ms = max(rebalance_ms - delay, 0)
+            group.in_initial_delay = True
+            group.new_member_added = False
+            group.join_deadline = now + delay / 1000
+        else:
+            group.in_initial_delay = False
+            group.join_deadline = now + rebalance_ms / 1000
+        self._timers.set(("join", group.group_id), group.join_deadline)
+        log.info("group %s: preparing rebalance from generation %d (%s)", group.group_id, group.generation_id, reason)
+        self._try_complete_join(group)
+
+    def _try_complete_join(self, group: Group) -> None:
+        if group.is_(S.PREPARING_REBALANCE) and not group.in_initial_delay and group.all_joined():
+            self._complete_join(group)
+
+    def _on_join_deadline(self, group: Group) -> None:
+        if not group.is_(S.PREPARING_REBALANCE):
+            return
+        if group.in_initial_delay:
+            if group.new_member_added and group.initial_delay_left_ms > 0:
+                # KIP-134: members are still arriving; wait another delay, within the budget.
+                group.new_member_added = False
+                delay = min(self.initial_delay_ms, group.initial_delay_left_ms)
+                group.initial_delay_left_ms -= delay
+                group.join_deadline = trio.current_time() + delay / 1000
+                self._timers.set(("join", group.group_id), group.join_deadline)
+                return
+            group.in_initial_delay = False
+        self._complete_join(group)
+
+    def _complete_join(self, group: Group) -> None:
+        self._timers.cancel(("join", group.group_id))
+        group.join_deadline = None
+        group.in_initial_delay = False
+        for member in group.not_yet_rejoined():
+            if not member.is_static:
+                log.info("group %s: removing member %s, which did not rejoin within the rebalance timeout",
+                         group.group_id, member.member_id)
+                self._remove_member(group, member)
+        if group.members and not group.elect_joined_leader():
+            # Only static members that have not rejoined are left: give them another
+            # rebalance timeout (their sessions expire them if they never come back).
+            log.info("group %s: no member rejoined; waiting another rebalance timeout", group.group_id)
+            group.join_deadline = trio.current_time() + group.rebalance_timeout_ms() / 1000
+            self._timers.set(("join", group.group_id), group.join_deadline)
+            return
+        group.generation_id += 1
+        now_ms = self.now_ms()
+        if not group.members:
+            group.protocol_name = None
+            group.transition(S.EMPTY, now_ms)
+            log.info("group %s: generation %d is empty", group.group_id, group.generation_id)
+            self._spawn(self._store_group_quietly, group)
+            return
+        group.protocol_name = group.select_protocol()
+        group.transition(S.COMPLETING_REBALANCE, now_ms)
+        log.info("group %s: generation %d with %d members, protocol %s, leader %s", group.group_id,
+                 group.generation_id, len(group.members), group.protocol_name, group.leader_id)
+        now = trio.current_time()
+        leader_view = group.member_metadata()
+        for member in group.members.values():
+            if member.awaiting_join:
+                member.answer_join(JoinResult(
+                    E.NONE, member.member_id, group.generation_id, group.protocol_type, group.protocol_name,
+                    group.leader_id or "", False, leader_view if group.is_leader(member.member_id) else []))
+                member.is_new = False
+                group.pending_sync.add(member.member_id)
+            member.expires_at = now + member.session_timeout_ms / 1000
+            self._arm_session(group, member)
+        group.sync_deadline = now + group.rebalance_timeout_ms() / 1000
+        self._timers.set(("sync", group.group_id, group.generation_id), group.sync_deadline)
+
+    def _on_sync_deadline(self, group: Group, generation: int) -> None:
+        if generation != group.generation_id or not group.is_(S.COMPLETING_REBALANCE, S.STABLE):
+            return
+        if not group.pending_sync:
+            return
+        late = sorted(group.pending_sync)
+        log.info("group %s: removing members that did not sync generation %d in time: %s",
+                 group.group_id, generation, ", ".join(late))
+        for member_id in late:
+            member = group.members.get(member_id)
+            if member is not None:
+                self._remove_member(group, member)
+        group.pending_sync.clear()
+        self._prepare_rebalance(group, "members did not send SyncGroup within the rebalance timeout")
+
+    def _reset_assignments(self, group: Group, error: ErrorCode) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+            member.answer_sync(SyncResult(error))
+
+    def _remove_member(self, group: Group, member: Member) -> None:
+        member.answer_join(JoinResult(E.UNKNOWN_MEMBER_ID, member.member_id))
+        member.answer_sync(SyncResult(E.UNKNOWN_MEMBER_ID))
+        group.remove(member.member_id)
+        self._timers.cancel(("session", group.group_id, member.member_id))
+
+    def _remove_member_and_update(self, group: Group, member: Member, reason: str) -> None:
+        self._remove_member(group, member)
+        if group.is_(S.STABLE, S.COMPLETING_REBALANCE):
+            self._prepare_rebalance(group, reason)
+        elif group.is_(S.PREPARING_REBALANCE):
+            log.info("group %s: %s", group.group_id, reason)
+            self._try_complete_join(group)
+
+    # ------------------------------------------------------------------ JoinGroup
+    async def join_group(self, *, group_id: str, member_id: str, group_instance_id: str | None,
+                         client_id: str, client_host: str, session_timeout_ms: int,
+                         rebalance_timeout_ms: int, protocol_type: str, protocols: list[tuple[str, bytes]],
+                         require_known_member_id: bool, skip_assignment_ok: bool = False,
+                         reason: str | None = None) -> JoinResult:
+        """Join (or rejoin) a group; returns when the join phase ends (or at once on error,
+        for MEMBER_ID_REQUIRED, and for rejoins that change nothing)."""
+        if not group_id:
+            return JoinResult(E.INVALID_GROUP_ID, member_id)
+        if not self.min_session_ms <= session_timeout_ms <= self.max_session_ms:
+            return JoinResult(E.INVALID_SESSION_TIMEOUT, member_id)
+        if rebalance_timeout_ms <= 0:  # JoinGroup v0 has no rebalance timeout
+            rebalance_timeout_ms = session_timeout_ms
+        group = self.groups.get(group_id)
+        if group is None:
+            if member_id:
+                return JoinResult(E.UNKNOWN_MEMBER_ID, member_id)
+            if not protocol_type or not protocols:
+                return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id)
+            group = self._new_group(group_id)
+        if group.is_(S.DEAD):
+            # Being deleted right now; the client retries and finds a fresh group.
+            return JoinResult(E.COORDINATOR_NOT_AVAILABLE, member_id)
+        own_id = member_id if member_id in group.members else group.static_member_id(group_instance_id)
+        if not group.supports_protocols(protocol_type, protocols, own_id):
+            return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id)
+        args = _Join(client_id, client_host, session_timeout_ms, rebalance_timeout_ms, protocol_type,
+                     list(protocols), skip_assignment_ok)
+        if reason:
+            log.debug("group %s: join from %s (%s): %s", group_id, member_id or client_id, group_instance_id, reason)
+        if not member_id:
+            return await self._join_unknown_member(group, group_instance_id, require_known_member_id, args)
+        return await self._join_known_member(group, member_id, group_instance_id, args)
+
+    def _accepts_new_member(self, group: Group) -> bool:
+        if group.is_(S.EMPTY, S.DEAD):
+            return True
+        return len(group.members) + len(group.pending_members) < self.max_group_size
+
+    async def _join_unknown_member(self, group: Group, instance_id: str | None, require_known_member_id: bool,
+                                   args: _Join) -> JoinResult:
+        new_id = f"{args.client_id or 'member'}-{uuid.uuid4()}"
+        if instance_id is not None:
+            old_id = group.static_member_id(instance_id)
+            if old_id is not None:
+                return await self._replace_static_member(group, instance_id, old_id, new_id, args)
+        if not self._accepts_new_member(group):
+            return JoinResult(E.GROUP_MAX_SIZE_REACHED, "")
+        if instance_id is None and require_known_member_id:
+            # KIP-394: hand out the id first, so a client that retries a lost JoinGroup
+            # answer rejoins as the same member instead of leaving a ghost behind.
+            deadline = trio.current_time() + args.session_timeout_ms / 1000
+            group.pending_members[new_id] = deadline
+            self._timers.set(("pending", group.group_id, new_id), deadline)
+            return JoinResult(E.MEMBER_ID_REQUIRED, new_id)
+        return await self._add_member_and_rebalance(group, new_id, instance_id, args)
+
+    async def _join_known_member(self, group: Group, member_id: str, instance_id: str | None,
+                                 args: _Join) -> JoinResult:
+        if member_id in group.pending_members:
+            # Admitted against group.max.size when the id was handed out.
+            return await self._add_member_and_rebalance(group, member_id, instance_id, args)
+        if group.is_static_member_fenced(member_id, instance_id):
+            return JoinResult(E.FENCED_INSTANCE_ID, member_id)
+        member = group.members.get(member_id)
+        if member is None or group.is_(S.EMPTY):
+            return JoinResult(E.UNKNOWN_MEMBER_ID, member_id)
+        protocols = args.protocols
+        if group.is_(S.PREPARING_REBALANCE):
+            return await self._update_member_and_rebalance(group, member, args, f"member {member_id} rejoined")
+        if group.is_(S.COMPLETING_REBALANCE):
+            if member.matches(protocols):
+                # The member lost our answer and asked again: same generation, same answer.
+                self._touch(group, member)
+                return self._current_generation(group, member_id, with_members=group.is_leader(member_id))
+            return await self._update_member_and_rebalance(
+                group, member, args, f"member {member_id} changed its metadata during CompletingRebalance")
+        # Stable
+        if group.is_leader(member_id):
+            # The leader rejoins to rebalance on changes the metadata does not show
+            # (new partitions, a changed subscription pattern).
+            return await self._update_member_and_rebalance(group, member, args, f"leader {member_id} rejoined")
+        if not member.matches(protocols):
+            return await self._update_member_and_rebalance(group, member, args,
+                                                           f"member {member_id} changed its metadata")
+        self._touch(group, member)
+        return self._current_generation(group, member_id, with_members=False)
+
+    def _current_generation(self, group: Group, member_id: str, with_members: bool,
+                            leader_id: str | None = None, skip_assignment: bool = False) -> JoinResult:
+        return JoinResult(E.NONE, member_id, group.generation_id, group.protocol_type, group.protocol_name,
+                          (leader_id if leader_id is not None else group.leader_id) or "", skip_assignment,
+                          group.member_metadata() if with_members else [])
+
+    async def _add_member_and_rebalance(self, group: Group, member_id: str, instance_id: str | None,
+                                        args: _Join) -> JoinResult:
+        member = Member(member_id, instance_id, args.client_id, args.client_host, args.session_timeout_ms,
+                        args.rebalance_timeout_ms, args.protocol_type, list(args.protocols))
+        reply = member.join_reply = Reply()
+        if group.is_(S.PREPARING_REBALANCE) and group.in_initial_delay:
+            group.new_member_added = True
+        group.add(member)
+        self._timers.cancel(("pending", group.group_id, member_id))
+        self._touch(group, member)
+        self._maybe_prepare_rebalance(group, f"new member {member_id} joined")
+        self._try_complete_join(group)
+        return await reply.wait()
+
+    async def _update_member_and_rebalance(self, group: Group, member: Member, args: _Join,
+                                           reason: str) -> JoinResult:
+        member.protocols = list(args.protocols)
+        member.session_timeout_ms = args.session_timeout_ms
+        member.rebalance_timeout_ms = args.rebalance_timeout_ms
+        # A join this one supersedes (sent on a connection the client gave up on) ends now.
+        member.answer_join(JoinResult(E.REBALANCE_IN_PROGRESS, member.member_id))
+        reply = member.join_reply = Reply()
+        self._touch(group, member)
+        self._maybe_prepare_rebalance(group, reason)
+        self._try_complete_join(group)
+        return await reply.wait()
+
+    async def _replace_static_member(self, group: Group, instance_id: str, old_id: str, new_id: str,
+                                     args: _Join) -> JoinResult:
+        old_leader = group.leader_id
+        was_leader = old_leader == old_id
+        member = group.replace_static_member(instance_id, old_id, new_id)
+        self._timers.cancel(("session", group.group_id, old_id))
+        member.protocols = list(args.protocols)
+        member.session_timeout_ms = args.session_timeout_ms
+        member.rebalance_timeout_ms = args.rebalance_timeout_ms
+        member.client_id = args.client_id
+        member.client_host = args.client_host
+        self._touch(group, member)
+        log.info("group %s: static member %s came back as %s (was %s)", group.group_id, instance_id, new_id, old_id)
+        if group.is_(S.STABLE):
+            if group.protocol_name == group.select_protocol():
+                # KIP-345: nothing changes for the group; the member syncs into the current
+                # generation and gets its old assignment. The leader id we return is the
+                # old one, so a returning leader does not compute a trivial assignment —
+                # unless it speaks v9, which says so with skip_assignment (KIP-814).
+                error = await self._store_group_for(group)
+                if error != E.NONE:
+                    return JoinResult(error, new_id)
+                if was_leader and args.skip_assignment_ok:
+                    return self._current_generation(group, new_id, with_members=True, leader_id=new_id,
+                                                    skip_assignment=True)
+                return self._current_generation(group, new_id, with_members=False, leader_id=old_leader or "")
+            reply = member.join_reply = Reply()
+            self._prepare_rebalance(group, f"static member {instance_id} rejoined with another protocol")
+            return await reply.wait()
+        reply = member.join_reply = Reply()
+        if group.is_(S.COMPLETING_REBALANCE):
+            self._prepare_rebalance(group, f"static member {instance_id} rejoined during CompletingRebalance")
+        else:  # PreparingRebalance: it simply counts as joined now
+            self._try_complete_join(group)
+        return await reply.wait()
+
+    # ------------------------------------------------------------------ SyncGroup
+    async def sync_group(self, *, group_id: str, generation_id: int, member_id: str,
+                         group_instance_id: str | None, protocol_type: str | None, protocol_name: str | None,
+                         assignments: dict[str, bytes]) -> SyncResult:
+        if not group_id:
+            return SyncResult(E.INVALID_GROUP_ID)
+        group = self.groups.get(group_id)
+        if group is None:
+            return SyncResult(E.UNKNOWN_MEMBER_ID)
+        if group.is_(S.DEAD):
+            return SyncResult(E.COORDINATOR_NOT_AVAILABLE)
+        if group.is_static_member_fenced(member_id, group_instance_id):
+            return SyncResult(E.FENCED_INSTANCE_ID)
+        member = group.members.get(member_id)
+        if member is None:
+            return SyncResult(E.UNKNOWN_MEMBER_ID)
+        if generation_id != group.generation_id:
+            return SyncResult(E.ILLEGAL_GENERATION)
+        if (protocol_type is not None and protocol_type != group.protocol_type) or (
+                protocol_name is not None and protocol_name != group.protocol_name):
+            return SyncResult(E.INCONSISTENT_GROUP_PROTOCOL)
+        if group.is_(S.EMPTY):
+            return SyncResult(E.UNKNOWN_MEMBER_ID)
+        if group.is_(S.PREPARING_REBALANCE):
+            return SyncResult(E.REBALANCE_IN_PROGRESS)
+        self._touch(group, member)
+        group.pending_sync.discard(member_id)
+        if group.is_(S.STABLE):
+            return SyncResult(E.NONE, member.assignment, group.protocol_type, group.protocol_name)
+        # CompletingRebalance: wait for the leader's assignment.
+        member.answer_sync(SyncResult(E.REBALANCE_IN_PROGRESS))
+        reply = member.sync_reply = Reply()
+        if group.is_leader(member_id):
+            generation = group.generation_id
+            full = {mid: bytes(assignments.get(mid, b"")) for mid in group.members}
+            unknown = set(assignments) - set(full)
+            if unknown:
+                log.info("group %s: leader assigned to unknown members %s; ignored", group_id, sorted(unknown))
+            error = await self._store_group_for(group, full)
+            # The group may have moved on while the write was in flight.
+            if group.is_(S.COMPLETING_REBALANCE) and group.generation_id == generation:
+                if error != E.NONE:
+                    self._reset_assignments(group, error)
+                    self._prepare_rebalance(group, f"storing the assignment failed with {error.name}")
+                else:
+                    for mid, m in group.members.items():
+                        m.assignment = full.get(mid, b"")
+                        m.answer_sync(SyncResult(E.NONE, m.assignment, group.protocol_type, group.protocol_name))
+                    group.transition(S.STABLE, self.now_ms())
+                    log.info("group %s: generation %d is stable", group_id, generation)
+        return await reply.wait()
+
+    # ------------------------------------------------------------------ Heartbeat, LeaveGroup
+    def heartbeat(self, *, group_id: str, generation_id: int, member_id: str,
+                  group_instance_id: str | None) -> ErrorCode:
+        if not group_id:
+            return E.INVALID_GROUP_ID
+        group = self.groups.get(group_id)
+        if group is None:
+            return E.UNKNOWN_MEMBER_ID
+        if group.is_(S.DEAD):
+            return E.COORDINATOR_NOT_AVAILABLE
+        if group.is_static_member_fenced(member_id, group_instance_id):
+            return E.FENCED_INSTANCE_ID
+        member = group.members.get(member_id)
+        if member is None or group.is_(S.EMPTY):
+            return E.UNKNOWN_MEMBER_ID
+        if generation_id != group.generation_id:
+            return E.ILLEGAL_GENERATION
+        self._touch(group, member)
+        if group.is_(S.PREPARING_REBALANCE):
+            return E.REBALANCE_IN_PROGRESS
+        return E.NONE
+
+    def leave_group(self, group_id: str, leaving: list[tuple[str, str | None]]
+                    ) -> tuple[ErrorCode, list[ErrorCode]]:
+        """Remove members, each named by member id and/or group.instance.id; returns the
+        group-level error and one error per member."""
+        if not group_id:
+            return E.INVALID_GROUP_ID, [E.INVALID_GROUP_ID] * len(leaving)
+        group = self.groups.get(group_id)
+        if group is None:
+            return E.NONE, [E.UNKNOWN_MEMBER_ID] * len(leaving)
+        if group.is_(S.DEAD):
+            return E.COORDINATOR_NOT_AVAILABLE, [E.COORDINATOR_NOT_AVAILABLE] * len(leaving)
+        errors = []
+        for member_id, instance_id in leaving:
+            if not member_id and instance_id is not None:
+                member_id = group.static_member_id(instance_id) or ""
+                if not member_id:
+                    errors.append(E.UNKNOWN_MEMBER_ID)
+                    continue
+            elif group.is_static_member_fenced(member_id, instance_id):
+                errors.append(E.FENCED_INSTANCE_ID)
+                continue
+            if group.pending_members.pop(member_id, None) is not None:
+                self._timers.cancel(("pending", group_id, member_id))
+                self._try_complete_join(group)
+                errors.append(E.NONE)
+                continue
+            member = group.members.get(member_id)
+            if member is None:
+                errors.append(E.UNKNOWN_MEMBER_ID)
+                continue
+            self._remove_member_and_update(group, member, f"member {member_id} left the group")
+            errors.append(E.NONE)
+        return E.NONE, errors
+
+    # ------------------------------------------------------------------ offsets
+    def _lock(self, partition: int) -> trio.Lock:
+        lock = self._write_locks.get(partition)
+        if lock is None:
+            lock = self._write_locks[partition] = trio.Lock()
+        return lock
+
+    def partition_for(self, group_id: str) -> int:
+        return rec.partition_for(group_id, self.partitions)
+
+    async def _append(self, partition: int, entries: list[tuple[bytes, bytes | None]]) -> None:
+        """Append key/value records (value None: tombstone) to one offsets partition."""
+        now = self.now_ms()
+        for start in range(0, len(entries), _WRITE_CHUNK):
+            chunk = entries[start:start + _WRITE_CHUNK]
+            batch = build_batch([Record(i, now, k, v) for i, (k, v) in enumerate(chunk)])
+            await self.broker.append((OFFSETS_TOPIC, partition), batch, len(chunk))
+
+    @staticmethod
+    def _write_error(exc: BaseException, what: str) -> ErrorCode:
+        code = error_code_for(exc)
+        if code == E.MESSAGE_TOO_LARGE:
+            return E.INVALID_COMMIT_OFFSET_SIZE
+        log.error("%s: writing to %s failed: %r", what, OFFSETS_TOPIC, exc)
+        return E.COORDINATOR_NOT_AVAILABLE
+
+    def _group_value(self, group: Group, assignments: dict[str, bytes] | None = None) -> bytes:
+        members = [rec.MemberValue(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                   m.rebalance_timeout_ms, m.session_timeout_ms, m.metadata_for(group.protocol_name),
+                                   (assignments or {}).get(m.member_id, m.assignment))
+                   for m in group.members.values()]
+        return rec.encode_group_value(rec.GroupValue(group.protocol_type or "", group.generation_id,
+                                                     group.protocol_name, group.leader_id,
+                                                     group.state_timestamp, members))
+
+    async def _store_group_for(self, group: Group, assignments: dict[str, bytes] | None = None) -> ErrorCode:
+        partition = self.partition_for(group.group_id)
+        async with self._lock(partition):
+            if group.is_(S.DEAD) or self.groups.get(group.group_id) is not group:
+                return E.NONE  # deleted while this write waited: its tombstone must stay last
+            value = self._group_value(group, assignments)
+            try:
+                await self._append(partition, [(rec.encode_group_key(rec.GroupKey(group.group_id)), value)])
+            except Exception as exc:
+                code = self._write_error(exc, f"group {group.group_id}")
+                return E.UNKNOWN_SERVER_ERROR if code == E.INVALID_COMMIT_OFFSET_SIZE else code
+        return E.NONE
+
+    async def _store_group_quietly(self, group: Group) -> None:
+        await self._store_group_for(group)
+
+    def _commit_check(self, group: Group | None, generation_id: int, member_id: str,
+                      instance_id: str | None) -> ErrorCode:
+        if group is None:
+            return E.NONE if generation_id < 0 else E.ILLEGAL_GENERATION
+        if group.is_(S.DEAD):
+            return E.COORDINATOR_NOT_AVAILABLE
+        if group.is_static_member_fenced(member_id, instance_id):
+            return E.FENCED_INSTANCE_ID
+        if generation_id < 0 and group.is_(S.EMPTY):
+            return E.NONE  # the group only stores offsets (simple consumer, kcat -C, Spark)
+        member = group.members.get(member_id)
+        if member is None:
+            return E.UNKNOWN_MEMBER_ID
+        if generation_id != group.generation_id:
+            return E.ILLEGAL_GENERATION
+        if group.is_(S.COMPLETING_REBALANCE):
+            # The member saw the new generation's JoinGroup answer but not its assignment.
+            return E.REBALANCE_IN_PROGRESS
+        self._touch(group, member)
+        return E.NONE
+
+    async def commit_offsets(self, *, group_id: str, generation_id: int, member_id: str,
+                             group_instance_id: str | None,
+                             offsets: dict[tuple[str, int], CommittedOffset]) -> dict[tuple[str, int], ErrorCode]:
+        """Validate and durably store committed offsets; one error code per partition."""
+        results: dict[tuple[str, int], ErrorCode] = {}
+        valid: dict[tuple[str, int], CommittedOffset] = {}
+        topics = self.broker.topics
+        for tp, committed in offsets.items():
+            meta = topics.get(tp[0])
+            if meta is None or not 0 <= tp[1] < meta.partitions:
+                results[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
+            elif committed.metadata and len(committed.metadata.encode("utf-8")) > MAX_METADATA_BYTES:
+                results[tp] = E.OFFSET_METADATA_TOO_LARGE
+            else:
+                valid[tp] = committed
+        if not valid:
+            return results
+        partition = self.partition_for(group_id)
+        async with self._lock(partition):
+            group = self.groups.get(group_id)
+            error = self._commit_check(group, generation_id, member_id, group_instance_id)
+            if error == E.NONE and group is None:
+                group = self._new_group(group_id)
+            if error != E.NONE:
+                log.debug("group %s: commit from %s (generation %d) refused: %s", group_id, member_id or "-",
+                          generation_id, error.name)
+                for tp in valid:
+                    results[tp] = error
+                return results
+            now = self.now_ms()
+            entries = []
+            for (topic, p), committed in valid.items():
+                committed.commit_timestamp = now
+                entries.append((rec.encode_offset_key(rec.OffsetKey(group_id, topic, p)),
+                                rec.encode_offset_value(rec.OffsetValue(committed.offset, committed.leader_epoch,
+                                                                        committed.metadata or "", now))))
+            try:
+                await self._append(partition, entries)
+            except Exception as exc:
+                code = self._write_error(exc, f"commit of group {group_id}")
+                for tp in valid:
+                    results[tp] = code
+                return results
+            group.offsets.update(valid)
+            for tp in valid:
+                results[tp] = E.NONE
+        return results
+
+    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None
+                      ) -> tuple[ErrorCode, dict[tuple[str, int], CommittedOffset | None]]:
+        """Committed offsets of `partitions` (None: every partition with one). A group
+        nobody knows has no offsets, which is not an error."""
+        group = self.groups.get(group_id)
+        offsets = {} if group is None or group.is_(S.DEAD) else group.offsets
+        if partitions is None:
+            return E.NONE, dict(offsets)
+        return E.NONE, {tp: offsets.get(tp) for tp in partitions}
+
+    async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]
+                             ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
+        """OffsetDelete: only for partitions the group does not consume right now."""
+        partition = self.partition_for(group_id)
+        async with self._lock(partition):
+            group = self.groups.get(group_id)
+            if group is None or group.is_(S.DEAD):
+                return E.GROUP_ID_NOT_FOUND, {}
+            results: dict[tuple[str, int], ErrorCode] = {}
+            deletable = []
+            if group.is_(S.EMPTY):
+                deletable = list(partitions)
+            elif group.protocol_type == "consumer":
+                for tp in partitions:
+                    if group.is_subscribed_to(tp[0]):
+                        results[tp] = E.GROUP_SUBSCRIBED_TO_TOPIC
+                    else:
+                        deletable.append(tp)
+            else:
+                return E.NON_EMPTY_GROUP, {}
+            present = [tp for tp in deletable if tp in group.offsets]
+            if present:
+                try:
+                    await self._append(partition, [(rec.encode_offset_key(rec.OffsetKey(group_id, t, p)), None)
+                                                   for t, p in present])
+                except Exception as exc:
+                    return self._write_error(exc, f"offset delete of group {group_id}"), {}
+                for tp in present:
+                    group.offsets.pop(tp, None)
+            for tp in deletable:
+                results[tp] = E.NONE
+            return E.NONE, results
+
+    async def expire_offsets(self) -> int:
+        """Offsets retention (offsets.retention.minutes); returns how many offsets went."""
+        now = self.now_ms()
+        retention = self.retention_ms
+        removed = 0
+        for group in list(self.groups.values()):
+            if group.is_(S.DEAD):
+                continue
+            partition = self.partition_for(group.group_id)
+            async with self._lock(partition):
+                if group.is_(S.DEAD) or self.groups.get(group.group_id) is not group:
+                    continue
+                if group.is_(S.EMPTY):
+                    if group.protocol_type:
+                        # Kafka 2.1+ (KIP-211): retention counts from when the group became Empty.
+                        expired = list(group.offsets) if group.state_timestamp + retention <= now else []
+                    else:
+                        expired = [tp for tp, o in group.offsets.items() if o.commit_timestamp + retention <= now]
+                elif group.is_(S.STABLE) and group.protocol_type == "consumer":
+                    topics = group.subscribed_topics()
+                    expired = [] if topics is None else [
+                        tp for tp, o in group.offsets.items()
+                        if tp[0] not in topics and o.commit_timestamp + retention <= now]
+                else:
+                    expired = []
+                entries = [(rec.encode_offset_key(rec.OffsetKey(group.group_id, t, p)), None) for t, p in expired]
+                drop_group = (group.is_(S.EMPTY) and len(expired) == len(group.offsets)
+                              and not group.pending_members)
+                if drop_group:
+                    entries.append((rec.encode_group_key(rec.GroupKey(group.group_id)), None))
+                if not entries:
+                    continue
+                try:
+                    await self._append(partition, entries)
+                except Exception as exc:
+                    self._write_error(exc, f"offsets retention of group {group.group_id}")
+                    continue
+                for tp in expired:
+                    group.offsets.pop(tp, None)
+                removed += len(expired)
+                if expired:
+                    log.info("group %s: %d committed offsets expired", group.group_id, len(expired))
+                if drop_group and group.is_(S.EMPTY) and not group.offsets:
+                    group.transition(S.DEAD, now)
+                    del self.groups[group.group_id]
+                    log.info("group %s: removed (empty, no offsets)", group.group_id)
+        return removed
+
+    # ------------------------------------------------------------------ admin
+    def describe_group(self, group_id: str) -> Group | None:
+        group = self.groups.get(group_id)
+        return None if group is None or group.is_(S.DEAD) else group
+
+    def list_groups(self, states: set[str] | None = None, types: set[str] | None = None) -> list[Group]:
+        """Groups, filtered by state names and group types (case-insensitive, as Kafka)."""
+        if types is not None and "classic" not in types:
+            return []
+        out = []
+        for group in self.groups.values():
+            if group.is_(S.DEAD):
+                continue
+            if states is not None and str(group.state).lower() not in states:
+                continue
+            out.append(group)
+        return out
+
+    async def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
+        results: dict[str, ErrorCode] = {}
+        for group_id in group_ids:
+            partition = self.partition_for(group_id)
+            async with self._lock(partition):
+                group = self.groups.get(group_id)
+                if group is None or group.is_(S.DEAD):
+                    results[group_id] = E.GROUP_ID_NOT_FOUND
+                    continue
+                if not group.is_(S.EMPTY) or group.pending_members:
+                    results[group_id] = E.NON_EMPTY_GROUP
+                    continue
+                # Dead first, so nobody joins while the tombstones are written.
+                group.transition(S.DEAD, self.now_ms())
+                entries = [(rec.encode_offset_key(rec.OffsetKey(group_id, t, p)), None) for t, p in group.offsets]
+                entries.append((rec.encode_group_key(rec.GroupKey(group_id)), None))
+                try:
+                    await self._append(partition, entries)
+                except Exception as exc:
+                    group.state = S.EMPTY  # not deleted after all (a direct reset: Dead is final otherwise)
+                    results[group_id] = self._write_error(exc, f"deleting group {group_id}")
+                    continue
+                if self.groups.get(group_id) is group:
+                    del self.groups[group_id]
+                log.info("group %s: deleted with %d committed offsets", group_id, len(group.offsets))
+                results[group_id] = E.NONE
+        return results

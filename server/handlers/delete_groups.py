@@ -1,0 +1,27 @@
+"""DeleteGroups (42): delete Empty groups and their committed offsets.
+
+Implements v0-2. Per group: unknown → GROUP_ID_NOT_FOUND; members present →
+NON_EMPTY_GROUP; otherwise tombstones for every offset and for the group go to
+__consumer_offsets before the answer.
+"""
+
+from __future__ import annotations
+
+from wire.errors import ErrorCode
+from wire.registry import ApiKey
+
+from server.context import RequestContext
+
+API_KEY = ApiKey.DELETE_GROUPS
+MAY_BLOCK = False
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    names = list(request["groups_names"])
+    groups = ctx.broker.groups
+    if groups is None:
+        results = {name: ErrorCode.COORDINATOR_NOT_AVAILABLE for name in names}
+    else:
+        results = await groups.delete_groups(list(dict.fromkeys(names)))
+    return {"throttle_time_ms": 0,
+            "results": [{"group_id": name, "error_code": results[name]} for name in dict.fromkeys(names)]}

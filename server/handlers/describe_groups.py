@@ -1,0 +1,60 @@
+"""DescribeGroups (15): state, protocol and members of groups.
+
+Implements v0-5. State names are Kafka's ("Empty", "PreparingRebalance",
+"CompletingRebalance", "Stable", "Dead"); an unknown group is described as Dead with no
+error, as Kafka does before v6. Member metadata and assignments are only shown while the
+group is Stable (otherwise they are empty and protocol_data is ""), also as Kafka does.
+With include_authorized_operations (v3+) every group allows READ, DELETE and DESCRIBE:
+there are no ACLs.
+"""
+
+from __future__ import annotations
+
+from wire.errors import ErrorCode
+from wire.registry import ApiKey
+
+from server.context import RequestContext
+from server.groups import GroupState
+
+API_KEY = ApiKey.DESCRIBE_GROUPS
+MAY_BLOCK = False
+
+# AclOperation codes READ (3), DELETE (6), DESCRIBE (8) as a bit field (KIP-430).
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+NOT_REQUESTED = -(1 << 31)
+
+
+def _describe(ctx: RequestContext, group_id: str, with_operations: bool) -> dict:
+    operations = GROUP_OPERATIONS if with_operations else NOT_REQUESTED
+    groups = ctx.broker.groups
+    if groups is None:
+        return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "group_id": group_id, "group_state": "",
+                "protocol_type": "", "protocol_data": "", "members": [], "authorized_operations": operations}
+    group = groups.describe_group(group_id)
+    if group is None:
+        return {"error_code": ErrorCode.NONE, "group_id": group_id, "group_state": str(GroupState.DEAD),
+                "protocol_type": "", "protocol_data": "", "members": [], "authorized_operations": operations}
+    stable = group.state == GroupState.STABLE
+    members = [{
+        "member_id": m.member_id,
+        "group_instance_id": m.group_instance_id,
+        "client_id": m.client_id,
+        "client_host": m.client_host,
+        "member_metadata": m.metadata_for(group.protocol_name) if stable else b"",
+        "member_assignment": m.assignment if stable else b"",
+    } for m in group.members.values()]
+    return {
+        "error_code": ErrorCode.NONE,
+        "group_id": group_id,
+        "group_state": str(group.state),
+        "protocol_type": group.protocol_type or "",
+        "protocol_data": (group.protocol_name or "") if stable else "",
+        "members": members,
+        "authorized_operations": operations,
+    }
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    with_operations = bool(request.get("include_authorized_operations"))
+    return {"throttle_time_ms": 0,
+            "groups": [_describe(ctx, group_id, with_operations) for group_id in request["groups"]]}

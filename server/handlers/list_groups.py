@@ -1,0 +1,34 @@
+"""ListGroups (16): every group, with its protocol type (and state, v4+; type, v5+).
+
+Implements v0-5. states_filter (v4+) and types_filter (v5+) match case-insensitively, as
+Kafka does; every group here is a "classic" group, so a types filter without "classic"
+lists nothing.
+"""
+
+from __future__ import annotations
+
+from wire.errors import ErrorCode
+from wire.registry import ApiKey
+
+from server.context import RequestContext
+
+API_KEY = ApiKey.LIST_GROUPS
+MAY_BLOCK = False
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    groups = ctx.broker.groups
+    if groups is None:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "groups": []}
+    states = request.get("states_filter") or None
+    types = request.get("types_filter") or None
+    listed = groups.list_groups(
+        states={s.lower() for s in states} if states else None,
+        types={t.lower() for t in types} if types else None,
+    )
+    return {
+        "throttle_time_ms": 0,
+        "error_code": ErrorCode.NONE,
+        "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type or "",
+                    "group_state": str(g.state), "group_type": "classic"} for g in listed],
+    }

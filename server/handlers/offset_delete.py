@@ -1,0 +1,47 @@
+"""OffsetDelete (47): remove committed offsets of partitions a group no longer consumes.
+
+Implements v0. Unknown group → GROUP_ID_NOT_FOUND. An Empty group loses any offset asked
+for; an active consumer group only those of topics none of its members subscribes to
+(the others → GROUP_SUBSCRIBED_TO_TOPIC); an active group of another protocol type →
+NON_EMPTY_GROUP. Unknown topics or partitions → UNKNOWN_TOPIC_OR_PARTITION.
+"""
+
+from __future__ import annotations
+
+from wire.errors import ErrorCode
+from wire.registry import ApiKey
+
+from server.context import RequestContext
+
+API_KEY = ApiKey.OFFSET_DELETE
+MAY_BLOCK = False
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    groups = ctx.broker.groups
+    if groups is None:
+        return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "throttle_time_ms": 0, "topics": []}
+    known = ctx.broker.topics
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    asked = []
+    for topic in request["topics"]:
+        meta = known.get(topic["name"])
+        for p in topic["partitions"]:
+            tp = (topic["name"], p["partition_index"])
+            if meta is None or not 0 <= tp[1] < meta.partitions:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                asked.append(tp)
+    code, results = await groups.delete_offsets(request["group_id"], asked)
+    if code != ErrorCode.NONE:
+        return {"error_code": code, "throttle_time_ms": 0, "topics": []}
+    errors.update(results)
+    return {
+        "error_code": ErrorCode.NONE,
+        "throttle_time_ms": 0,
+        "topics": [{"name": topic["name"],
+                    "partitions": [{"partition_index": p["partition_index"],
+                                    "error_code": errors.get((topic["name"], p["partition_index"]), ErrorCode.NONE)}
+                                   for p in topic["partitions"]]}
+                   for topic in request["topics"]],
+    }

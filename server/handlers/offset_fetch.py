@@ -1,0 +1,51 @@
+"""OffsetFetch (9): a group's committed offsets.
+
+Implements v1-9. v1-7 ask for one group (topics null from v2: every committed partition);
+v8+ batch groups. A partition without a committed offset answers offset -1, leader epoch
+-1, metadata "" and no error, as does an unknown group. require_stable (v7+) needs no
+wait: without transactions there are never pending offsets. v9's member id and epoch
+belong to the KIP-848 protocol and are ignored for classic groups, as Kafka does.
+"""
+
+from __future__ import annotations
+
+from wire.errors import ErrorCode
+from wire.registry import ApiKey
+
+from server.context import RequestContext
+
+API_KEY = ApiKey.OFFSET_FETCH
+MAY_BLOCK = False
+
+
+def _fetch_group(ctx: RequestContext, group_id: str, topics: list[dict] | None) -> tuple[ErrorCode, list[dict]]:
+    groups = ctx.broker.groups
+    if groups is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+    wanted = None if topics is None else [(t["name"], p) for t in topics for p in t["partition_indexes"]]
+    code, offsets = groups.fetch_offsets(group_id, wanted)
+    by_topic: dict[str, list[dict]] = {}
+    for topic in (t["name"] for t in topics) if topics is not None else sorted({t for t, _ in offsets}):
+        by_topic.setdefault(topic, [])
+    items = wanted if wanted is not None else sorted(offsets)
+    for tp in items:
+        committed = offsets.get(tp)
+        by_topic[tp[0]].append({
+            "partition_index": tp[1],
+            "committed_offset": committed.offset if committed else -1,
+            "committed_leader_epoch": committed.leader_epoch if committed else -1,
+            "metadata": committed.metadata if committed else "",
+            "error_code": ErrorCode.NONE,
+        })
+    return code, [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    if ctx.api_version >= 8:
+        out = []
+        for group in request["groups"]:
+            code, topics = _fetch_group(ctx, group["group_id"], group.get("topics"))
+            out.append({"group_id": group["group_id"], "topics": topics, "error_code": code})
+        return {"throttle_time_ms": 0, "groups": out}
+    code, topics = _fetch_group(ctx, request["group_id"], request.get("topics"))
+    return {"throttle_time_ms": 0, "topics": topics, "error_code": code}
