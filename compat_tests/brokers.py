@@ -258,9 +258,11 @@ class ProxiedBroker(Broker):
         self.inner.start()
         argv = [sys.executable, "-m", "compat_tests.faulty_proxy", "--listen", self.bootstrap,
                 "--target", self.inner.bootstrap, "--fault", self.fault]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT, cwd=REPO,
+                                         stderr=subprocess.STDOUT, cwd=REPO, env=env,
                                          start_new_session=True)
         try:
             kafka_wire.wait_until_serving(self.host, self.port, time.monotonic() + START_TIMEOUT_S,

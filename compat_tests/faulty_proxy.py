@@ -47,7 +47,8 @@ def log(msg: str) -> None:
 def parse_produce_request(payload: bytes) -> tuple[int, int, int, int, list[tuple[str, list[int]]]]:
     """(version, correlation_id, acks, timeout_ms, [(topic, [partitions with records])])."""
     r = kw.Reader(payload)
-    _key, version, corr = r.int16(), r.int16(), r.int32()
+    r.int16()  # api_key
+    version, corr = r.int16(), r.int32()
     r.string(False)  # client_id, never compact
     flexible = version >= kw.FLEXIBLE_FROM[kw.API_PRODUCE]
     if flexible:

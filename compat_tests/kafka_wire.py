@@ -244,7 +244,8 @@ def parse_fetch_v4(payload: bytes) -> dict[tuple[str, int], FetchPartitionV4]:
     for _ in range(r.int32()):
         topic = r.string(False)
         for _ in range(r.int32()):
-            index, err, hwm, _lso = r.int32(), r.int16(), r.int64(), r.int64()
+            index, err, hwm = r.int32(), r.int16(), r.int64()
+            r.int64()  # last_stable_offset
             aborted = r.int32()
             for _ in range(max(aborted, 0)):
                 r.int64(), r.int64()

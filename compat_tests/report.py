@@ -59,7 +59,8 @@ class MatrixReport:
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         for item in items:
             params = getattr(getattr(item, "callspec", None), "params", {})
-            if "broker_kind" in params:
+            in_suite = "compat_tests" in item.nodeid.split("::")[0].replace("\\", "/").split("/")
+            if in_suite and "broker_kind" in params:
                 self.items[item.nodeid] = item
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -81,7 +82,7 @@ class MatrixReport:
                 return
         duration = report.duration + (previous.duration_s if previous else 0.0)
         self.results[report.nodeid] = Result(scenario, client, broker, outcome, reason,
-                                             round(duration, 2), report.nodeid)
+                                             duration, report.nodeid)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if not self.results:
@@ -92,8 +93,9 @@ class MatrixReport:
             "generated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "elapsed_s": round(time.time() - self.started, 1),
             "brokers": sorted({r.broker for r in self.results.values()}),
-            "results": [asdict(r) for r in sorted(self.results.values(),
-                                                  key=lambda r: (r.broker, r.scenario, r.client))],
+            "results": [{**asdict(r), "duration_s": round(r.duration_s, 2)}
+                        for r in sorted(self.results.values(),
+                                        key=lambda r: (r.broker, r.scenario, r.client))],
         }, indent=1) + "\n")
         terminalreporter.write_sep("=", "compatibility matrix (compat_tests/report.md)")
         terminalreporter.write_line(markdown)

@@ -69,7 +69,7 @@ class _Out:
 
 def _run_kafka_python(args, stop: threading.Event, out: _Out) -> None:
     from kafka import KafkaConsumer
-    from kafka.consumer.subscription_state import ConsumerRebalanceListener
+    from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
     from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
     from kafka.coordinator.assignors.range import RangePartitionAssignor
     from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
@@ -102,15 +102,26 @@ def _run_kafka_python(args, stop: threading.Event, out: _Out) -> None:
         for tp in offsets:
             pending.pop(tp, None)
 
-    class Listener(ConsumerRebalanceListener):
-        def on_partitions_revoked(self, revoked):
-            commit(set(revoked))
+    class Listener(AsyncConsumerRebalanceListener):
+        # kafka-python 3 runs rebalance listeners on its network event loop: a blocking
+        # consumer.commit() cannot work there, so the revoke hook awaits the coordinator's
+        # own async commit (what its auto-commit does before a rebalance).
+        async def on_partitions_revoked(self, revoked):
+            offsets = {tp: OffsetAndMetadata(o, "", -1) for tp, o in list(pending.items()) if tp in revoked}
+            if offsets:
+                try:
+                    await consumer._coordinator._commit_offsets_sync_async(offsets, timeout_ms=10000)
+                    out.emit(ev="commit", offsets={str(tp.partition): o.offset for tp, o in offsets.items()})
+                    for tp in offsets:
+                        pending.pop(tp, None)
+                except Exception as exc:  # noqa: BLE001
+                    out.emit(ev="error", msg=f"commit on revoke: {exc!r}")
             out.emit(ev="revoked", parts=sorted(tp.partition for tp in revoked))
 
-        def on_partitions_assigned(self, assigned):
+        async def on_partitions_assigned(self, assigned):
             out.emit(ev="assigned", parts=sorted(tp.partition for tp in assigned))
 
-        def on_partitions_lost(self, lost):
+        async def on_partitions_lost(self, lost):
             out.emit(ev="lost", parts=sorted(tp.partition for tp in lost))
             for tp in lost:
                 pending.pop(tp, None)
@@ -120,7 +131,11 @@ def _run_kafka_python(args, stop: threading.Event, out: _Out) -> None:
     try:
         while not stop.is_set():
             try:
-                batch = consumer.poll(timeout_ms=100)
+                # Not 100 ms: kafka-python 3.0.12 can lose a SyncGroup answer that arrives
+                # after poll() gave up waiting mid-rebalance (the member then never
+                # assigns, never heartbeats; cf. dpkp/kafka-python#2617). A longer poll
+                # rarely expires mid-rebalance; it still returns as soon as records arrive.
+                batch = consumer.poll(timeout_ms=2000)
             except Exception as exc:  # noqa: BLE001
                 out.emit(ev="error", msg=repr(exc))
                 time.sleep(0.1)
@@ -753,9 +768,11 @@ def test_broker_restart_resumes_from_committed_offsets(client_name, client, fres
     members = [member]
     try:
         wait_settled([member], 3, "one member owning all three partitions")
-        wait_all_read([member], end_offsets(setup_client, topic_name, 3))
-        time.sleep(COMMIT_EVERY_MS / 1000 * 3)
-        at_restart = committed(setup_client, group_name, topic_name, 3)
+        ends = end_offsets(setup_client, topic_name, 3)
+        wait_all_read([member], ends)
+        # Everything read is committed, so nothing can change between this look and the restart.
+        at_restart = wait_until(lambda: (lambda c: c if c == ends else None)(
+            committed(setup_client, group_name, topic_name, 3)), 30, 0.3, "the member committing what it read")
         read_before = len(member.seen())
         fresh_broker.restart()
         assert committed(setup_client, group_name, topic_name, 3) == at_restart, "committed offsets changed"

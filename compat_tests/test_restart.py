@@ -1,4 +1,8 @@
-"""Broker restart: what was acknowledged before must be there after (own broker process)."""
+"""Broker restart: what was acknowledged before must be there after (own broker process).
+
+Adapters drop their cached admin connections after the restart (`close()`): the scenarios
+are about the broker's data, not about how each admin client reconnects.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +20,8 @@ def test_restart_keeps_acked_data(client, setup_client, fresh_broker, topic_name
                 for p in range(3) for i in range(10)]
     client.produce(topic_name, messages, acks="all")
     fresh_broker.restart()
+    client.close()
+    setup_client.close()
     wait_metadata(setup_client, topic_name,
                   lambda t: t.error_code == 0 and sorted(t.partitions) == [0, 1, 2],
                   timeout=8, what="the topic after restart")
@@ -33,6 +39,8 @@ def test_committed_offsets_survive_broker_restart(client, setup_client, fresh_br
     setup_client.produce(topic_name, messages, acks="all")
     assert_exact(client.consume(topic_name, 4, group=group_name), {0: messages[:4]})
     fresh_broker.restart()
+    client.close()
+    setup_client.close()
     wait_metadata(setup_client, topic_name, lambda t: t.error_code == 0 and 0 in t.partitions,
                   timeout=8, what="the topic after restart")
     assert_exact(client.consume(topic_name, 6, group=group_name, timeout=30),

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from compat_tests.clients.base import (  # noqa: F401  (re-exported for scenarios)
+from compat_tests.clients.base import (
     Client, ClientError, Delivery, GroupMember, Message, NotSupportedByClient, OffsetOutOfRange,
     Record)
+
+__all__ = ["CLIENT_NAMES", "make_client", "Client", "ClientError", "Delivery", "GroupMember",
+           "Message", "NotSupportedByClient", "OffsetOutOfRange", "Record"]
 
 CLIENT_NAMES = ("kafka-python", "confluent-kafka", "aiokafka", "kcat")
 

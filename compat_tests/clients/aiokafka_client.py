@@ -164,8 +164,10 @@ class AiokafkaClient(Client):
                     if start is not None:
                         wanted = sorted(start)
                     else:
-                        await consumer.topics()  # refresh metadata for all topics
-                        wanted = sorted(consumer.partitions_for_topic(topic) or ())
+                        # consumer.topics() does not refresh the cache partitions_for_topic
+                        # reads, so ask the client for metadata the way topics() does.
+                        cluster = await consumer._client.fetch_all_metadata()
+                        wanted = sorted(cluster.partitions_for_topic(topic) or ())
                     consumer.assign([TopicPartition(topic, p) for p in wanted])
                     for p, offset in (start or {}).items():
                         consumer.seek(TopicPartition(topic, p), offset)

@@ -22,7 +22,6 @@ import signal
 import string
 import subprocess
 import threading
-import time
 from typing import Iterable
 
 from compat_tests.clients.base import (

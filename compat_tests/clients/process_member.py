@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -48,8 +49,11 @@ class ProcessMember(GroupMember):
     def __init__(self, client: str, bootstrap: str, topics: list[str], group: str) -> None:
         argv = [sys.executable, "-m", "compat_tests.clients.process_member", "--client", client,
                 "--bootstrap", bootstrap, "--group", group, *topics]
+        repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [repo, env.get("PYTHONPATH")]))
         self._proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      stdin=subprocess.DEVNULL, text=True,
+                                      stdin=subprocess.DEVNULL, text=True, cwd=repo, env=env,
                                       start_new_session=True)
         self._lock = threading.Lock()
         self._assignment: frozenset = frozenset()
