@@ -40,6 +40,17 @@ class BrokerFailed(Exception):
     """The broker was supposed to run but did not start or died: fail, with its log."""
 
 
+def die_with_parent() -> None:
+    """preexec_fn: SIGTERM this child when the test process dies, even by SIGKILL or a CI
+    timeout, so no broker outlives its run (Linux PR_SET_PDEATHSIG; a no-op elsewhere)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -119,7 +130,8 @@ class ProcessBroker(Broker):
             log.flush()
             self.proc = subprocess.Popen(
                 self.argv(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                cwd=REPO, env=self.env(), start_new_session=True)
+                cwd=REPO, env=self.env(), start_new_session=True,
+                preexec_fn=die_with_parent)
         try:
             kafka_wire.wait_until_serving(self.host, self.port, time.monotonic() + START_TIMEOUT_S,
                                           alive=self.alive)
@@ -263,7 +275,7 @@ class ProxiedBroker(Broker):
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, cwd=REPO, env=env,
-                                         start_new_session=True)
+                                         start_new_session=True, preexec_fn=die_with_parent)
         try:
             kafka_wire.wait_until_serving(self.host, self.port, time.monotonic() + START_TIMEOUT_S,
                                           alive=self.alive)

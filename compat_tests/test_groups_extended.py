@@ -493,20 +493,22 @@ def wait_settled(members, partitions: int, what: str, sizes: list[int] | None = 
             return first
 
 
+# Records produced per (topic, partition): the scenarios' own count of what must be read.
+# (Deliberately not ListOffsets: a broker that answers a wrong log end offset would make
+# "every record read" hold vacuously.) Every scenario uses a fresh topic, so offsets start at 0.
+_SENT: Counter = Counter()
+
+
 def produce(setup_client, topic: str, partitions: int, per_partition: int, tag: str) -> None:
     setup_client.produce(topic, [Message(f"{tag}-{p}-{i}".encode(), partition=p)
                                  for i in range(per_partition) for p in range(partitions)])
+    for p in range(partitions):
+        _SENT[(topic, p)] += per_partition
 
 
-def end_offsets(setup_client, topic: str, partitions: int, timeout: float = 30) -> dict[int, int]:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return {p: setup_client.list_offsets(topic, p, "latest") or 0 for p in range(partitions)}
-        except Exception:  # noqa: BLE001 - reconnecting after a broker restart
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
+def sent_to(topic: str, partitions: int) -> dict[int, int]:
+    """The offset after the last record produced to each partition."""
+    return {p: _SENT[(topic, p)] for p in range(partitions)}
 
 
 def wait_all_read(members, ends: dict[int, int], timeout: float = 60) -> Counter:
@@ -621,7 +623,7 @@ def test_three_members_one_killed(client_name, client, broker, setup_client, top
         moved_after = time.monotonic() - killed_at
         assert moved_after <= SESSION_S + REJOIN_SLACK_S, (
             f"partitions moved {moved_after:.1f}s after the kill (session timeout {SESSION_S}s)")
-        reads = wait_all_read(members, end_offsets(setup_client, topic_name, 6))
+        reads = wait_all_read(members, sent_to(topic_name, 6))
         victim_last = {}
         for p, o in victim.seen():
             victim_last[p] = max(victim_last.get(p, -1), o)
@@ -643,7 +645,7 @@ def test_clean_leave_rebalances_without_waiting(client_name, client, broker, set
                for i in range(3)]
     try:
         wait_settled(members, 6, "three members owning two partitions each", sizes=[2, 2, 2])
-        wait_all_read(members, end_offsets(setup_client, topic_name, 6))
+        wait_all_read(members, sent_to(topic_name, 6))
         leaver, stayers = members[0], members[1:]
         started = time.monotonic()
         leaver.stop()
@@ -651,7 +653,7 @@ def test_clean_leave_rebalances_without_waiting(client_name, client, broker, set
         took = time.monotonic() - started
         assert took < 15, f"rebalance after a clean leave took {took:.1f}s: it waited for a timeout"
         produce(setup_client, topic_name, 6, 20, "after")
-        reads = wait_all_read(members, end_offsets(setup_client, topic_name, 6))
+        reads = wait_all_read(members, sent_to(topic_name, 6))
         assert_duplicates_bounded(reads, {})
     finally:
         stop_all(members)
@@ -671,7 +673,7 @@ def test_mixed_clients_range_assignor(broker, setup_client, topic_name, group_na
         for owned in sets:
             assert max(owned) - min(owned) == 1, f"range assigns contiguous blocks, got {sorted(owned)}"
         produce(setup_client, topic_name, 8, 10, "mixed")
-        reads = wait_all_read(members, end_offsets(setup_client, topic_name, 8))
+        reads = wait_all_read(members, sent_to(topic_name, 8))
         assert_duplicates_bounded(reads, {})
         info = describe(setup_client, broker.bootstrap, group_name)
         assert info.state == "Stable" and len(info.members) == 4
@@ -713,7 +715,7 @@ def test_cooperative_sticky_never_revokes_what_stays(client_name, client, broker
             revoked = set().union(*[parts for t, kind, parts in member.history() if t >= mark and kind != "assigned"])
             assert had <= has and not revoked, f"{member.name} revoked {sorted(revoked)} while only gaining"
         produce(setup_client, topic_name, 6, 10, "coop")
-        reads = wait_all_read(members, end_offsets(setup_client, topic_name, 6))
+        reads = wait_all_read(members, sent_to(topic_name, 6))
         assert_duplicates_bounded(reads, {})
     finally:
         stop_all(members)
@@ -750,7 +752,7 @@ def test_static_member_restart_without_rebalance(client_name, client, broker, se
         if generation is not None:
             assert group_generation(setup_client, broker.bootstrap, group_name) == generation
         produce(setup_client, topic_name, 6, 10, "static")
-        reads = wait_all_read(members, end_offsets(setup_client, topic_name, 6))
+        reads = wait_all_read(members, sent_to(topic_name, 6))
         assert sum(reads.values()) >= 60
     finally:
         stop_all(members)
@@ -768,11 +770,20 @@ def test_broker_restart_resumes_from_committed_offsets(client_name, client, fres
     members = [member]
     try:
         wait_settled([member], 3, "one member owning all three partitions")
-        ends = end_offsets(setup_client, topic_name, 3)
+        ends = sent_to(topic_name, 3)
         wait_all_read([member], ends)
         # Everything read is committed, so nothing can change between this look and the restart.
-        at_restart = wait_until(lambda: (lambda c: c if c == ends else None)(
-            committed(setup_client, group_name, topic_name, 3)), 30, 0.3, "the member committing what it read")
+        seen: list = [None]
+
+        def all_committed():
+            seen[0] = committed(setup_client, group_name, topic_name, 3)
+            return seen[0] if seen[0] == ends else None
+
+        try:
+            at_restart = wait_until(all_committed, 30, 0.3, "the member committing what it read")
+        except TimeoutError:
+            raise AssertionError(f"committed offsets {seen[0]} never reached what the member read {ends}; "
+                                 f"its commits: {member.commits}, errors: {member.errors[-3:]}") from None
         read_before = len(member.seen())
         fresh_broker.restart()
         assert committed(setup_client, group_name, topic_name, 3) == at_restart, "committed offsets changed"
@@ -782,7 +793,7 @@ def test_broker_restart_resumes_from_committed_offsets(client_name, client, fres
             # terminating"); its supervisor starts it again, in the same group.
             wait_until(lambda: member.proc.poll() is not None, 30, 0.2, "kcat giving up")
             members.append(Member(client_name, fresh_broker.bootstrap, group_name, topic_name, name="m-again"))
-        reads = wait_all_read(members, end_offsets(setup_client, topic_name, 3), timeout=90)
+        reads = wait_all_read(members, sent_to(topic_name, 3), timeout=90)
         last_before = {}
         for p, o in member.seen()[:read_before]:
             last_before[p] = max(last_before.get(p, -1), o)
@@ -793,7 +804,7 @@ def test_broker_restart_resumes_from_committed_offsets(client_name, client, fres
     fresh_broker.restart()
     assert committed(setup_client, group_name, topic_name, 3) == final
     produce(setup_client, topic_name, 3, 2, "late")
-    ends = end_offsets(setup_client, topic_name, 3)
+    ends = sent_to(topic_name, 3)
     successor = Member(client_name, fresh_broker.bootstrap, group_name, topic_name, name="successor")
     try:
         wait_until(lambda: {(p, o) for p, o in successor.seen()} >= {(p, o) for p in range(3)

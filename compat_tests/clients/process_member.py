@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 
+from compat_tests.brokers import die_with_parent
 from compat_tests.clients.base import GroupMember
 
 
@@ -54,7 +55,7 @@ class ProcessMember(GroupMember):
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [repo, env.get("PYTHONPATH")]))
         self._proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       stdin=subprocess.DEVNULL, text=True, cwd=repo, env=env,
-                                      start_new_session=True)
+                                      start_new_session=True, preexec_fn=die_with_parent)
         self._lock = threading.Lock()
         self._assignment: frozenset = frozenset()
         self._error: str | None = None
@@ -84,7 +85,9 @@ class ProcessMember(GroupMember):
     def error(self):
         with self._lock:
             tail = "\n".join(self._stderr[-5:])
-            return "\n".join(filter(None, [self._error, tail])) or None
+        exited = self._proc.poll()
+        status = f"child exited {exited}" if exited is not None else None
+        return "\n".join(filter(None, [self._error, tail, status])) or None
 
     def leave(self) -> None:
         if self._proc.poll() is None:
