@@ -204,6 +204,9 @@ class Server:
     async def _dispatch(self, request, handler, conn_id: int, peer) -> bytes | EncodedResponse | None:
         if isinstance(request, UnsupportedRequest):
             return self._unsupported(request, conn_id)
+        if request.trailing:
+            log.debug("connection %d: %s v%d had %d bytes after its body (ignored, as Kafka does)", conn_id,
+                      api_name(request.api_key), request.api_version, request.trailing)
         ctx = RequestContext(self.broker, request.api_key, request.api_version, request.correlation_id,
                              request.client_id, peer[0], conn_id)
         try:

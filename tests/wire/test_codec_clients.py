@@ -378,8 +378,7 @@ def test_aiokafka_list_offsets_v4_disagrees_with_kafka():
 
     struct = OffsetRequest_v4(-1, 0, [("t", [(0, 5, -1)])])
     frame = aio_request_frame(struct)
-    with pytest.raises(MalformedFrame, match="4 trailing bytes"):
-        decode_request(frame[4:])
+    assert decode_request(frame[4:]).trailing == 4
 
 
 @pytest.mark.parametrize("key,version,kind", list(_aio_cases()))
