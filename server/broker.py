@@ -28,6 +28,7 @@ from wire.errors import ErrorCode
 
 from server.config import BrokerConfig
 from server.errors import InvalidTopic, KafkaError
+from server.groups import GroupCoordinator
 from server.producers import ProducerStateManager
 
 log = logging.getLogger("trafka.broker")
@@ -60,15 +61,6 @@ class AppendOutcome:
     log_start_offset: int
 
 
-def _make_coordinator(broker: "Broker"):
-    try:  # TODO(lead): plain import once groups land
-        from server.groups import GroupCoordinator
-    except ImportError:
-        return None
-
-    return GroupCoordinator(broker)
-
-
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
@@ -81,7 +73,7 @@ class Broker:
         self.shutting_down = False
         self._waiters: dict[tuple[str, int], set[trio.Event]] = {}
         self._locks: dict[tuple[str, int], trio.Lock] = {}
-        self.groups = _make_coordinator(self)
+        self.groups = GroupCoordinator(self)
         self._topic_ids: dict[uuid.UUID, str] = {}
 
     # ---- lifecycle ----------------------------------------------------------------
@@ -131,8 +123,7 @@ class Broker:
             for partition in range(meta.partitions):
                 self._rebuild_producers((name, partition))
         self.producers.load()
-        if self.groups is not None:
-            self.groups.load()
+        self.groups.load()
 
     def _rebuild_producers(self, tp: tuple[str, int]) -> None:
         plog = self.logs.log(*tp)
@@ -141,8 +132,7 @@ class Broker:
                 self.producers.record(tp, header, header.base_offset)
 
     def close(self) -> None:
-        if self.groups is not None:
-            self.groups.close()
+        self.groups.close()
         self.logs.close()
 
     async def run_background(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
