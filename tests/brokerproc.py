@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -93,3 +95,29 @@ class BrokerProcess:
                 self.stop()
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+_correlation_ids = itertools.count(1)
+
+
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    data = bytearray()
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("broker closed the connection")
+        data += chunk
+    return bytes(data)
+
+
+def raw_request(host: str, port: int, api_key: int, version: int, body: dict, client_id: str = "tests") -> dict:
+    """One request over a fresh connection, for error codes a client library would hide."""
+    from wire import decode_response, encode_request
+
+    correlation = next(_correlation_ids)
+    with socket.create_connection((host, port), timeout=10) as sock:
+        sock.sendall(encode_request(api_key, version, correlation, body, client_id=client_id))
+        size = struct.unpack(">i", recv_exact(sock, 4))[0]
+        got, response = decode_response(api_key, version, recv_exact(sock, size))
+    assert got == correlation
+    return response

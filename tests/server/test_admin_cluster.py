@@ -8,19 +8,17 @@ are checked against the segment files on disk.
 
 from __future__ import annotations
 
-import itertools
 import os
-import socket
-import struct
 import uuid
 
 import pytest
+
+from tests.brokerproc import raw_request
 from confluent_kafka import Producer
 from confluent_kafka.admin import AclOperation, AdminClient, NewTopic
 from kafka import KafkaAdminClient
 
 from compat_tests.brokers import TrafkaBroker
-from wire.connection import decode_response, encode_request
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -30,7 +28,6 @@ NONE, MISMATCHED_ENDPOINT_TYPE, UNSUPPORTED_ENDPOINT_TYPE = 0, 114, 115
 DESCRIBE_LOG_DIRS, DESCRIBE_CLUSTER = 35, 60
 NOT_REQUESTED = -2147483648
 
-_correlation = itertools.count(1)
 
 
 @pytest.fixture(scope="module")
@@ -57,23 +54,7 @@ def ck(broker):
 
 
 def raw(broker, api_key: int, version: int, body: dict) -> dict:
-    correlation = next(_correlation)
-    with socket.create_connection((broker.host, broker.port), timeout=10) as sock:
-        sock.sendall(encode_request(api_key, version, correlation, body, client_id="admin-cluster-raw"))
-        size = struct.unpack(">i", _recv(sock, 4))[0]
-        got, response = decode_response(api_key, version, _recv(sock, size))
-    assert got == correlation
-    return response
-
-
-def _recv(sock: socket.socket, n: int) -> bytes:
-    data = bytearray()
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("broker closed the connection")
-        data += chunk
-    return bytes(data)
+    return raw_request(broker.host, broker.port, api_key, version, body, client_id="admin-cluster-raw")
 
 
 def new_topic(ck, partitions: int) -> str:

@@ -9,12 +9,11 @@ on the command line, so STATIC_BROKER_CONFIG and DEFAULT_CONFIG sources both sho
 
 from __future__ import annotations
 
-import itertools
-import socket
-import struct
 import uuid
 
 import pytest
+
+from tests.brokerproc import raw_request
 from confluent_kafka import KafkaError as CKError
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewTopic
@@ -23,7 +22,6 @@ from kafka.admin import ConfigResource as KPConfigResource
 from kafka.admin import ConfigResourceType, NewTopic as KPNewTopic
 
 from compat_tests.brokers import TrafkaBroker
-from wire.connection import decode_response, encode_request
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -36,7 +34,6 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 STATIC_RETENTION = "86400000"  # given as --set log.retention.ms: STATIC_BROKER_CONFIG
 
-_correlation = itertools.count(1)
 
 
 @pytest.fixture(scope="module")
@@ -63,24 +60,7 @@ def ck(broker):
 
 
 def raw(broker, api_key: int, version: int, body: dict) -> dict:
-    """One request on its own connection; the decoded response body."""
-    correlation = next(_correlation)
-    with socket.create_connection((broker.host, broker.port), timeout=10) as sock:
-        sock.sendall(encode_request(api_key, version, correlation, body, client_id="admin-configs-raw"))
-        size = struct.unpack(">i", _recv(sock, 4))[0]
-        got, response = decode_response(api_key, version, _recv(sock, size))
-    assert got == correlation
-    return response
-
-
-def _recv(sock: socket.socket, n: int) -> bytes:
-    data = bytearray()
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("broker closed the connection")
-        data += chunk
-    return bytes(data)
+    return raw_request(broker.host, broker.port, api_key, version, body, client_id="admin-configs-raw")
 
 
 def new_topic(ck, configs: dict[str, str] | None = None, partitions: int = 1) -> str:

@@ -8,12 +8,11 @@ runs with trafka.max.partitions=40 so the partition limit can be reached cheaply
 
 from __future__ import annotations
 
-import itertools
-import socket
-import struct
 import uuid
 
 import pytest
+
+from tests.brokerproc import raw_request
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka import KafkaError as CKError
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
@@ -23,7 +22,6 @@ from kafka.errors import (InvalidPartitionsError, InvalidReplicationAssignmentEr
                           UnknownTopicOrPartitionError)
 
 from compat_tests.brokers import TrafkaBroker
-from wire.connection import decode_response, encode_request
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -32,7 +30,6 @@ NONE, OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION =
 INVALID_PARTITIONS, INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST, POLICY_VIOLATION = 37, 39, 42, 44
 DELETE_RECORDS, CREATE_PARTITIONS, METADATA = 21, 37, 3
 
-_correlation = itertools.count(1)
 
 
 @pytest.fixture(scope="module")
@@ -59,23 +56,7 @@ def ck(broker):
 
 
 def raw(broker, api_key: int, version: int, body: dict) -> dict:
-    correlation = next(_correlation)
-    with socket.create_connection((broker.host, broker.port), timeout=10) as sock:
-        sock.sendall(encode_request(api_key, version, correlation, body, client_id="admin-partitions-raw"))
-        size = struct.unpack(">i", _recv(sock, 4))[0]
-        got, response = decode_response(api_key, version, _recv(sock, size))
-    assert got == correlation
-    return response
-
-
-def _recv(sock: socket.socket, n: int) -> bytes:
-    data = bytearray()
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("broker closed the connection")
-        data += chunk
-    return bytes(data)
+    return raw_request(broker.host, broker.port, api_key, version, body, client_id="admin-partitions-raw")
 
 
 def new_topic(ck, partitions: int = 1, configs: dict[str, str] | None = None) -> str:
