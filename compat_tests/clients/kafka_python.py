@@ -277,7 +277,9 @@ class _Member(GroupMember):
             self._consumer.subscribe(self._topics)
             while not self._stop.is_set():
                 try:
-                    batch = self._consumer.poll(timeout_ms=100)
+                    # Not shorter: kafka-python 3.0 can drop a SyncGroup answer that
+                    # arrives after a short poll gave up mid-rebalance (dpkp/kafka-python#2617).
+                    batch = self._consumer.poll(timeout_ms=1000)
                 except kerr.KafkaError as exc:
                     self._error = repr(exc)
                     time.sleep(0.1)
