@@ -60,7 +60,9 @@ def _alter(ctx: RequestContext, resource: dict, validate_only: bool) -> None:
         log.info("AlterConfigs %s from %s: %s", name, ctx.client_id, configs)
 
 
-async def handle(ctx: RequestContext, request: dict) -> dict:
+def answer_resources(ctx: RequestContext, request: dict, alter, what: str) -> dict:
+    """One response entry per resource, each applied on its own with `alter(ctx, resource,
+    validate_only)`; shared by AlterConfigs and IncrementalAlterConfigs."""
     validate_only = bool(request.get("validate_only"))
     duplicated = duplicated_resources(request["resources"])
     responses = []
@@ -71,13 +73,17 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         try:
             if key in duplicated:
                 raise InvalidRequest("resource appears more than once in the request")
-            _alter(ctx, resource, validate_only)
+            alter(ctx, resource, validate_only)
         except Exception as exc:
             code = error_code_for(exc)
             if code == ErrorCode.UNKNOWN_SERVER_ERROR:
-                log.exception("AlterConfigs %s failed", key)
+                log.exception("%s %s failed", what, key)
             else:
-                log.info("AlterConfigs %s from %s: %s (%s)", key, ctx.client_id, code.name, exc)
+                log.info("%s %s from %s: %s (%s)", what, key, ctx.client_id, code.name, exc)
             response.update(error_code=code, error_message=str(exc))
         responses.append(response)
     return {"throttle_time_ms": 0, "responses": responses}
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    return answer_resources(ctx, request, _alter, "AlterConfigs")

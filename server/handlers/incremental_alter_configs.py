@@ -29,8 +29,8 @@ from wire.registry import ApiKey
 
 from server.broker import validate_topic_name
 from server.context import RequestContext
-from server.errors import InvalidRequest, KafkaError, UnknownTopicOrPartition, error_code_for
-from server.handlers.alter_configs import BROKER_CONFIGS_STATIC, duplicated_resources
+from server.errors import InvalidRequest, KafkaError, UnknownTopicOrPartition
+from server.handlers.alter_configs import BROKER_CONFIGS_STATIC, answer_resources
 from server.handlers.describe_configs import LOG4J_LEVELS, ROOT_LOGGER, broker_id_of, loggers
 from server.topic_configs import AlterOp, ResourceType, apply, explicit_configs, is_list_config, split_list
 
@@ -137,23 +137,4 @@ def _alter(ctx: RequestContext, resource: dict, validate_only: bool) -> None:
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
-    validate_only = bool(request.get("validate_only"))
-    duplicated = duplicated_resources(request["resources"])
-    responses = []
-    for resource in request["resources"]:
-        key = (resource["resource_type"], resource["resource_name"])
-        response = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": key[0],
-                    "resource_name": key[1]}
-        try:
-            if key in duplicated:
-                raise InvalidRequest("resource appears more than once in the request")
-            _alter(ctx, resource, validate_only)
-        except Exception as exc:
-            code = error_code_for(exc)
-            if code == ErrorCode.UNKNOWN_SERVER_ERROR:
-                log.exception("IncrementalAlterConfigs %s failed", key)
-            else:
-                log.info("IncrementalAlterConfigs %s from %s: %s (%s)", key, ctx.client_id, code.name, exc)
-            response.update(error_code=code, error_message=str(exc))
-        responses.append(response)
-    return {"throttle_time_ms": 0, "responses": responses}
+    return answer_resources(ctx, request, _alter, "IncrementalAlterConfigs")
