@@ -55,7 +55,7 @@ in-memory update, so memory and log agree on order.
 
 Not implemented: the KIP-848 consumer protocol (ConsumerGroupHeartbeat is not
 advertised), transactional offset commits (there are no transactions, so there are never
-pending offsets and require_stable needs no wait), removing offsets of deleted topics.
+pending offsets and require_stable needs no wait).
 """
 
 from __future__ import annotations
@@ -918,6 +918,33 @@ class GroupCoordinator:
             for tp in deletable:
                 results[tp] = E.NONE
             return E.NONE, results
+
+    async def forget_topic(self, topic: str) -> int:
+        """A topic was deleted: drop every group's committed offsets for it, with tombstones
+        (Kafka's cleanupGroupMetadata on deleted partitions), so a topic created again under
+        the same name does not hand its consumers the old positions. Returns how many went."""
+        removed = 0
+        for group in list(self.groups.values()):
+            gone = [tp for tp in group.offsets if tp[0] == topic]
+            if not gone:
+                continue
+            partition = self.partition_for(group.group_id)
+            async with self._lock(partition):
+                gone = [tp for tp in group.offsets if tp[0] == topic]
+                if not gone:
+                    continue
+                try:
+                    await self._append(partition, [(rec.encode_offset_key(rec.OffsetKey(group.group_id, t, p)), None)
+                                                   for t, p in gone])
+                except Exception as exc:
+                    self._write_error(exc, f"dropping offsets of deleted topic {topic} in group {group.group_id}")
+                    continue
+                for tp in gone:
+                    group.offsets.pop(tp, None)
+                removed += len(gone)
+        if removed:
+            log.info("deleted topic %s: removed %d committed offsets", topic, removed)
+        return removed
 
     async def expire_offsets(self) -> int:
         """Offsets retention (offsets.retention.minutes); returns how many offsets went."""

@@ -3,7 +3,8 @@
 Implements v1-6. Unknown names → UNKNOWN_TOPIC_OR_PARTITION, unknown ids →
 UNKNOWN_TOPIC_ID, internal topics → INVALID_TOPIC_EXCEPTION, and
 delete.topic.enable=false → TOPIC_DELETION_DISABLED. The files go at once; fetches
-waiting on the topic are woken and see it gone.
+waiting on the topic are woken and see it gone; groups' committed offsets for the topic
+are removed (tombstoned), as Kafka does, so a topic re-created under the name starts clean.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             result["topic_id"] = meta.topic_id
             try:
                 broker.delete_topic(name)
+                await broker.groups.forget_topic(name)
             except Exception as exc:
                 result["error_code"] = error_code_for(exc)
                 result["error_message"] = str(exc)
