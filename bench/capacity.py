@@ -79,6 +79,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import crc32c  # noqa: E402
 
 from brokers import REPO, start_broker  # noqa: E402
+from results import csv, load, parse_messages  # noqa: E402
 from produce_consume import CpuWindow, make_pool  # noqa: E402
 from rawclient import FETCH_V, PRODUCE_V, RawClient  # noqa: E402
 from wire.connection import decode_response, encode_request  # noqa: E402
@@ -559,26 +560,12 @@ def summarize(results: list[dict], baseline: str = "tansu", out=sys.stdout) -> d
     return summary
 
 
-def load(paths: list[str]) -> list[dict]:
-    out = []
-    for path in paths:
-        with open(path) as f:
-            out += [json.loads(line) for line in f if line.strip()]
-    return out
 
 
 # ---------------------------------------------------------------------------- main
 
-def _csv(text: str) -> list[str]:
-    return [x.strip() for x in text.split(",") if x.strip()]
 
 
-def parse_messages(text: str) -> dict[int, int]:
-    out = {}
-    for item in _csv(text):
-        size, n = item.split("=")
-        out[int(size)] = int(n)
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -618,9 +605,9 @@ def main(argv: list[str] | None = None) -> int:
 
     messages = dict(QUICK_MESSAGES if args.quick else DEFAULT_MESSAGES)
     messages.update(parse_messages(args.messages))
-    sizes = [int(s) for s in _csv(args.sizes)]
-    parts = [int(p) for p in _csv(args.partitions)]
-    targets = _csv(args.targets)
+    sizes = [int(s) for s in csv(args.sizes)]
+    parts = [int(p) for p in csv(args.partitions)]
+    targets = csv(args.targets)
     out_path = args.out or os.path.join(REPO, ".cache", "bench-results", time.strftime("capacity-%Y%m%d-%H%M%S.jsonl"))
     os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
     total = len(sizes) * len(parts) * len(targets) * args.repeats

@@ -31,6 +31,7 @@ from collections import defaultdict
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from brokers import REPO, start_broker  # noqa: E402
+from results import csv, load, parse_messages  # noqa: E402
 
 PC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "produce_consume.py")
 
@@ -38,16 +39,8 @@ DEFAULT_MESSAGES = {100: 3_000_000, 1024: 1_000_000}
 QUICK_MESSAGES = {100: 300_000, 1024: 100_000}
 
 
-def parse_messages(text: str) -> dict[int, int]:
-    out = {}
-    for item in text.split(","):
-        size, n = item.split("=")
-        out[int(size)] = int(n)
-    return out
 
 
-def csv(text: str) -> list[str]:
-    return [x.strip() for x in text.split(",") if x.strip()]
 
 
 def run_one(target: str, pc_args: list[str], args, label: dict) -> dict:
@@ -229,12 +222,6 @@ def summarize(results: list[dict], baseline: str, out=sys.stdout) -> dict:
     return summary
 
 
-def load(paths: list[str]) -> list[dict]:
-    out = []
-    for path in paths:
-        with open(path) as f:
-            out += [json.loads(line) for line in f if line.strip()]
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
