@@ -38,6 +38,7 @@ import random
 import resource
 import shutil
 import statistics
+import struct
 import sys
 import time
 
@@ -72,17 +73,39 @@ def fresh_dir(root: pathlib.Path, name: str) -> pathlib.Path:
 # -- append -----------------------------------------------------------------------------
 
 
+_FLOOR_FIELDS = struct.Struct(">8xi4xb6xi8xq14xi")  # batchLength, magic, lastOffsetDelta, maxTimestamp, count
+_FLOOR_PATCH = struct.Struct(">qii")
+
+
+def floor_append(fd: int, batch: bytearray, state: list[int]) -> None:
+    """The least Python any log must run per append, as a reference: read the header
+    fields, check the batch is whole, patch the base offset, one pwrite, advance position
+    and next offset. No lock, no roll checks, no index, no result: not a usable log."""
+    length, magic, lod, _max_ts, _count = _FLOOR_FIELDS.unpack_from(batch, 0)
+    if length + 12 != len(batch) or magic != 2:
+        raise ValueError("not a whole batch")
+    position, offset = state
+    _FLOOR_PATCH.pack_into(batch, 0, offset, length, 0)
+    os.pwrite(fd, batch, position)
+    state[0] = position + len(batch)
+    state[1] = offset + lod + 1
+
+
 def interleaved_append(work: pathlib.Path, batch: bytearray, total: int, policy: str, chunk_bytes: int) -> dict:
     """Append ``total`` bytes twice, raw and through PartitionLog, alternating in chunks of
-    ``chunk_bytes`` so both see the same background load and page-cache state."""
+    ``chunk_bytes`` so both see the same background load and page-cache state. With policy
+    "never" a third file takes the same bytes through `floor_append`."""
     config = LogConfig(flush_policy=policy, flush_interval_ms=INTERVAL_MS if policy == "interval" else LONG_MAX,
                        max_message_bytes=2 * MiB)
     plog = PartitionLog.open(work / "bench-0", config)
     fd = os.open(work / "raw.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    floor_fd = os.open(work / "floor.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    floor_state = [0, 0]
+    kinds = ["raw", "log"] + (["floor"] if policy == "never" else [])
     records = int.from_bytes(batch[57:61], "big")
     per_chunk = max(1, chunk_bytes // len(batch))
     count = max(1, total // len(batch))
-    spent = {"raw": [0.0, 0.0], "log": [0.0, 0.0]}  # wall, cpu
+    spent = {kind: [0.0, 0.0] for kind in kinds}  # wall, cpu
     last_sync = time.perf_counter()
     append = plog.append
     done = 0
@@ -90,7 +113,7 @@ def interleaved_append(work: pathlib.Path, batch: bytearray, total: int, policy:
         turn = 0
         while done < count:
             n = min(per_chunk, count - done)
-            for kind in (("raw", "log") if turn % 2 == 0 else ("log", "raw")):
+            for kind in (kinds if turn % 2 == 0 else kinds[::-1]):
                 cpu0, t0 = time.process_time(), time.perf_counter()
                 if kind == "raw":
                     for _ in range(n):
@@ -102,6 +125,9 @@ def interleaved_append(work: pathlib.Path, batch: bytearray, total: int, policy:
                             if (now - last_sync) * 1000 >= INTERVAL_MS:
                                 os.fdatasync(fd)
                                 last_sync = now
+                elif kind == "floor":
+                    for _ in range(n):
+                        floor_append(floor_fd, batch, floor_state)
                 else:
                     for _ in range(n):
                         append(batch, records)
@@ -111,20 +137,23 @@ def interleaved_append(work: pathlib.Path, batch: bytearray, total: int, policy:
             turn += 1
     finally:
         os.close(fd)
+        os.close(floor_fd)
         plog.close()
     nbytes = count * len(batch)
-    return {
-        "raw_MBps": nbytes / spent["raw"][0] / 1e6, "log_MBps": nbytes / spent["log"][0] / 1e6,
-        "raw_cpu_us_per_op": spent["raw"][1] / count * 1e6, "log_cpu_us_per_op": spent["log"][1] / count * 1e6,
-        "mib": nbytes / MiB,
-    }
+    out = {"mib": nbytes / MiB}
+    for kind in kinds:
+        out[f"{kind}_MBps"] = nbytes / spent[kind][0] / 1e6
+        out[f"{kind}_cpu_us_per_op"] = spent[kind][1] / count * 1e6
+    return out
 
 
 def bench_append(root: pathlib.Path, args, results: dict) -> None:
     print("\n== append: PartitionLog.append vs raw sequential os.write, interleaved in the same run ==")
     print("   (never: os.write; interval: os.write + fdatasync every 200 ms; always: os.write + fdatasync)")
+    print("   floor (policy never): the bare minimum of Python per append (header read, offset patch, one")
+    print("   pwrite; no lock, no index, no roll checks), the ceiling any CPython log reaches here")
     print(f"{'batch':>7} {'policy':>8} {'MiB':>5} {'raw MB/s':>10} {'log MB/s':>10} {'ratio':>6} {'min..max':>11}"
-          f" {'raw CPU us/op':>13} {'log CPU us/op':>13} {'CPU ratio':>9}")
+          f" {'raw CPU us/op':>13} {'log CPU us/op':>13} {'CPU ratio':>9} {'floor ratio':>11}")
     cases = [("1 MiB", build_batch(1000, 1000)), ("16 KiB", build_batch(16, 1000))]
     for label, batch in cases:
         for policy in ("never", "interval", "always"):
@@ -143,10 +172,15 @@ def bench_append(root: pathlib.Path, args, results: dict) -> None:
                 "raw_cpu_us_per_op": med("raw_cpu_us_per_op"), "log_cpu_us_per_op": med("log_cpu_us_per_op"),
             }
             row["cpu_ratio"] = row["raw_cpu_us_per_op"] / row["log_cpu_us_per_op"]
+            floor = f"{statistics.median(r['floor_MBps'] / r['raw_MBps'] for r in runs):11.2f}" \
+                if "floor_MBps" in runs[0] else f"{'-':>11}"
+            if "floor_MBps" in runs[0]:
+                row["floor_ratio"] = float(floor)
             results.setdefault("append", []).append(row)
             print(f"{label:>7} {policy:>8} {row['mib']:5.0f} {row['raw_MBps']:10.0f} {row['log_MBps']:10.0f}"
                   f" {row['ratio']:6.2f} {min(ratios):5.2f}..{max(ratios):<5.2f}"
-                  f" {row['raw_cpu_us_per_op']:13.1f} {row['log_cpu_us_per_op']:13.1f} {row['cpu_ratio']:9.2f}")
+                  f" {row['raw_cpu_us_per_op']:13.1f} {row['log_cpu_us_per_op']:13.1f} {row['cpu_ratio']:9.2f}"
+                  f" {floor}")
 
 
 # -- read -------------------------------------------------------------------------------

@@ -38,7 +38,8 @@ from typing import Callable, Iterator, NamedTuple
 from storage.config import LogConfig
 from storage.errors import LogClosed, LogDirFull, OffsetOutOfRange, RecordTooLarge, StorageError
 from storage.files import fsync_dir, read_checkpoint, write_checkpoint
-from storage.recovery import INT32_MAX, LEADER_EPOCH, load_segments, scan_segment
+from storage.index import FLUSH_PENDING_AT
+from storage.recovery import LEADER_EPOCH, load_segments, scan_segment
 from storage.segment import (
     BATCH_PREFIX,
     BATCH_PREFIX_SIZE,
@@ -72,6 +73,10 @@ _DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 # baseOffset, batchLength (rewritten unchanged), partitionLeaderEpoch: one pack per batch.
 _OFFSET_LENGTH_EPOCH = struct.Struct(">qii")
 _BASE_AND_LENGTH = struct.Struct(">qi")
+# The header fields an append looks at: batchLength, magic, lastOffsetDelta, maxTimestamp,
+# recordCount (the full HEADER unpack builds 13 objects; this one 5).
+_APPEND_FIELDS = struct.Struct(">8xi4xb6xi8xq14xi")
+assert _APPEND_FIELDS.size == HEADER_SIZE
 _LOCATE_WINDOW = 8192
 
 
@@ -134,7 +139,7 @@ class PartitionLog:
     def __init__(self, directory: Path, config: LogConfig, *, name: str, graveyard: Graveyard) -> None:
         self.directory = directory
         self.name = name
-        self.config = config
+        self.config = config  # also derives the append path's settings (see the setter)
         self._graveyard = graveyard
         self._lock = threading.RLock()
         # Held by the cleaner while it rewrites segments, and by whatever must not
@@ -151,6 +156,20 @@ class PartitionLog:
         self._closed = False
         # Earliest KIP-534 delete horizon among batches the cleaner kept tombstones in.
         self.next_delete_horizon_ms: int | None = None
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        # Derived once per config change rather than on every append (the hot path).
+        self._config = config
+        self._append_settings = (
+            config.max_message_bytes, config.segment_bytes, config.segment_ms,
+            config.segment_index_bytes // 12, config.log_append_time, config.index_interval_bytes,
+            config.flush_policy,
+        )
 
     # ------------------------------------------------------------------ opening, closing
 
@@ -189,6 +208,7 @@ class PartitionLog:
         self._set_segments(segments)
         active = segments[-1]
         assert active.next_offset is not None
+        active.index_full = active.index_entries >= config.segment_index_bytes // 12
         self.log_end_offset = active.next_offset
         start = max(start_checkpoint or 0, segments[0].base_offset)
         self.log_start_offset = min(start, self.log_end_offset)
@@ -303,75 +323,87 @@ class PartitionLog:
         max.message.bytes, LogDirFull when the disk is full (nothing is appended then).
         """
         if now_ms is None:
-            now_ms = int(time.time() * 1000)
-        config = self.config
+            now_ms = time.time_ns() // 1_000_000
         size_total = len(batch)
         if size_total < HEADER_SIZE:
             raise CorruptRecords(f"{size_total} bytes cannot hold a record batch")
+        (max_message_bytes, segment_bytes, segment_ms, max_index_entries, log_append_time,
+         index_interval, policy) = self._append_settings
         with self._lock:
             if self._closed:
                 raise LogClosed(f"{self.name} is closed")
             # Pass 1: batch boundaries and the header fields storage needs. A produce
-            # request nearly always carries one batch: that case takes no loop.
-            (_b, length, _e, magic, _c, _a, lod, _bt, max_ts, _p, _pe, _bs, count) = HEADER.unpack_from(batch, 0)
-            size = length + LOG_OVERHEAD
-            if size == size_total and magic == 2 and lod >= 0:
-                if size > config.max_message_bytes:
-                    raise RecordTooLarge(f"batch of {size} bytes exceeds max.message.bytes {config.max_message_bytes}")
-                spans: list[tuple[int, int, int, int]] | tuple = ((0, size, lod, max_ts),)
+            # request nearly always carries one batch: that case takes a path of its own.
+            length, magic, lod, max_ts, count = _APPEND_FIELDS.unpack_from(batch, 0)
+            single = length + LOG_OVERHEAD == size_total and magic == 2 and lod >= 0
+            if single:
+                if size_total > max_message_bytes:
+                    raise RecordTooLarge(f"batch of {size_total} bytes exceeds max.message.bytes {max_message_bytes}")
                 offsets_used = lod + 1
-                counted = count
+                if record_count is None:
+                    record_count = count
             else:
-                spans, offsets_used, counted = _split_batches(batch, config.max_message_bytes)
-            if record_count is None:
-                record_count = counted
+                spans, offsets_used, counted = _split_batches(batch, max_message_bytes)
+                if record_count is None:
+                    record_count = counted
 
             base_offset = self.log_end_offset
             segment = self._segments[-1]
-            if segment.size and (segment.size + size_total > config.segment_bytes
-                                 or now_ms - segment.created_ms > config.segment_ms
-                                 or segment.index_entries >= config.segment_index_bytes // 12
-                                 or base_offset + offsets_used - 1 - segment.base_offset > INT32_MAX):
+            position = segment.size
+            if position and (position + size_total > segment_bytes
+                             or now_ms - segment.created_ms > segment_ms
+                             or segment.index_full
+                             or base_offset + offsets_used - 1 > segment.last_offset_allowed):
                 # Kafka's roll conditions: size, age, a full index (the 12-byte time index
                 # entries fill segment.index.bytes first), 32-bit relative offsets.
                 segment = self._roll(now_ms)
+                position = 0
 
-            # Pass 2: assign offsets, in place (outside the CRC unless LogAppendTime).
-            offset = base_offset
-            log_append_time = config.log_append_time
-            for p, size, lod, _ts in spans:
-                _OFFSET_LENGTH_EPOCH.pack_into(batch, p, offset, size - LOG_OVERHEAD, LEADER_EPOCH)
+            # Assign offsets in place (outside the CRC unless LogAppendTime), write, and only
+            # then move the indexes, the size and the end offset.
+            if single:
+                _OFFSET_LENGTH_EPOCH.pack_into(batch, 0, base_offset, length, LEADER_EPOCH)
                 if log_append_time:
-                    set_log_append_time(batch, now_ms, p)
-                offset += lod + 1
-
-            position = segment.size
-            try:
-                _pwrite_all(segment.fd, batch, position)
-            except OSError as exc:
-                self._undo_write(segment, position, exc)
-
-            # The bytes are in the file: now the indexes, the size, the end offset.
-            interval = config.index_interval_bytes
-            since = segment.bytes_since_index
-            top = segment.max_timestamp
-            offset = base_offset
-            if position == 0:
-                segment.first_batch_max_timestamp = now_ms if log_append_time else spans[0][3]
-            for p, size, lod, max_ts in spans:
-                last = offset + lod
-                if log_append_time:
+                    set_log_append_time(batch, now_ms, 0)
                     max_ts = now_ms
-                if max_ts > top:
-                    top = max_ts
-                    segment.offset_of_max_timestamp = last
-                if since > interval:
-                    segment.add_index_entry(last, position + p, top)
-                    since = 0
-                since += size
-                offset = last + 1
-            segment.bytes_since_index = since
-            segment.max_timestamp = top
+                try:
+                    written = os.pwrite(segment.fd, batch, position)
+                    if written != size_total:
+                        _pwrite_rest(segment.fd, batch, position, written)
+                except OSError as exc:
+                    self._undo_write(segment, position, exc)
+                offset = base_offset + offsets_used
+                if position == 0:
+                    segment.first_batch_max_timestamp = max_ts
+                if max_ts > segment.max_timestamp:
+                    segment.max_timestamp = max_ts
+                    segment.offset_of_max_timestamp = offset - 1
+                since = segment.bytes_since_index
+                if since > index_interval:
+                    # OffsetIndex.append and TimeIndex.maybe_append, inlined: values before
+                    # keys, as readers on other threads expect.
+                    # Pending entries reach the file every FLUSH_PENDING_AT (and at flush).
+                    keys, values = segment.offset_index._cols
+                    values.append(position)
+                    keys.append(offset - 1)
+                    count = len(keys)
+                    if not count % FLUSH_PENDING_AT:
+                        segment.offset_index.flush_pending()
+                    if count >= max_index_entries:
+                        segment.index_full = True
+                    keys, values = segment.time_index._cols
+                    top = segment.max_timestamp  # the segment's, as Kafka's maybeAppend takes
+                    if not keys or top > keys[-1]:
+                        values.append(segment.offset_of_max_timestamp)
+                        keys.append(top)
+                        if not len(keys) % FLUSH_PENDING_AT:
+                            segment.time_index.flush_pending()
+                    segment.bytes_since_index = size_total
+                else:
+                    segment.bytes_since_index = since + size_total
+            else:
+                offset = self._append_batches(segment, batch, spans, base_offset, position, now_ms,
+                                              log_append_time, index_interval, max_index_entries)
             boundaries = segment.boundaries
             if len(boundaries) >= BOUNDARY_HINTS:
                 boundaries.clear()
@@ -383,8 +415,8 @@ class PartitionLog:
                 self._dirty.append(segment)
             self.log_end_offset = offset
 
-            policy = config.flush_policy
             if policy != "never":
+                config = self._config
                 if policy == "always":
                     self._sync_data()
                     self._last_flush_ms = now_ms
@@ -395,6 +427,46 @@ class PartitionLog:
                         self._sync_data()
                         self._last_flush_ms = now_ms
             return _new_result((base_offset, offset - 1, now_ms if log_append_time else -1, self.log_start_offset))
+
+    def _append_batches(self, segment: LogSegment, batch: bytearray, spans: list[tuple[int, int, int, int]],
+                        base_offset: int, position: int, now_ms: int, log_append_time: bool,
+                        interval: int, max_index_entries: int) -> int:
+        """The multi-batch case of append (several batches in one request): patch each,
+        write them with one pwrite, then index them. Returns the next offset."""
+        offset = base_offset
+        for p, size, lod, _ts in spans:
+            _OFFSET_LENGTH_EPOCH.pack_into(batch, p, offset, size - LOG_OVERHEAD, LEADER_EPOCH)
+            if log_append_time:
+                set_log_append_time(batch, now_ms, p)
+            offset += lod + 1
+        try:
+            written = os.pwrite(segment.fd, batch, position)
+            if written != len(batch):
+                _pwrite_rest(segment.fd, batch, position, written)
+        except OSError as exc:
+            self._undo_write(segment, position, exc)
+        since = segment.bytes_since_index
+        top = segment.max_timestamp
+        offset = base_offset
+        if position == 0:
+            segment.first_batch_max_timestamp = now_ms if log_append_time else spans[0][3]
+        for p, size, lod, max_ts in spans:
+            last = offset + lod
+            if log_append_time:
+                max_ts = now_ms
+            if max_ts > top:
+                top = max_ts
+                segment.offset_of_max_timestamp = last
+            if since > interval:
+                segment.add_index_entry(last, position + p, top)
+                if segment.index_entries >= max_index_entries:
+                    segment.index_full = True
+                since = 0
+            since += size
+            offset = last + 1
+        segment.bytes_since_index = since
+        segment.max_timestamp = top
+        return offset
 
     def _roll(self, now_ms: int) -> LogSegment:
         old = self._segments[-1]
@@ -948,10 +1020,8 @@ class _IndexMismatch(Exception):
         self.segment = segment
 
 
-def _pwrite_all(fd: int, data: bytearray, position: int) -> None:
-    written = os.pwrite(fd, data, position)
-    if written == len(data):
-        return
+def _pwrite_rest(fd: int, data: bytearray, position: int, written: int) -> None:
+    """Finish a short pwrite (rare: a signal, a nearly full disk)."""
     view = memoryview(data)
     while written < len(data):
         more = os.pwrite(fd, view[written:], position + written)

@@ -32,6 +32,7 @@ from storage.index import OffsetIndex, TimeIndex
 from storage.segment import (
     CLEANED_SUFFIX,
     INDEX_SUFFIX,
+    INT32_MAX,
     LOG_SUFFIX,
     SWAP_SUFFIX,
     TIMEINDEX_SUFFIX,
@@ -44,7 +45,6 @@ from wire.records import CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD, crc32c
 log = logging.getLogger("storage")
 
 LEADER_EPOCH = 0  # the only partitionLeaderEpoch a single broker writes
-INT32_MAX = (1 << 31) - 1
 _CHUNK = 8 * 1024 * 1024
 _NAME = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
 

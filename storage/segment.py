@@ -22,6 +22,8 @@ from pathlib import Path
 from storage.index import FLUSH_PENDING_AT, OffsetIndex, TimeIndex
 from wire.records import HEADER, HEADER_SIZE, LOG_OVERHEAD
 
+INT32_MAX = (1 << 31) - 1
+
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIMEINDEX_SUFFIX = ".timeindex"
@@ -141,6 +143,10 @@ class LogSegment:
         self.offset_of_max_timestamp = -1
         self.first_batch_max_timestamp = -1
         self.created_ms = 0  # when it started taking appends (drives segment.ms)
+        # Offsets are stored relative to base_offset in 32 bits: the last one allowed here.
+        self.last_offset_allowed = base_offset + INT32_MAX
+        # Set once the offset index reached segment.index.bytes: the next append rolls.
+        self.index_full = False
         self.bytes_since_index = 0
         # offset -> position of recent batch boundaries (appended batches, where reads
         # stopped): a consumer's next fetch offset is almost always one, so locating it
@@ -184,8 +190,14 @@ class LogSegment:
     def add_index_entry(self, last_offset: int, position: int, max_timestamp: int) -> None:
         """One sparse entry in each index (Kafka's rule: every index.interval.bytes).
 
-        The append hot path: OffsetIndex.append and TimeIndex.maybe_append, inlined."""
-        self.offset_index.append(last_offset, position)
+        The append hot path: OffsetIndex.append and TimeIndex.maybe_append, inlined (values
+        before keys, as readers on other threads expect)."""
+        offset_index = self.offset_index
+        keys, values = offset_index._cols
+        values.append(position)
+        keys.append(last_offset)
+        if len(keys) - offset_index._written >= FLUSH_PENDING_AT:
+            offset_index.flush_pending()
         time_index = self.time_index
         keys, values = time_index._cols
         if not keys or max_timestamp > keys[-1]:
