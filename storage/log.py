@@ -10,6 +10,9 @@ How this works:
   decoded and the bytes are not copied. Only after the write completes do the segment size,
   the indexes and the log end offset move, so readers never see a partial batch, and a
   failed write (ENOSPC) is cut back with ftruncate.
+- The one-batch case, nearly every produce request, has a path of its own (`append`) with
+  the roll conditions and settings derived once per change of the active segment or the
+  config (`_arm`) into a few comparisons; the rest goes through `_append_general`.
 - Reads take no lock: they snapshot the segment list (an immutable tuple replaced on every
   structural change) and the log end offset, bisect the segment base offsets, bisect the
   segment's sparse offset index, scan forward over a few headers, and pread the bytes.
@@ -78,6 +81,14 @@ _BASE_AND_LENGTH = struct.Struct(">qi")
 _APPEND_FIELDS = struct.Struct(">8xi4xb6xi8xq14xi")
 assert _APPEND_FIELDS.size == HEADER_SIZE
 _LOCATE_WINDOW = 8192
+_unpack_append_fields = _APPEND_FIELDS.unpack_from
+_patch_offset_length_epoch = _OFFSET_LENGTH_EPOCH.pack_into
+_pwrite = os.pwrite
+_time_ns = time.time_ns
+_tuple_new = tuple.__new__  # AppendResult's own constructor is a Python function
+# The append fast path's settings for a closed log: every batch is "too large", so it
+# takes the general path, which raises LogClosed.
+_NOT_HOT = (None, -1, None, None, None, 0, 0, 0, -1, False, 0, 0, "never")
 
 
 def _now_ms() -> int:
@@ -139,6 +150,7 @@ class PartitionLog:
     def __init__(self, directory: Path, config: LogConfig, *, name: str, graveyard: Graveyard) -> None:
         self.directory = directory
         self.name = name
+        self._hot = _NOT_HOT
         self.config = config  # also derives the append path's settings (see the setter)
         self._graveyard = graveyard
         self._lock = threading.RLock()
@@ -168,6 +180,46 @@ class PartitionLog:
         self._append_settings = (
             config.max_message_bytes, config.segment_bytes, config.segment_ms,
             config.segment_index_bytes // 12, config.log_append_time, config.index_interval_bytes,
+            config.flush_policy,
+        )
+        lock = getattr(self, "_lock", None)
+        if lock is None:  # __init__
+            self._arm()
+        else:
+            # Under the lock: an append rolling concurrently must not have its new active
+            # segment replaced by one derived from the old.
+            with lock:
+                self._arm()
+
+    def _arm(self) -> None:
+        """Derive what the single-batch append path needs from the active segment and the
+        config, folded into as few comparisons as possible. Called whenever any input
+        changes: config, segment list (roll, truncation, retention), index_full, close."""
+        segments = getattr(self, "_segments", ())
+        if getattr(self, "_closed", False) or not segments:
+            self._hot = _NOT_HOT
+            return
+        config = self._config
+        segment = segments[-1]
+        max_index_entries = config.segment_index_bytes // 12
+        keys, values = segment.offset_index._cols  # replaced on truncation: _arm again then
+        self._hot = (
+            segment,
+            segment.fd,
+            segment.boundaries,
+            keys,
+            values,
+            # roll when the next batch would end past this (a full index rolls on any batch)
+            -1 if segment.index_full else config.segment_bytes,
+            # roll when now_ms passes created_ms + segment.ms, i.e. when now in ns reaches this
+            (segment.created_ms + config.segment_ms + 1) * 1_000_000,
+            segment.last_offset_allowed,  # roll when the batch's last offset passes this
+            config.max_message_bytes,
+            config.log_append_time,
+            config.index_interval_bytes,
+            # offset index entries at which to look again: a flush of pending entries is due
+            # (every FLUSH_PENDING_AT) or the index is full (max entries)
+            min(max_index_entries, (len(keys) // FLUSH_PENDING_AT + 1) * FLUSH_PENDING_AT),
             config.flush_policy,
         )
 
@@ -209,6 +261,7 @@ class PartitionLog:
         active = segments[-1]
         assert active.next_offset is not None
         active.index_full = active.index_entries >= config.segment_index_bytes // 12
+        self._arm()
         self.log_end_offset = active.next_offset
         start = max(start_checkpoint or 0, segments[0].base_offset)
         self.log_start_offset = min(start, self.log_end_offset)
@@ -228,6 +281,7 @@ class PartitionLog:
                 self._sync_all()
             finally:
                 self._closed = True
+                self._hot = _NOT_HOT
                 for segment in self._segments:
                     self._graveyard.add(segment, 0)
 
@@ -235,6 +289,7 @@ class PartitionLog:
         """Close without flushing and remove the directory (topic deletion)."""
         with self.cleaner_lock, self._lock:
             self._closed = True
+            self._hot = _NOT_HOT
             for segment in self._segments:
                 segment.delete_files()
                 self._graveyard.add(segment, self.config.file_delete_delay_ms)
@@ -284,6 +339,7 @@ class PartitionLog:
         self._closed_max = (segments, closed_max)
         self._segments = segments
         self._bases = bases
+        self._arm()
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
@@ -322,11 +378,118 @@ class PartitionLog:
         only feeds flush.messages accounting. Raises RecordTooLarge for a batch above
         max.message.bytes, LogDirFull when the disk is full (nothing is appended then).
         """
-        if now_ms is None:
-            now_ms = time.time_ns() // 1_000_000
+        # The common case, one batch in the buffer, on a path of its own with the fewest
+        # attribute loads and stores we can manage: after the 16 KiB copy of a pwrite has
+        # evicted L1, every object touched costs. Anything unusual (several batches, a
+        # batch too large or malformed, a closed log) takes _append_general.
+        # The roll deadline is compared in nanoseconds; now_ms is derived only when needed.
+        now_ns = _time_ns() if now_ms is None else now_ms * 1_000_000
         size_total = len(batch)
-        if size_total < HEADER_SIZE:
-            raise CorruptRecords(f"{size_total} bytes cannot hold a record batch")
+        try:
+            length, magic, lod, max_ts, count = _unpack_append_fields(batch, 0)
+        except struct.error:
+            raise CorruptRecords(f"{size_total} bytes cannot hold a record batch") from None
+        lock = self._lock
+        lock.acquire()  # not `with`: its __exit__ call costs twice an acquire and a release
+        try:
+            (segment, fd, boundaries, keys, values, roll_bytes, roll_ns, roll_offset, max_message_bytes,
+             log_append_time, index_interval, index_event, policy) = self._hot
+            if length + LOG_OVERHEAD != size_total or magic != 2 or lod < 0 or size_total > max_message_bytes:
+                return self._append_general(batch, record_count, now_ns // 1_000_000 if now_ms is None else now_ms)
+            base_offset = self.log_end_offset
+            last = base_offset + lod
+            position = segment.size
+            if (position + size_total > roll_bytes or now_ns >= roll_ns or last > roll_offset) and position:
+                # Kafka's roll conditions: size, age, a full index (the 12-byte time index
+                # entries fill segment.index.bytes first), 32-bit relative offsets.
+                if now_ms is None:
+                    now_ms = now_ns // 1_000_000
+                self._roll(now_ms)
+                (segment, fd, boundaries, keys, values, roll_bytes, roll_ns, roll_offset, max_message_bytes,
+                 log_append_time, index_interval, index_event, policy) = self._hot
+                position = 0
+            _patch_offset_length_epoch(batch, 0, base_offset, length, LEADER_EPOCH)
+            if log_append_time:
+                if now_ms is None:
+                    now_ms = now_ns // 1_000_000
+                set_log_append_time(batch, now_ms, 0)
+                max_ts = now_ms
+            # Everything that does not depend on the write is read now, while it is still
+            # in L1: the copy into the page cache evicts it.
+            since = segment.bytes_since_index
+            if len(boundaries) >= BOUNDARY_HINTS:
+                boundaries.clear()
+            first_or_grew = not position or max_ts > segment.max_timestamp
+            result = _tuple_new(AppendResult, (base_offset, last, now_ms if log_append_time else -1,
+                                               self.log_start_offset))
+            try:
+                written = _pwrite(fd, batch, position)
+                if written != size_total:
+                    _pwrite_rest(fd, batch, position, written)
+            except OSError as exc:
+                self._undo_write(segment, position, exc)
+            # Written: now the indexes, the size and the end offset move.
+            if first_or_grew:
+                if max_ts > segment.max_timestamp:
+                    segment.max_timestamp = max_ts
+                    segment.offset_of_max_timestamp = last
+                    segment.time_index_behind = True
+                if not position:
+                    segment.first_batch_max_timestamp = max_ts
+            if since <= index_interval:
+                segment.bytes_since_index = since + size_total
+            else:
+                # OffsetIndex.append, inlined: values before keys, as readers on other
+                # threads expect. Pending entries reach the file every FLUSH_PENDING_AT.
+                values.append(position)
+                keys.append(last)
+                if len(keys) >= index_event:
+                    self._index_housekeeping(segment)
+                if segment.time_index_behind:
+                    segment.time_index_behind = False
+                    segment.time_index_entry()
+                segment.bytes_since_index = size_total
+            boundaries[base_offset] = position  # the batch starts here; a tailing read asks for it
+            segment.size = position + size_total
+            last += 1
+            segment.next_offset = last
+            if not segment.dirty:
+                segment.dirty = True
+                self._dirty.append(segment)
+            self.log_end_offset = last
+            if policy != "never":
+                self._after_append(policy, now_ns // 1_000_000 if now_ms is None else now_ms,
+                                   count if record_count is None else record_count)
+            return result
+        finally:
+            lock.release()
+
+    def _index_housekeeping(self, segment: LogSegment) -> None:
+        """The append path's offset index reached the count _arm told it to look again at."""
+        count = len(segment.offset_index.keys)
+        if not count % FLUSH_PENDING_AT:
+            segment.offset_index.flush_pending()
+        if count >= self._config.segment_index_bytes // 12:
+            segment.index_full = True
+        self._arm()
+
+    def _after_append(self, policy: str, now_ms: int, record_count: int) -> None:
+        """The flush policy, after an append (not for "never")."""
+        if policy == "always":
+            self._sync_data()
+            self._last_flush_ms = now_ms
+        else:
+            self._unflushed_messages += record_count
+            config = self._config
+            if (self._unflushed_messages >= config.flush_interval_messages
+                    or now_ms - self._last_flush_ms >= config.flush_interval_ms):
+                self._sync_data()
+                self._last_flush_ms = now_ms
+
+    def _append_general(self, batch: bytearray, record_count: int | None, now_ms: int) -> AppendResult:
+        """`append` for everything its single-batch path does not take: several batches in
+        one buffer, a batch too large or malformed (which raise), a closed log."""
+        size_total = len(batch)
         (max_message_bytes, segment_bytes, segment_ms, max_index_entries, log_append_time,
          index_interval, policy) = self._append_settings
         with self._lock:
@@ -378,6 +541,7 @@ class PartitionLog:
                 if max_ts > segment.max_timestamp:
                     segment.max_timestamp = max_ts
                     segment.offset_of_max_timestamp = offset - 1
+                    segment.time_index_behind = True
                 since = segment.bytes_since_index
                 if since > index_interval:
                     # OffsetIndex.append and TimeIndex.maybe_append, inlined: values before
@@ -391,6 +555,7 @@ class PartitionLog:
                         segment.offset_index.flush_pending()
                     if count >= max_index_entries:
                         segment.index_full = True
+                        self._arm()
                     keys, values = segment.time_index._cols
                     top = segment.max_timestamp  # the segment's, as Kafka's maybeAppend takes
                     if not keys or top > keys[-1]:
@@ -461,11 +626,13 @@ class PartitionLog:
                 segment.add_index_entry(last, position + p, top)
                 if segment.index_entries >= max_index_entries:
                     segment.index_full = True
+                    self._arm()
                 since = 0
             since += size
             offset = last + 1
         segment.bytes_since_index = since
         segment.max_timestamp = top
+        segment.time_index_behind = True
         return offset
 
     def _roll(self, now_ms: int) -> LogSegment:
@@ -655,6 +822,7 @@ class PartitionLog:
             log.error("%s: offset index of segment %d did not match its log; rebuilt%s", self.name,
                       segment.base_offset, f" (log damaged: {scan.error})" if scan.error else "")
             segment.offset_index.set_entries(scan.index_entries, in_file=False)
+            self._arm()
 
     def _find(self, offset: int, max_bytes: int, action: Callable[[LogSegment, int, int], object], *,
               whole: bool = True):
@@ -971,6 +1139,7 @@ class PartitionLog:
         segment.bytes_since_index = since if last_indexed is not None else segment.size
         entries = [e for e in zip(segment.time_index.keys, segment.time_index.values) if e[1] <= max_off and e[0] <= max_ts]
         segment.time_index.set_entries(entries, in_file=False)
+        segment.time_index_behind = True
 
     def _truncate_fully(self, offset: int) -> None:
         now_ms = _now_ms()

@@ -148,6 +148,9 @@ class LogSegment:
         # Set once the offset index reached segment.index.bytes: the next append rolls.
         self.index_full = False
         self.bytes_since_index = 0
+        # The max timestamp may have grown since the last time index entry: the append path
+        # checks the time index only then (True whenever unsure).
+        self.time_index_behind = True
         # offset -> position of recent batch boundaries (appended batches, where reads
         # stopped): a consumer's next fetch offset is almost always one, so locating it
         # skips the index lookup and the header walk. Advisory: checked before use,
@@ -203,6 +206,18 @@ class LogSegment:
         if not keys or max_timestamp > keys[-1]:
             values.append(self.offset_of_max_timestamp)
             keys.append(max_timestamp)
+            if len(keys) - time_index._written >= FLUSH_PENDING_AT:
+                time_index.flush_pending()
+
+    def time_index_entry(self) -> None:
+        """TimeIndex.maybe_append of the segment's maximum (Kafka's maybeAppend takes the
+        segment's, not the batch's), alongside an offset index entry."""
+        time_index = self.time_index
+        keys, values = time_index._cols
+        top = self.max_timestamp
+        if not keys or top > keys[-1]:
+            values.append(self.offset_of_max_timestamp)
+            keys.append(top)
             if len(keys) - time_index._written >= FLUSH_PENDING_AT:
                 time_index.flush_pending()
 
