@@ -1,6 +1,7 @@
 """The generated definitions, and the trees compiled from them, against Kafka's JSON schemas.
 
-Two checks, both skipped when ../shared/kafka-protocol is absent:
+Two checks, both skipped when the schemas are absent (../shared/kafka-protocol/messages, or
+$KAFKA_PROTOCOL_MESSAGES, which .ci/run fills from the kafka-clients jar on PyPI):
 - `python -m wire.generate --check`: the committed wire/definitions.py is what the
   generator makes of the schemas today.
 - An independent walk of the JSON (its own loader and snake_case, not the generator's)
@@ -22,11 +23,12 @@ import pytest
 
 from wire import primitives as p
 from wire.definitions import MESSAGES
+from wire.generate import schema_dir
 from wire.registry import API_VERSIONS
 from wire.schema import _NullableStruct, is_flexible, message_struct
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-SCHEMAS = ROOT.parent / "shared" / "kafka-protocol" / "messages"
+SCHEMAS = schema_dir()
 
 pytestmark = pytest.mark.skipif(not SCHEMAS.is_dir(), reason=f"{SCHEMAS} not present")
 
