@@ -34,7 +34,6 @@ import struct
 import threading
 import time
 from bisect import bisect_left, bisect_right
-from functools import partial
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple
 
@@ -105,10 +104,6 @@ class AppendResult(NamedTuple):
     log_start_offset: int
 
 
-# NamedTuple's own constructor is a Python function; this is the C one (hot path).
-_new_result = partial(tuple.__new__, AppendResult)
-
-
 def _split_batches(batch: bytearray, max_size: int) -> tuple[list[tuple[int, int, int, int]], int, int]:
     """(position, size, lastOffsetDelta, maxTimestamp) of each batch of a multi-batch append,
     the offsets they take and their record count; CorruptRecords unless whole batches."""
@@ -177,11 +172,6 @@ class PartitionLog:
     def config(self, config: LogConfig) -> None:
         # Derived once per config change rather than on every append (the hot path).
         self._config = config
-        self._append_settings = (
-            config.max_message_bytes, config.segment_bytes, config.segment_ms,
-            config.segment_index_bytes // 12, config.log_append_time, config.index_interval_bytes,
-            config.flush_policy,
-        )
         lock = getattr(self, "_lock", None)
         if lock is None:  # __init__
             self._arm()
@@ -488,33 +478,21 @@ class PartitionLog:
 
     def _append_general(self, batch: bytearray, record_count: int | None, now_ms: int) -> AppendResult:
         """`append` for everything its single-batch path does not take: several batches in
-        one buffer, a batch too large or malformed (which raise), a closed log."""
-        size_total = len(batch)
-        (max_message_bytes, segment_bytes, segment_ms, max_index_entries, log_append_time,
-         index_interval, policy) = self._append_settings
+        one buffer, a batch too large or malformed (which raise), a closed log. Patches each
+        batch, writes them all with one pwrite, then indexes them."""
+        config = self._config
+        log_append_time = config.log_append_time
         with self._lock:
             if self._closed:
                 raise LogClosed(f"{self.name} is closed")
-            # Pass 1: batch boundaries and the header fields storage needs. A produce
-            # request nearly always carries one batch: that case takes a path of its own.
-            length, magic, lod, max_ts, count = _APPEND_FIELDS.unpack_from(batch, 0)
-            single = length + LOG_OVERHEAD == size_total and magic == 2 and lod >= 0
-            if single:
-                if size_total > max_message_bytes:
-                    raise RecordTooLarge(f"batch of {size_total} bytes exceeds max.message.bytes {max_message_bytes}")
-                offsets_used = lod + 1
-                if record_count is None:
-                    record_count = count
-            else:
-                spans, offsets_used, counted = _split_batches(batch, max_message_bytes)
-                if record_count is None:
-                    record_count = counted
-
+            spans, offsets_used, counted = _split_batches(batch, config.max_message_bytes)
+            if record_count is None:
+                record_count = counted
             base_offset = self.log_end_offset
             segment = self._segments[-1]
             position = segment.size
-            if position and (position + size_total > segment_bytes
-                             or now_ms - segment.created_ms > segment_ms
+            if position and (position + len(batch) > config.segment_bytes
+                             or now_ms - segment.created_ms > config.segment_ms
                              or segment.index_full
                              or base_offset + offsets_used - 1 > segment.last_offset_allowed):
                 # Kafka's roll conditions: size, age, a full index (the 12-byte time index
@@ -522,118 +500,58 @@ class PartitionLog:
                 segment = self._roll(now_ms)
                 position = 0
 
-            # Assign offsets in place (outside the CRC unless LogAppendTime), write, and only
-            # then move the indexes, the size and the end offset.
-            if single:
-                _OFFSET_LENGTH_EPOCH.pack_into(batch, 0, base_offset, length, LEADER_EPOCH)
+            offset = base_offset
+            for p, size, lod, _ts in spans:
+                _OFFSET_LENGTH_EPOCH.pack_into(batch, p, offset, size - LOG_OVERHEAD, LEADER_EPOCH)
                 if log_append_time:
-                    set_log_append_time(batch, now_ms, 0)
+                    set_log_append_time(batch, now_ms, p)
+                offset += lod + 1
+            try:
+                written = os.pwrite(segment.fd, batch, position)
+                if written != len(batch):
+                    _pwrite_rest(segment.fd, batch, position, written)
+            except OSError as exc:
+                self._undo_write(segment, position, exc)
+
+            # Written: now the indexes, the size and the end offset move.
+            max_index_entries = config.segment_index_bytes // 12
+            since = segment.bytes_since_index
+            top = segment.max_timestamp
+            offset = base_offset
+            if position == 0:
+                segment.first_batch_max_timestamp = now_ms if log_append_time else spans[0][3]
+            for p, size, lod, max_ts in spans:
+                last = offset + lod
+                if log_append_time:
                     max_ts = now_ms
-                try:
-                    written = os.pwrite(segment.fd, batch, position)
-                    if written != size_total:
-                        _pwrite_rest(segment.fd, batch, position, written)
-                except OSError as exc:
-                    self._undo_write(segment, position, exc)
-                offset = base_offset + offsets_used
-                if position == 0:
-                    segment.first_batch_max_timestamp = max_ts
-                if max_ts > segment.max_timestamp:
-                    segment.max_timestamp = max_ts
-                    segment.offset_of_max_timestamp = offset - 1
-                    segment.time_index_behind = True
-                since = segment.bytes_since_index
-                if since > index_interval:
-                    # OffsetIndex.append and TimeIndex.maybe_append, inlined: values before
-                    # keys, as readers on other threads expect.
-                    # Pending entries reach the file every FLUSH_PENDING_AT (and at flush).
-                    keys, values = segment.offset_index._cols
-                    values.append(position)
-                    keys.append(offset - 1)
-                    count = len(keys)
-                    if not count % FLUSH_PENDING_AT:
-                        segment.offset_index.flush_pending()
-                    if count >= max_index_entries:
+                if max_ts > top:
+                    top = max_ts
+                    segment.offset_of_max_timestamp = last
+                if since > config.index_interval_bytes:
+                    segment.add_index_entry(last, position + p, top)
+                    if segment.index_entries >= max_index_entries:
                         segment.index_full = True
                         self._arm()
-                    keys, values = segment.time_index._cols
-                    top = segment.max_timestamp  # the segment's, as Kafka's maybeAppend takes
-                    if not keys or top > keys[-1]:
-                        values.append(segment.offset_of_max_timestamp)
-                        keys.append(top)
-                        if not len(keys) % FLUSH_PENDING_AT:
-                            segment.time_index.flush_pending()
-                    segment.bytes_since_index = size_total
-                else:
-                    segment.bytes_since_index = since + size_total
-            else:
-                offset = self._append_batches(segment, batch, spans, base_offset, position, now_ms,
-                                              log_append_time, index_interval, max_index_entries)
+                    since = 0
+                since += size
+                offset = last + 1
+            segment.bytes_since_index = since
+            segment.max_timestamp = top
+            segment.time_index_behind = True
             boundaries = segment.boundaries
             if len(boundaries) >= BOUNDARY_HINTS:
                 boundaries.clear()
             boundaries[base_offset] = position  # the batches start here; a tailing read asks for it
-            segment.size = position + size_total
+            segment.size = position + len(batch)
             segment.next_offset = offset
             if not segment.dirty:
                 segment.dirty = True
                 self._dirty.append(segment)
             self.log_end_offset = offset
-
-            if policy != "never":
-                config = self._config
-                if policy == "always":
-                    self._sync_data()
-                    self._last_flush_ms = now_ms
-                else:
-                    self._unflushed_messages += record_count
-                    if (self._unflushed_messages >= config.flush_interval_messages
-                            or now_ms - self._last_flush_ms >= config.flush_interval_ms):
-                        self._sync_data()
-                        self._last_flush_ms = now_ms
-            return _new_result((base_offset, offset - 1, now_ms if log_append_time else -1, self.log_start_offset))
-
-    def _append_batches(self, segment: LogSegment, batch: bytearray, spans: list[tuple[int, int, int, int]],
-                        base_offset: int, position: int, now_ms: int, log_append_time: bool,
-                        interval: int, max_index_entries: int) -> int:
-        """The multi-batch case of append (several batches in one request): patch each,
-        write them with one pwrite, then index them. Returns the next offset."""
-        offset = base_offset
-        for p, size, lod, _ts in spans:
-            _OFFSET_LENGTH_EPOCH.pack_into(batch, p, offset, size - LOG_OVERHEAD, LEADER_EPOCH)
-            if log_append_time:
-                set_log_append_time(batch, now_ms, p)
-            offset += lod + 1
-        try:
-            written = os.pwrite(segment.fd, batch, position)
-            if written != len(batch):
-                _pwrite_rest(segment.fd, batch, position, written)
-        except OSError as exc:
-            self._undo_write(segment, position, exc)
-        since = segment.bytes_since_index
-        top = segment.max_timestamp
-        offset = base_offset
-        if position == 0:
-            segment.first_batch_max_timestamp = now_ms if log_append_time else spans[0][3]
-        for p, size, lod, max_ts in spans:
-            last = offset + lod
-            if log_append_time:
-                max_ts = now_ms
-            if max_ts > top:
-                top = max_ts
-                segment.offset_of_max_timestamp = last
-            if since > interval:
-                segment.add_index_entry(last, position + p, top)
-                if segment.index_entries >= max_index_entries:
-                    segment.index_full = True
-                    self._arm()
-                since = 0
-            since += size
-            offset = last + 1
-        segment.bytes_since_index = since
-        segment.max_timestamp = top
-        segment.time_index_behind = True
-        return offset
+            if config.flush_policy != "never":
+                self._after_append(config.flush_policy, now_ms, record_count)
+            return _tuple_new(AppendResult, (base_offset, offset - 1, now_ms if log_append_time else -1,
+                                             self.log_start_offset))
 
     def _roll(self, now_ms: int) -> LogSegment:
         old = self._segments[-1]
