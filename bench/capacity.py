@@ -83,6 +83,7 @@ from results import csv, load, parse_messages  # noqa: E402
 from produce_consume import CpuWindow, make_pool  # noqa: E402
 from rawclient import FETCH_V, PRODUCE_V, RawClient  # noqa: E402
 from wire.connection import decode_response, encode_request  # noqa: E402
+from wire.primitives import uvarint_bytes  # noqa: E402
 from wire.records import HEADER, HEADER_SIZE, LOG_OVERHEAD, Record, build_batch, encode_record  # noqa: E402
 
 TOPIC = "capacity"
@@ -139,15 +140,6 @@ def build_templates(size: int, k: int, batch_records: int, batch_bytes: int) -> 
     return out
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 @dataclass
 class ProduceRequest:
     """A Produce v9 frame as scatter-gather pieces: headers (small, patched) and batches
@@ -168,11 +160,11 @@ def encode_produce(topic: str, items: list[tuple[int, Template]], acks: int,
     head += struct.pack(">h", len(client_id)) + client_id + b"\x00"  # client id, header tags
     head += b"\x00" + struct.pack(">hi", acks, timeout_ms)  # transactional_id null, acks, timeout
     name = topic.encode()
-    head += _uvarint(2) + _uvarint(len(name) + 1) + name + _uvarint(len(items) + 1)
+    head += uvarint_bytes(2) + uvarint_bytes(len(name) + 1) + name + uvarint_bytes(len(items) + 1)
     pieces: list[bytes | bytearray] = []
     cur = head
     for partition, tpl in items:
-        cur += struct.pack(">i", partition) + _uvarint(len(tpl.batch) + 1)
+        cur += struct.pack(">i", partition) + uvarint_bytes(len(tpl.batch) + 1)
         pieces.append(cur)
         pieces.append(tpl.batch)
         cur = bytearray(b"\x00")  # partition tags

@@ -886,6 +886,21 @@ class GroupCoordinator:
             return E.NONE, dict(offsets)
         return E.NONE, {tp: offsets.get(tp) for tp in partitions}
 
+    async def _drop_offsets(self, group: Group, partition: int, tps: list[tuple[str, int]], what: str,
+                            also: list[tuple[bytes, None]] | None = None) -> ErrorCode:
+        """Tombstone ``tps`` of ``group`` (and the records in ``also``) in __consumer_offsets,
+        then forget them; the caller holds the offsets partition's lock. NONE, or the write's
+        error code, in which case nothing was forgotten."""
+        entries = [(rec.encode_offset_key(rec.OffsetKey(group.group_id, t, p)), None) for t, p in tps]
+        entries.extend(also or ())
+        try:
+            await self._append(partition, entries)
+        except Exception as exc:
+            return self._write_error(exc, what)
+        for tp in tps:
+            group.offsets.pop(tp, None)
+        return E.NONE
+
     async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]
                              ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
         """OffsetDelete: only for partitions the group does not consume right now."""
@@ -908,13 +923,9 @@ class GroupCoordinator:
                 return E.NON_EMPTY_GROUP, {}
             present = [tp for tp in deletable if tp in group.offsets]
             if present:
-                try:
-                    await self._append(partition, [(rec.encode_offset_key(rec.OffsetKey(group_id, t, p)), None)
-                                                   for t, p in present])
-                except Exception as exc:
-                    return self._write_error(exc, f"offset delete of group {group_id}"), {}
-                for tp in present:
-                    group.offsets.pop(tp, None)
+                code = await self._drop_offsets(group, partition, present, f"offset delete of group {group_id}")
+                if code != E.NONE:
+                    return code, {}
             for tp in deletable:
                 results[tp] = E.NONE
             return E.NONE, results
@@ -933,15 +944,9 @@ class GroupCoordinator:
                 gone = [tp for tp in group.offsets if tp[0] == topic]
                 if not gone:
                     continue
-                try:
-                    await self._append(partition, [(rec.encode_offset_key(rec.OffsetKey(group.group_id, t, p)), None)
-                                                   for t, p in gone])
-                except Exception as exc:
-                    self._write_error(exc, f"dropping offsets of deleted topic {topic} in group {group.group_id}")
-                    continue
-                for tp in gone:
-                    group.offsets.pop(tp, None)
-                removed += len(gone)
+                what = f"dropping offsets of deleted topic {topic} in group {group.group_id}"
+                if await self._drop_offsets(group, partition, gone, what) == E.NONE:
+                    removed += len(gone)
         if removed:
             log.info("deleted topic %s: removed %d committed offsets", topic, removed)
         return removed
@@ -971,20 +976,14 @@ class GroupCoordinator:
                         if tp[0] not in topics and o.commit_timestamp + retention <= now]
                 else:
                     expired = []
-                entries = [(rec.encode_offset_key(rec.OffsetKey(group.group_id, t, p)), None) for t, p in expired]
                 drop_group = (group.is_(S.EMPTY) and len(expired) == len(group.offsets)
                               and not group.pending_members)
-                if drop_group:
-                    entries.append((rec.encode_group_key(rec.GroupKey(group.group_id)), None))
-                if not entries:
+                also = [(rec.encode_group_key(rec.GroupKey(group.group_id)), None)] if drop_group else []
+                if not expired and not also:
                     continue
-                try:
-                    await self._append(partition, entries)
-                except Exception as exc:
-                    self._write_error(exc, f"offsets retention of group {group.group_id}")
+                if await self._drop_offsets(group, partition, expired, f"offsets retention of group {group.group_id}",
+                                            also) != E.NONE:
                     continue
-                for tp in expired:
-                    group.offsets.pop(tp, None)
                 removed += len(expired)
                 if expired:
                     log.info("group %s: %d committed offsets expired", group.group_id, len(expired))
