@@ -8,7 +8,6 @@ error codes are checked here.
 from __future__ import annotations
 
 import asyncio
-import threading
 from typing import Iterable
 
 import aiokafka.errors as aerr
@@ -20,7 +19,7 @@ from aiokafka.structs import OffsetAndMetadata
 
 from compat_tests.clients.base import (
     FETCH_WAIT_MS, HEARTBEAT_MS, LARGE_LIMIT, SESSION_TIMEOUT_MS, Client, ClientError,
-    ClusterMetadata, Delivery, GroupInfo, GroupMember, GroupMemberInfo, Message,
+    ClusterMetadata, Delivery, GroupInfo, GroupMember, GroupMemberInfo, Message, ThreadedGroupMember,
     OffsetOutOfRange, Record, TopicMetadata, decode_consumer_assignment, normalize_state)
 
 TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
@@ -251,23 +250,20 @@ class AiokafkaClient(Client):
         raise self._unsupported("deleting groups (AIOKafkaAdminClient has no delete_groups)")
 
 
-class _Member(GroupMember):
+class _Member(ThreadedGroupMember):
     """A consumer on its own event loop in its own thread, polling until `leave()`."""
 
     def __init__(self, client: AiokafkaClient, topics: list[str], group: str) -> None:
+        super().__init__("aio-member")
         self._client = client
         self._topics = topics
         self._group = group
-        self._lock = threading.Lock()
-        self._records: list[Record] = []
-        self._assignment: frozenset = frozenset()
-        self._error: str | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True,
-                                        name="aio-member")
-        self._thread.start()
+        self._start()
 
-    async def _run(self) -> None:
+    def _run(self) -> None:
+        asyncio.run(self._consume())
+
+    async def _consume(self) -> None:
         consumer = self._client._consumer(self._group)
         await consumer.start()
         try:
@@ -286,18 +282,3 @@ class _Member(GroupMember):
                         (tp.topic, tp.partition) for tp in consumer.assignment())
         finally:
             await consumer.stop()
-
-    def assignment(self):
-        with self._lock:
-            return self._assignment
-
-    def records(self):
-        with self._lock:
-            return list(self._records)
-
-    def error(self):
-        return self._error
-
-    def leave(self) -> None:
-        self._stop.set()
-        self._thread.join(30)

@@ -14,6 +14,7 @@ Conventions all adapters follow:
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
@@ -159,6 +160,41 @@ class GroupMember:
 
     def leave(self) -> None:
         raise NotImplementedError
+
+
+class ThreadedGroupMember(GroupMember):
+    """A member whose consumer is polled by a thread of its own (`_run`, until `_stop` is
+    set; the client libraries' consumers are not thread-safe), publishing what it consumed
+    and its assignment under a lock. Subclasses set up their consumer, then `_start()`."""
+
+    def __init__(self, thread_name: str) -> None:
+        self._lock = threading.Lock()
+        self._records: list[Record] = []
+        self._assignment: frozenset = frozenset()
+        self._error: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name=thread_name)
+
+    def _start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def assignment(self) -> frozenset[tuple[str, int]]:
+        with self._lock:
+            return self._assignment
+
+    def records(self) -> list[Record]:
+        with self._lock:
+            return list(self._records)
+
+    def error(self) -> str | None:
+        return self._error
+
+    def leave(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
 
 
 class Client:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from typing import Iterable
@@ -14,7 +13,7 @@ from confluent_kafka.admin import (
 
 from compat_tests.clients.base import (
     FETCH_WAIT_MS, HEARTBEAT_MS, LARGE_LIMIT, SESSION_TIMEOUT_MS, Client, ClientError,
-    ClusterMetadata, Delivery, GroupInfo, GroupMember, GroupMemberInfo, Message,
+    ClusterMetadata, Delivery, GroupInfo, GroupMember, GroupMemberInfo, Message, ThreadedGroupMember,
     OffsetOutOfRange, Record, TopicMetadata, normalize_state)
 
 TIMESTAMP_TYPES = {ck.TIMESTAMP_CREATE_TIME: "CreateTime",
@@ -276,17 +275,12 @@ class ConfluentClient(Client):
         _result(self.admin.delete_consumer_groups([group], request_timeout=ADMIN_TIMEOUT_S)[group])
 
 
-class _Member(GroupMember):
+class _Member(ThreadedGroupMember):
     def __init__(self, consumer: ck.Consumer, topics: list[str]) -> None:
+        super().__init__("ck-member")
         self._consumer = consumer
         self._topics = topics
-        self._lock = threading.Lock()
-        self._records: list[Record] = []
-        self._assignment: frozenset = frozenset()
-        self._error: str | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="ck-member")
-        self._thread.start()
+        self._start()
 
     def _run(self) -> None:
         try:
@@ -303,18 +297,3 @@ class _Member(GroupMember):
                         (tp.topic, tp.partition) for tp in self._consumer.assignment())
         finally:
             self._consumer.close()
-
-    def assignment(self):
-        with self._lock:
-            return self._assignment
-
-    def records(self):
-        with self._lock:
-            return list(self._records)
-
-    def error(self):
-        return self._error
-
-    def leave(self) -> None:
-        self._stop.set()
-        self._thread.join(30)

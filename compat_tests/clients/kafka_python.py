@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Iterable
 
@@ -13,7 +12,7 @@ from kafka.structs import OffsetAndMetadata
 
 from compat_tests.clients.base import (
     FETCH_WAIT_MS, HEARTBEAT_MS, LARGE_LIMIT, SESSION_TIMEOUT_MS, Client, ClientError,
-    ClusterMetadata, Delivery, GroupInfo, GroupMember, GroupMemberInfo, Message,
+    ClusterMetadata, Delivery, GroupInfo, GroupMember, GroupMemberInfo, Message, ThreadedGroupMember,
     NotSupportedByClient, OffsetOutOfRange, Record, TopicMetadata, decode_consumer_assignment,
     normalize_state)
 
@@ -258,19 +257,14 @@ class KafkaPythonClient(Client):
             raise ClientError(f"delete_groups: {outcome}", getattr(error_class, "errno", None))
 
 
-class _Member(GroupMember):
-    """One KafkaConsumer polled by its own thread (KafkaConsumer is not thread-safe)."""
+class _Member(ThreadedGroupMember):
+    """One KafkaConsumer polled by its own thread."""
 
     def __init__(self, consumer: KafkaConsumer, topics: list[str]) -> None:
+        super().__init__("kp-member")
         self._consumer = consumer
         self._topics = topics
-        self._lock = threading.Lock()
-        self._records: list[Record] = []
-        self._assignment: frozenset = frozenset()
-        self._error: str | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="kp-member")
-        self._thread.start()
+        self._start()
 
     def _run(self) -> None:
         try:
@@ -291,18 +285,3 @@ class _Member(GroupMember):
                         (tp.topic, tp.partition) for tp in self._consumer.assignment())
         finally:
             self._consumer.close(autocommit=False)
-
-    def assignment(self):
-        with self._lock:
-            return self._assignment
-
-    def records(self):
-        with self._lock:
-            return list(self._records)
-
-    def error(self):
-        return self._error
-
-    def leave(self) -> None:
-        self._stop.set()
-        self._thread.join(30)
