@@ -8,7 +8,7 @@ import struct
 import pytest
 
 from server.handlers import missing_handlers
-from tests.brokerproc import BrokerProcess
+from tests.brokerproc import BrokerProcess, recv_exact
 from wire import ApiKey, decode_response, encode_request
 from wire.errors import ErrorCode
 from wire.registry import API_VERSIONS
@@ -20,21 +20,12 @@ def broker(tmp_path_factory):
         yield proc
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    out = bytearray()
-    while len(out) < n:
-        chunk = sock.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError("closed")
-        out += chunk
-    return bytes(out)
-
 
 def roundtrip(port: int, api_key: int, version: int, body: dict, correlation_id: int = 7) -> tuple[int, bytes]:
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(encode_request(api_key, version, correlation_id, body))
-        size = struct.unpack(">i", _recv_exact(sock, 4))[0]
-        return size, _recv_exact(sock, size)
+        size = struct.unpack(">i", recv_exact(sock, 4))[0]
+        return size, recv_exact(sock, size)
 
 
 def test_every_advertised_api_has_a_handler():
@@ -60,8 +51,8 @@ def test_api_versions_unsupported_version_answers_v0_layout(broker):
     frame = struct.pack(">hhih", ApiKey.API_VERSIONS, 9, 42, -1) + b"\x00\x00"
     with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
         sock.sendall(struct.pack(">i", len(frame)) + frame)
-        size = struct.unpack(">i", _recv_exact(sock, 4))[0]
-        reply = _recv_exact(sock, size)
+        size = struct.unpack(">i", recv_exact(sock, 4))[0]
+        reply = recv_exact(sock, size)
     cid, body = decode_response(ApiKey.API_VERSIONS, 0, reply)
     assert cid == 42
     assert body["error_code"] == ErrorCode.UNSUPPORTED_VERSION
@@ -77,8 +68,8 @@ def test_garbage_frame_closes_only_that_connection(broker):
         bad.sendall(struct.pack(">i", len(frame)) + frame)
         assert bad.recv(10) == b""  # closed by the broker
         good.sendall(encode_request(ApiKey.API_VERSIONS, 0, 5, {}))
-        size = struct.unpack(">i", _recv_exact(good, 4))[0]
-        cid, body = decode_response(ApiKey.API_VERSIONS, 0, _recv_exact(good, size))
+        size = struct.unpack(">i", recv_exact(good, 4))[0]
+        cid, body = decode_response(ApiKey.API_VERSIONS, 0, recv_exact(good, size))
         assert cid == 5 and body["error_code"] == ErrorCode.NONE
     finally:
         bad.close()
@@ -102,8 +93,8 @@ def test_requests_answered_in_order_when_pipelined(broker):
         sock.sendall(frames)
         seen = []
         for expected in range(21):
-            size = struct.unpack(">i", _recv_exact(sock, 4))[0]
-            frame = _recv_exact(sock, size)
+            size = struct.unpack(">i", recv_exact(sock, 4))[0]
+            frame = recv_exact(sock, size)
             key = ApiKey.API_VERSIONS if expected < 20 else ApiKey.METADATA
             seen.append(decode_response(key, 0 if expected < 20 else 1, frame)[0])
         assert seen == list(range(21))

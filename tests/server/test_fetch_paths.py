@@ -11,7 +11,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from tests.brokerproc import BrokerProcess
+from tests.brokerproc import BrokerProcess, recv_exact
 from wire import ApiKey, decode_response, encode_request
 from wire.records import iter_headers, iter_records
 
@@ -21,15 +21,6 @@ def broker(tmp_path_factory):
     with BrokerProcess(tmp_path_factory.mktemp("fetch") / "data") as proc:
         yield proc
 
-
-def _recv_exact(sock, n):
-    out = bytearray()
-    while len(out) < n:
-        chunk = sock.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError("closed")
-        out += chunk
-    return bytes(out)
 
 
 def _produce(bootstrap: str, topic: str, count: int, size: int) -> None:
@@ -52,8 +43,8 @@ def test_raw_fetch_returns_whole_valid_batches(broker, version, max_bytes):
             "forgotten_topics_data": [], "rack_id": ""}
     with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
         sock.sendall(encode_request(ApiKey.FETCH, version, 3, body))
-        size = struct.unpack(">i", _recv_exact(sock, 4))[0]
-        frame = _recv_exact(sock, size)
+        size = struct.unpack(">i", recv_exact(sock, 4))[0]
+        frame = recv_exact(sock, size)
     cid, resp = decode_response(ApiKey.FETCH, version, frame)
     part = resp["responses"][0]["partitions"][0]
     assert cid == 3 and part["error_code"] == 0 and part["high_watermark"] == 3000
