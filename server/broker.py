@@ -89,6 +89,7 @@ class Broker:
             "max.message.bytes": cfg.raw("message.max.bytes"),
             "message.timestamp.type": cfg.raw("log.message.timestamp.type"),
             "trafka.fsync.policy": cfg.raw("trafka.fsync.policy"),
+            "trafka.preallocate.bytes": cfg.raw("trafka.preallocate.bytes"),
         }
         if cfg.raw("trafka.fsync.policy") == "interval":
             # Only then do the flush settings mean anything; otherwise topics show Kafka's
@@ -229,7 +230,8 @@ class Broker:
                 else:
                     result = plog.append(batch, record_count)
         self._wake(tp)
-        return AppendOutcome(result.base_offset, result.log_append_time_ms, result.log_start_offset)
+        base_offset, _last_offset, log_append_time_ms, log_start_offset = result
+        return AppendOutcome(base_offset, log_append_time_ms, log_start_offset)
 
     def _wake(self, tp: tuple[str, int]) -> None:
         waiters = self._waiters.pop(tp, None)

@@ -69,6 +69,7 @@ SETTINGS: dict[str, Setting] = {
         _s("log.flush.interval.messages", int, "9223372036854775807", "fsync after this many messages (interval policy)."),
         _s("log.flush.interval.ms", int, "1000", "fsync at least this often (interval policy)."),
         _s("trafka.fsync.policy", _fsync, "never", "never (page cache, Kafka's default), interval, or always (fsync before acking)."),
+        _s("trafka.preallocate.bytes", int, "33554432", "Disk blocks kept reserved ahead of a busy active segment's end (0: none)."),
         _s("log.message.timestamp.type", str, "CreateTime", "Default message.timestamp.type."),
         _s("message.max.bytes", int, "1048588", "Largest record batch accepted (default max.message.bytes)."),
         _s("socket.request.max.bytes", int, "104857600", "Largest request frame; bigger frames close the connection."),

@@ -8,8 +8,10 @@ settings (`LogConfig.from_kafka`). Names that storage does not act on (min.insyn
 unclean.leader.election.enable, ...) are still validated and kept in `extras`, so a client
 reads back what it set.
 
-One Trafka-specific name: `trafka.fsync.policy` = never | interval | always. Kafka's own
-`flush.messages` / `flush.ms` select "interval" when set below Long.MAX_VALUE.
+Two Trafka-specific names: `trafka.fsync.policy` = never | interval | always (Kafka's own
+`flush.messages` / `flush.ms` select "interval" when set below Long.MAX_VALUE), and
+`trafka.preallocate.bytes`, how far ahead of the active segment's end disk blocks are kept
+reserved (Kafka's `preallocate=true` reserves whole segments).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ INT_MAX = (1 << 31) - 1
 LONG_MIN = -(1 << 63)
 
 FSYNC_POLICY = "trafka.fsync.policy"
+PREALLOCATE_BYTES = "trafka.preallocate.bytes"
 FLUSH_POLICIES = ("never", "interval", "always")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 CLEANUP_POLICIES = ("compact", "delete")
@@ -80,7 +83,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "min.cleanable.dirty.ratio": _d("0.5", "DOUBLE", "Share of uncleaned bytes in closed segments that triggers compaction."),
     "min.compaction.lag.ms": _d("0", "LONG", "A record stays uncompacted at least this long."),
     "min.insync.replicas": _d("1", "INT", "Replicas that must acknowledge acks=all; a single broker always has one."),
-    "preallocate": _d("false", "BOOLEAN", "Preallocate segment files; recorded only."),
+    "preallocate": _d("false", "BOOLEAN", "Reserve disk blocks for a whole segment when it starts taking appends (file size unchanged)."),
     "remote.log.copy.disable": _d("false", "BOOLEAN", "Tiered storage; recorded only."),
     "remote.log.delete.on.disable": _d("false", "BOOLEAN", "Tiered storage; recorded only."),
     "remote.storage.enable": _d("false", "BOOLEAN", "Tiered storage; recorded only (must stay false)."),
@@ -92,6 +95,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "segment.ms": _d("604800000", "LONG", "Age at which a new segment file is started even if not full."),
     "unclean.leader.election.enable": _d("false", "BOOLEAN", "Single broker, recorded only."),
     FSYNC_POLICY: _d("never", "STRING", "Trafka: never (page cache, Kafka's default), interval (flush.messages/flush.ms) or always (fsync before acknowledging)."),
+    PREALLOCATE_BYTES: _d("33554432", "LONG", "Trafka: disk blocks kept reserved ahead of the active segment's end once it holds 1 MiB, up to as many as it holds (fallocate, file size unchanged; appends then skip per-page block reservation); 0: none. Not under trafka.fsync.policy=always."),
 }
 
 # Broker (server.properties) names whose value is a topic config's default, first match wins,
@@ -122,6 +126,7 @@ BROKER_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
     "segment.ms": (("log.roll.ms", 1), ("log.roll.hours", 3_600_000)),
     "unclean.leader.election.enable": (("unclean.leader.election.enable", 1),),
     FSYNC_POLICY: ((FSYNC_POLICY, 1),),
+    PREALLOCATE_BYTES: ((PREALLOCATE_BYTES, 1),),
 }
 
 
@@ -235,6 +240,7 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "segment.ms": _long(1),
     "unclean.leader.election.enable": _boolean,
     FSYNC_POLICY: _choice(FLUSH_POLICIES),
+    PREALLOCATE_BYTES: _long(0),
 }
 assert _PARSERS.keys() == TOPIC_CONFIGS.keys()
 
@@ -262,6 +268,7 @@ _FIELDS: dict[str, str] = {
     "segment.jitter.ms": "segment_jitter_ms",
     "segment.ms": "segment_ms",
     FSYNC_POLICY: "flush_policy",
+    PREALLOCATE_BYTES: "preallocate_bytes",
 }
 
 
@@ -309,6 +316,7 @@ class LogConfig:
     compression_type: str = "producer"
     file_delete_delay_ms: int = 60_000
     preallocate: bool = False
+    preallocate_bytes: int = 32 * 1024 * 1024
     flush_policy: str = "never"  # never | interval | always
     flush_interval_ms: int = LONG_MAX
     flush_interval_messages: int = LONG_MAX

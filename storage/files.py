@@ -1,4 +1,5 @@
-"""Small file-system helpers: durable atomic replacement, directory fsync, checkpoint files.
+"""Small file-system helpers: durable atomic replacement, directory fsync, checkpoint files,
+and reserving disk blocks past a file's end.
 
 A checkpoint file holds one offset in Kafka's checkpoint text layout reduced to one entry::
 
@@ -11,6 +12,7 @@ one, fsync the directory), so a crash leaves either the old or the new value, ne
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import hashlib
 import logging
@@ -124,3 +126,41 @@ def pwrite_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> 
             raise OSError("short write")
         view = view[written:]
         position += written
+
+
+_FALLOC_FL_KEEP_SIZE = 0x01  # <linux/falloc.h>
+
+
+def _libc_fallocate():
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+    fallocate = getattr(libc, "fallocate64", None) or getattr(libc, "fallocate", None)
+    if fallocate is None:
+        return None
+    fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+    fallocate.restype = ctypes.c_int
+    return fallocate
+
+
+_fallocate = _libc_fallocate()  # os has posix_fallocate only, which grows the file size
+
+
+def reserve_blocks(fd: int, offset: int, length: int) -> None:
+    """Allocate disk blocks for [offset, offset + length) without changing the file size
+    (Linux fallocate with FALLOC_FL_KEEP_SIZE): appends into them skip the filesystem's
+    per-page block reservation, and the size readers and recovery go by stays the data's.
+    Raises OSError: ENOSPC / EDQUOT when the disk is full, EOPNOTSUPP where the platform or
+    the filesystem cannot. `os.ftruncate(fd, size)` gives the blocks back."""
+    if _fallocate is None:
+        raise OSError(errno.EOPNOTSUPP, "fallocate is not available here")
+    if _fallocate(fd, _FALLOC_FL_KEEP_SIZE, offset, length) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+
+
+def blocks_past_end(fd: int) -> int:
+    """Bytes of disk the file holds beyond its size rounded up to 4 KiB (reserved blocks)."""
+    st = os.fstat(fd)
+    return st.st_blocks * 512 - -(-st.st_size // 4096) * 4096

@@ -1,13 +1,18 @@
 """Sparse indexes of one segment: offset -> file position, and timestamp -> offset.
 
 How this works: the authoritative data is the .log; an index only saves a scan. Entries
-are kept in memory in two parallel `array('q')` columns that `bisect` searches, and are
-appended to the index file in blocks (on flush, roll, close, or when 512 are pending).
+are kept in memory in two parallel `array('q')` columns that `bisect` searches. New entries
+go first to a tail of two lists (list.append costs a quarter of array.append, and an offset
+index entry is added on nearly every append of a large batch); every FLUSH_PENDING_AT
+entries, and on flush, roll, close or truncation, the tail is merged into the columns and
+written to the index file in one block.
 An index file that is missing, has a ragged size, is not monotonic or points past the end
 of its log is rebuilt from the log (see `storage.recovery`). Readers on other threads may
-search while the one writer appends: the writer appends the value column before the key
-column, and replaces (never shrinks in place) the columns when it truncates, so a reader
-never sees a key without its value.
+search while the one writer appends: the writer appends the value before the key, extends
+the columns with the tail before it replaces the tail with empty lists, and replaces (never
+shrinks in place) the columns when it truncates, so a reader that takes the columns and
+then the tail never misses an entry or sees a key without its value (it may see an entry
+twice, which changes no answer).
 """
 
 from __future__ import annotations
@@ -34,18 +39,26 @@ class _SparseIndex:
         # (keys, values): appended in place (values first), replaced whole on truncation,
         # so a reader that takes the pair once sees a consistent prefix.
         self._cols: tuple[array, array] = (array("q"), array("q"))
-        self._written = 0  # entries present in the file; the rest are pending
+        # (keys, values) appended since the last merge into _cols, at most FLUSH_PENDING_AT.
+        self._tail: tuple[list[int], list[int]] = ([], [])
+        self._written = 0  # entries of _cols present in the file
 
     def __len__(self) -> int:
-        return len(self._cols[0])
+        return len(self._cols[0]) + len(self._tail[0])
 
     @property
     def keys(self) -> array:
-        return self._cols[0]
+        """All keys (a copy while the tail holds entries)."""
+        keys = self._cols[0]
+        tail = self._tail[0]
+        return keys + array("q", tail) if tail else keys
 
     @property
     def values(self) -> array:
-        return self._cols[1]
+        """All values, as many as there are keys (a copy while the tail holds entries)."""
+        values = self._cols[1]
+        tail_keys, tail_values = self._tail
+        return values + array("q", tail_values[:len(tail_keys)]) if tail_keys else values
 
     # -- file I/O ------------------------------------------------------------------------
 
@@ -73,18 +86,31 @@ class _SparseIndex:
     def set_entries(self, entries: list[tuple[int, int]], *, in_file: bool) -> None:
         """Replace the in-memory entries; ``in_file`` says whether the file already holds them."""
         self._cols = (array("q", [k for k, _ in entries]), array("q", [v for _, v in entries]))
+        self._tail = ([], [])
         self._written = len(entries) if in_file else 0
         if not in_file:
             self.rewrite()
 
     def rewrite(self) -> None:
         """Write the whole index from memory, replacing the file atomically (not fsynced)."""
-        data = self._encode_range(0, len(self.keys))
-        atomic_write(self.path, data, durable=False)
-        self._written = len(self.keys)
+        self._merge()
+        count = len(self._cols[0])
+        atomic_write(self.path, self._encode_range(0, count), durable=False)
+        self._written = count
+
+    def _merge(self) -> None:
+        """Move the tail into the columns (the writer only): extend first, then replace the
+        tail, so a concurrent reader sees every entry at least once."""
+        tail_keys, tail_values = self._tail
+        if tail_keys:
+            keys, values = self._cols
+            values.extend(tail_values)
+            keys.extend(tail_keys)
+            self._tail = ([], [])
 
     def flush_pending(self) -> None:
         """Append entries not yet in the file."""
+        self._merge()
         keys, values = self._cols
         written = self._written
         count = len(keys)
@@ -112,20 +138,32 @@ class _SparseIndex:
     def delete_file(self) -> None:
         unlink_quietly(self.path)
 
+    @property
+    def last_entry(self) -> tuple[int, int] | None:
+        """The newest (key, value), or None when empty."""
+        keys, values = self._cols
+        tail_keys, tail_values = self._tail
+        if tail_keys:
+            i = len(tail_keys) - 1
+            return tail_keys[i], tail_values[i]
+        if not keys:
+            return None
+        return keys[-1], values[-1]
+
     # -- mutation ------------------------------------------------------------------------
 
     def _add(self, key: int, value: int) -> None:
-        keys, values = self._cols
+        keys, values = self._tail
         values.append(value)
         keys.append(key)
-        if len(keys) - self._written >= FLUSH_PENDING_AT:
+        if len(keys) >= FLUSH_PENDING_AT:
             self.flush_pending()
 
     def _truncate_entries(self, count: int) -> None:
-        if count >= len(self.keys):
-            return
         self.flush_pending()
         keys, values = self._cols
+        if count >= len(keys):
+            return
         self._cols = (keys[:count], values[:count])
         if self._written > count:
             try:
@@ -181,6 +219,10 @@ class OffsetIndex(_SparseIndex):
         """(last offset, position) of the last indexed batch whose last offset is <= ``offset``;
         (-1, 0) if none: start at the beginning of the segment."""
         keys, values = self._cols
+        tail_keys, tail_values = self._tail
+        if tail_keys and tail_keys[0] <= offset:
+            i = bisect_right(tail_keys, offset) - 1
+            return tail_keys[i], tail_values[i]
         i = bisect_right(keys, offset) - 1
         if i < 0:
             return -1, 0
@@ -190,6 +232,11 @@ class OffsetIndex(_SparseIndex):
         """(last offset, position) of the indexed batch starting last at or before
         ``position``; (-1, 0) if none. The position is a batch boundary."""
         keys, values = self._cols
+        tail_keys, tail_values = self._tail
+        count = len(tail_keys)
+        if count and tail_values[0] <= position:
+            i = bisect_right(tail_values, position, 0, count) - 1
+            return tail_keys[i], tail_values[i]
         i = bisect_right(values, position, 0, len(keys)) - 1
         if i < 0:
             return -1, 0
@@ -197,14 +244,8 @@ class OffsetIndex(_SparseIndex):
 
     def truncate_to_position(self, position: int) -> None:
         """Drop entries for batches at or after ``position`` (the log is being cut there)."""
-        self._truncate_entries(bisect_left(self.values, position))
-
-    @property
-    def last_entry(self) -> tuple[int, int] | None:
-        keys, values = self._cols
-        if not keys:
-            return None
-        return keys[-1], values[-1]
+        self.flush_pending()
+        self._truncate_entries(bisect_left(self._cols[1], position))
 
 
 class TimeIndex(_SparseIndex):
@@ -248,16 +289,17 @@ class TimeIndex(_SparseIndex):
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
         """Add (timestamp, offset) if it raises the maximum (Kafka's maybeAppend)."""
-        keys, values = self._cols
-        if keys and timestamp <= keys[-1]:
-            return
-        if values and offset < values[-1]:
+        last = self.last_entry
+        if last is not None and (timestamp <= last[0] or offset < last[1]):
             return
         self._add(timestamp, offset)
 
     def lookup(self, timestamp: int) -> int:
         """Offset to start scanning from for the first batch with max timestamp >= ``timestamp``."""
         keys, values = self._cols
+        tail_keys, tail_values = self._tail
+        if tail_keys and tail_keys[0] <= timestamp:
+            return tail_values[bisect_right(tail_keys, timestamp) - 1]
         i = bisect_right(keys, timestamp) - 1
         if i < 0:
             return self.base_offset
@@ -265,11 +307,5 @@ class TimeIndex(_SparseIndex):
 
     def truncate_to_offset(self, offset: int) -> None:
         """Drop entries naming offsets >= ``offset``."""
-        self._truncate_entries(bisect_left(self.values, offset))
-
-    @property
-    def last_entry(self) -> tuple[int, int] | None:
-        keys, values = self._cols
-        if not keys:
-            return None
-        return keys[-1], values[-1]
+        self.flush_pending()
+        self._truncate_entries(bisect_left(self._cols[1], offset))

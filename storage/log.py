@@ -13,6 +13,15 @@ How this works:
 - The one-batch case, nearly every produce request, has a path of its own (`append`) with
   the roll conditions and settings derived once per change of the active segment or the
   config (`_arm`) into a few comparisons; the rest goes through `_append_general`.
+- Disk blocks are reserved ahead of the active segment's end (fallocate keeping the file
+  size; `trafka.preallocate.bytes`, default 32 MiB like Redpanda's fallocation step, never
+  more than the segment already holds, nothing below RESERVE_FROM): an append into
+  reserved blocks skips the file system's per-page block reservation, about a tenth of a
+  16 KiB write's kernel time on ext4. The blocks past the end are given back when the
+  segment stops taking appends. The fast path sees the next reservation point as one more
+  roll-like threshold; the general path reserves. Not under flush policy "always" (its
+  fdatasyncs would convert reserved extents piece by piece, which costs more than it
+  saves) unless Kafka's preallocate=true asks for whole segments.
 - Reads take no lock: they snapshot the segment list (an immutable tuple replaced on every
   structural change) and the log end offset, bisect the segment base offsets, bisect the
   segment's sparse offset index, scan forward over a few headers, and pread the bytes.
@@ -35,11 +44,11 @@ import threading
 import time
 from bisect import bisect_left, bisect_right
 from pathlib import Path
-from typing import Callable, Iterator, NamedTuple
+from typing import Callable, Iterator
 
-from storage.config import LogConfig
+from storage.config import LONG_MAX, LogConfig
 from storage.errors import LogClosed, LogDirFull, OffsetOutOfRange, RecordTooLarge, StorageError
-from storage.files import fsync_dir, read_checkpoint, write_checkpoint
+from storage.files import fsync_dir, read_checkpoint, reserve_blocks, write_checkpoint
 from storage.index import FLUSH_PENDING_AT
 from storage.recovery import LEADER_EPOCH, load_segments, scan_segment
 from storage.segment import (
@@ -80,28 +89,26 @@ _BASE_AND_LENGTH = struct.Struct(">qi")
 _APPEND_FIELDS = struct.Struct(">8xi4xb6xi8xq14xi")
 assert _APPEND_FIELDS.size == HEADER_SIZE
 _LOCATE_WINDOW = 8192
+# A segment reserves disk blocks ahead (trafka.preallocate.bytes) once it holds this much:
+# a quiet partition reserves nothing.
+RESERVE_FROM = 1 << 20
 _unpack_append_fields = _APPEND_FIELDS.unpack_from
 _patch_offset_length_epoch = _OFFSET_LENGTH_EPOCH.pack_into
 _pwrite = os.pwrite
 _time_ns = time.time_ns
-_tuple_new = tuple.__new__  # AppendResult's own constructor is a Python function
 # The append fast path's settings for a closed log: every batch is "too large", so it
 # takes the general path, which raises LogClosed.
-_NOT_HOT = (None, -1, None, None, None, 0, 0, 0, -1, False, 0, 0, "never")
+_NOT_HOT = (None, -1, None, None, 0, 0, 0, -1, False, 0, 0, "never")
 
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class AppendResult(NamedTuple):
-    """Where an append landed: offsets, the LogAppendTime used (-1 for CreateTime), and the
-    log start offset at that moment (Produce responses carry it)."""
-
-    base_offset: int
-    last_offset: int
-    log_append_time_ms: int
-    log_start_offset: int
+AppendResult = tuple[int, int, int, int]
+"""Where an append landed: (base offset, last offset, the LogAppendTime used or -1 for
+CreateTime, the log start offset at that moment, which Produce responses carry). A plain
+tuple: building a NamedTuple costs a tenth of a 16 KiB append's Python time."""
 
 
 def _split_batches(batch: bytearray, max_size: int) -> tuple[list[tuple[int, int, int, int]], int, int]:
@@ -146,6 +153,7 @@ class PartitionLog:
         self.directory = directory
         self.name = name
         self._hot = _NOT_HOT
+        self._can_reserve = True  # False once the file system refused to reserve blocks
         self.config = config  # also derives the append path's settings (see the setter)
         self._graveyard = graveyard
         self._lock = threading.RLock()
@@ -191,25 +199,24 @@ class PartitionLog:
             return
         config = self._config
         segment = segments[-1]
-        max_index_entries = config.segment_index_bytes // 12
-        keys, values = segment.offset_index._cols  # replaced on truncation: _arm again then
+        offset_index = segment.offset_index
         self._hot = (
             segment,
             segment.fd,
             segment.boundaries,
-            keys,
-            values,
-            # roll when the next batch would end past this (a full index rolls on any batch)
-            -1 if segment.index_full else config.segment_bytes,
+            offset_index,
+            # take the general path when the next batch would end past this: to roll (size;
+            # a full index rolls on any batch) or to reserve more disk blocks
+            -1 if segment.index_full else min(config.segment_bytes, self._reserve_point(segment)),
             # roll when now_ms passes created_ms + segment.ms, i.e. when now in ns reaches this
             (segment.created_ms + config.segment_ms + 1) * 1_000_000,
             segment.last_offset_allowed,  # roll when the batch's last offset passes this
             config.max_message_bytes,
             config.log_append_time,
             config.index_interval_bytes,
-            # offset index entries at which to look again: a flush of pending entries is due
-            # (every FLUSH_PENDING_AT) or the index is full (max entries)
-            min(max_index_entries, (len(keys) // FLUSH_PENDING_AT + 1) * FLUSH_PENDING_AT),
+            # tail length at which to look again: the tail is due to be merged and written
+            # (FLUSH_PENDING_AT), or the index is full (segment.index.bytes / 12 entries)
+            min(FLUSH_PENDING_AT, config.segment_index_bytes // 12 - len(offset_index._cols[0])),
             config.flush_policy,
         )
 
@@ -369,10 +376,11 @@ class PartitionLog:
         max.message.bytes, LogDirFull when the disk is full (nothing is appended then).
         """
         # The common case, one batch in the buffer, on a path of its own with the fewest
-        # attribute loads and stores we can manage: after the 16 KiB copy of a pwrite has
-        # evicted L1, every object touched costs. Anything unusual (several batches, a
-        # batch too large or malformed, a closed log) takes _append_general.
-        # The roll deadline is compared in nanoseconds; now_ms is derived only when needed.
+        # calls and attribute loads and stores we can manage (each costs a few per cent of
+        # a 16 KiB append). Anything unusual (several batches, a batch too large or
+        # malformed, the first batch of a segment, a roll, a closed log) takes
+        # _append_general. The roll deadline is compared in nanoseconds; now_ms is derived
+        # only when needed.
         now_ns = _time_ns() if now_ms is None else now_ms * 1_000_000
         size_total = len(batch)
         try:
@@ -382,36 +390,29 @@ class PartitionLog:
         lock = self._lock
         lock.acquire()  # not `with`: its __exit__ call costs twice an acquire and a release
         try:
-            (segment, fd, boundaries, keys, values, roll_bytes, roll_ns, roll_offset, max_message_bytes,
+            (segment, fd, boundaries, offset_index, roll_bytes, roll_ns, roll_offset, max_message_bytes,
              log_append_time, index_interval, index_event, policy) = self._hot
             if length + LOG_OVERHEAD != size_total or magic != 2 or lod < 0 or size_total > max_message_bytes:
                 return self._append_general(batch, record_count, now_ns // 1_000_000 if now_ms is None else now_ms)
             base_offset = self.log_end_offset
             last = base_offset + lod
             position = segment.size
-            if (position + size_total > roll_bytes or now_ns >= roll_ns or last > roll_offset) and position:
-                # Kafka's roll conditions: size, age, a full index (the 12-byte time index
-                # entries fill segment.index.bytes first), 32-bit relative offsets.
-                if now_ms is None:
-                    now_ms = now_ns // 1_000_000
-                self._roll(now_ms)
-                (segment, fd, boundaries, keys, values, roll_bytes, roll_ns, roll_offset, max_message_bytes,
-                 log_append_time, index_interval, index_event, policy) = self._hot
-                position = 0
+            if position + size_total > roll_bytes or now_ns >= roll_ns or last > roll_offset or not position:
+                # Kafka's roll conditions (size, age, a full index, 32-bit relative
+                # offsets), or an empty segment: the general path rolls and starts segments.
+                return self._append_general(batch, record_count, now_ns // 1_000_000 if now_ms is None else now_ms)
             _patch_offset_length_epoch(batch, 0, base_offset, length, LEADER_EPOCH)
             if log_append_time:
                 if now_ms is None:
                     now_ms = now_ns // 1_000_000
                 set_log_append_time(batch, now_ms, 0)
                 max_ts = now_ms
-            # Everything that does not depend on the write is read now, while it is still
-            # in L1: the copy into the page cache evicts it.
+                result = (base_offset, last, now_ms, self.log_start_offset)
+            else:
+                result = (base_offset, last, -1, self.log_start_offset)
             since = segment.bytes_since_index
             if len(boundaries) >= BOUNDARY_HINTS:
                 boundaries.clear()
-            first_or_grew = not position or max_ts > segment.max_timestamp
-            result = _tuple_new(AppendResult, (base_offset, last, now_ms if log_append_time else -1,
-                                               self.log_start_offset))
             try:
                 written = _pwrite(fd, batch, position)
                 if written != size_total:
@@ -419,21 +420,19 @@ class PartitionLog:
             except OSError as exc:
                 self._undo_write(segment, position, exc)
             # Written: now the indexes, the size and the end offset move.
-            if first_or_grew:
-                if max_ts > segment.max_timestamp:
-                    segment.max_timestamp = max_ts
-                    segment.offset_of_max_timestamp = last
-                    segment.time_index_behind = True
-                if not position:
-                    segment.first_batch_max_timestamp = max_ts
+            if max_ts > segment.max_timestamp:
+                segment.max_timestamp = max_ts
+                segment.offset_of_max_timestamp = last
+                segment.time_index_behind = True
             if since <= index_interval:
                 segment.bytes_since_index = since + size_total
             else:
                 # OffsetIndex.append, inlined: values before keys, as readers on other
-                # threads expect. Pending entries reach the file every FLUSH_PENDING_AT.
-                values.append(position)
-                keys.append(last)
-                if len(keys) >= index_event:
+                # threads expect. (The tail lists are replaced on every merge.)
+                tail_keys, tail_values = offset_index._tail
+                tail_values.append(position)
+                tail_keys.append(last)
+                if len(tail_keys) >= index_event:
                     self._index_housekeeping(segment)
                 if segment.time_index_behind:
                     segment.time_index_behind = False
@@ -455,11 +454,10 @@ class PartitionLog:
             lock.release()
 
     def _index_housekeeping(self, segment: LogSegment) -> None:
-        """The append path's offset index reached the count _arm told it to look again at."""
-        count = len(segment.offset_index.keys)
-        if not count % FLUSH_PENDING_AT:
-            segment.offset_index.flush_pending()
-        if count >= self._config.segment_index_bytes // 12:
+        """The append path's index tail reached the length _arm told it to look again at:
+        merge and write it, and mark the index full when it is."""
+        segment.offset_index.flush_pending()
+        if segment.index_entries >= self._config.segment_index_bytes // 12:
             segment.index_full = True
         self._arm()
 
@@ -499,6 +497,8 @@ class PartitionLog:
                 # entries fill segment.index.bytes first), 32-bit relative offsets.
                 segment = self._roll(now_ms)
                 position = 0
+            if position + len(batch) > self._reserve_point(segment):
+                self._reserve(segment, position + len(batch))
 
             offset = base_offset
             for p, size, lod, _ts in spans:
@@ -550,8 +550,8 @@ class PartitionLog:
             self.log_end_offset = offset
             if config.flush_policy != "never":
                 self._after_append(config.flush_policy, now_ms, record_count)
-            return _tuple_new(AppendResult, (base_offset, offset - 1, now_ms if log_append_time else -1,
-                                             self.log_start_offset))
+            self._arm()  # index entries may have been merged (the fast path's index_event)
+            return (base_offset, offset - 1, now_ms if log_append_time else -1, self.log_start_offset)
 
     def _roll(self, now_ms: int) -> LogSegment:
         old = self._segments[-1]
@@ -568,6 +568,43 @@ class PartitionLog:
         log.debug("%s: rolled to segment %d", self.name, new.base_offset)
         return new
 
+    def _reserve_point(self, segment: LogSegment) -> int:
+        """The position past which an append into ``segment`` reserves more disk blocks
+        first (LONG_MAX: it never does)."""
+        config = self._config
+        if not self._can_reserve:
+            return LONG_MAX
+        if config.preallocate:  # Kafka's: the whole segment, from the first append
+            return segment.reserved
+        if config.preallocate_bytes <= 0 or config.flush_policy == "always":
+            # Under "always" every fdatasync would also convert a piece of a reserved
+            # (unwritten) extent: measured 15% slower per acknowledged 16 KiB append.
+            return LONG_MAX
+        return max(segment.reserved, RESERVE_FROM)
+
+    def _reserve(self, segment: LogSegment, end: int) -> None:
+        """Reserve disk blocks from the segment's end to past ``end``: as far ahead as the
+        segment already holds, at most trafka.preallocate.bytes, never past segment.bytes
+        (or everything up to segment.bytes under preallocate=true). A full disk stops the
+        reservations of this segment; a file system without fallocate those of the log.
+        Neither fails the append: its write is what reports a full disk."""
+        config = self._config
+        ahead = config.segment_bytes if config.preallocate else min(config.preallocate_bytes, end)
+        target = min(end + ahead, max(end, config.segment_bytes))
+        start = max(segment.reserved, segment.size)
+        try:
+            if target > start:
+                reserve_blocks(segment.fd, start, target - start)
+            segment.reserved = target
+        except OSError as exc:
+            if exc.errno in _DISK_FULL:
+                segment.reserved = max(end, config.segment_bytes)
+                log.debug("%s: cannot reserve disk blocks: %s", self.name, exc)
+            else:
+                self._can_reserve = False
+                log.info("%s: the file system cannot reserve blocks (%s); appending without", self.name, exc)
+        self._arm()
+
     def roll(self, now_ms: int | None = None) -> None:
         """Start a new segment now (if the active one holds anything)."""
         with self._lock:
@@ -576,6 +613,8 @@ class PartitionLog:
                 self._roll(_now_ms() if now_ms is None else now_ms)
 
     def _undo_write(self, segment: LogSegment, position: int, exc: OSError):
+        segment.reserved = position  # the cut frees reserved blocks too
+        self._arm()
         try:
             os.ftruncate(segment.fd, position)
         except OSError as cut_exc:  # pragma: no cover - shrinking needs no space
@@ -609,6 +648,7 @@ class PartitionLog:
             if self._closed:
                 return
             self._sync_all()
+            self._arm()  # the index tail was merged
             self._last_flush_ms = _now_ms() if now_ms is None else now_ms
 
     def maybe_flush(self, now_ms: int | None = None) -> bool:
@@ -1034,6 +1074,7 @@ class PartitionLog:
         segment.boundaries.clear()
         os.ftruncate(segment.fd, position)
         os.fsync(segment.fd)
+        segment.reserved = position  # the cut freed any reserved blocks
         segment.size = position
         segment.next_offset = new_end
         segment.offset_index.truncate_to_position(position)

@@ -12,6 +12,7 @@ also keeps descriptors handed out for `os.sendfile` (`PartitionLog.read_location
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 import threading
@@ -19,8 +20,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from storage.index import FLUSH_PENDING_AT, OffsetIndex, TimeIndex
+from storage.files import blocks_past_end
+from storage.index import OffsetIndex, TimeIndex
 from wire.records import HEADER, HEADER_SIZE, LOG_OVERHEAD
+
+log = logging.getLogger("storage")
 
 INT32_MAX = (1 << 31) - 1
 
@@ -157,6 +161,9 @@ class LogSegment:
         # cleared on truncation, bounded by BOUNDARY_HINTS.
         self.boundaries: dict[int, int] = {}
         self.dirty = False  # holds writes not yet fsynced
+        # The file has disk blocks reserved (storage.files.reserve_blocks) up to here, as
+        # far as this process knows; given back when the segment stops taking appends.
+        self.reserved = size
         self._lock = threading.Lock()
         self._pins = 0
         self._retired_at: float | None = None  # monotonic deadline once retired
@@ -188,38 +195,17 @@ class LogSegment:
 
     @property
     def index_entries(self) -> int:
-        return len(self.offset_index.keys)
+        return len(self.offset_index)
 
     def add_index_entry(self, last_offset: int, position: int, max_timestamp: int) -> None:
-        """One sparse entry in each index (Kafka's rule: every index.interval.bytes).
-
-        The append hot path: OffsetIndex.append and TimeIndex.maybe_append, inlined (values
-        before keys, as readers on other threads expect)."""
-        offset_index = self.offset_index
-        keys, values = offset_index._cols
-        values.append(position)
-        keys.append(last_offset)
-        if len(keys) - offset_index._written >= FLUSH_PENDING_AT:
-            offset_index.flush_pending()
-        time_index = self.time_index
-        keys, values = time_index._cols
-        if not keys or max_timestamp > keys[-1]:
-            values.append(self.offset_of_max_timestamp)
-            keys.append(max_timestamp)
-            if len(keys) - time_index._written >= FLUSH_PENDING_AT:
-                time_index.flush_pending()
+        """One sparse entry in each index (Kafka's rule: every index.interval.bytes)."""
+        self.offset_index.append(last_offset, position)
+        self.time_index.maybe_append(max_timestamp, self.offset_of_max_timestamp)
 
     def time_index_entry(self) -> None:
         """TimeIndex.maybe_append of the segment's maximum (Kafka's maybeAppend takes the
         segment's, not the batch's), alongside an offset index entry."""
-        time_index = self.time_index
-        keys, values = time_index._cols
-        top = self.max_timestamp
-        if not keys or top > keys[-1]:
-            values.append(self.offset_of_max_timestamp)
-            keys.append(top)
-            if len(keys) - time_index._written >= FLUSH_PENDING_AT:
-                time_index.flush_pending()
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
 
     def mtime_ms(self) -> int:
         try:
@@ -246,6 +232,18 @@ class LogSegment:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.offset_index.flush_pending()
         self.time_index.flush_pending()
+        self.release_reserved()
+
+    def release_reserved(self) -> None:
+        """Give back disk blocks reserved past the end (also ones a crash left behind: the
+        file system, not `reserved`, is asked; a few blocks of extent metadata are not worth
+        a truncate, which also moves the file's mtime)."""
+        try:
+            if blocks_past_end(self.fd) > 65536:
+                os.ftruncate(self.fd, self.size)  # the size stays; blocks past it are freed
+        except OSError as exc:
+            log.warning("%s: could not release reserved blocks: %s", self.log_path, exc)
+        self.reserved = self.size
 
     def delete_files(self) -> None:
         for path in (self.log_path, self.offset_index.path, self.time_index.path):

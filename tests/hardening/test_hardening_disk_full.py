@@ -14,8 +14,6 @@ mount is removed in teardown.
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import time
 import uuid
 
@@ -34,6 +32,7 @@ from hardening_kit import (
     wait_until,
 )
 from tests.brokerproc import BrokerProcess
+from tests.tmpfs import mounted_tmpfs
 from wire import ApiKey
 from wire.errors import ErrorCode
 
@@ -44,22 +43,8 @@ DISK_MB = 8
 
 @pytest.fixture
 def small_disk(tmp_path):
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    if shutil.which("mount") is None:
-        pytest.skip("no mount command")
-    mountpoint = tmp_path / "disk"
-    mountpoint.mkdir()
-    result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK_MB}m", "tmpfs", str(mountpoint)],
-                            capture_output=True, text=True)
-    if result.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip() or result.returncode}")
-    try:
-        yield mountpoint
-    finally:
-        subprocess.run(["umount", str(mountpoint)], capture_output=True)
-        if os.path.ismount(mountpoint):
-            subprocess.run(["umount", "-l", str(mountpoint)], capture_output=True)
+    with mounted_tmpfs(tmp_path / "disk", f"{DISK_MB}m") as mount_point:
+        yield mount_point
 
 
 def _free_bytes(path) -> int:

@@ -40,8 +40,8 @@ def test_single_batch_path_matches_multi_batch_path(tmp_path):
         r1 = single.append(bytearray(batches[i]), now_ms=T0)
         r2 = single.append(bytearray(batches[i + 1]), now_ms=T0)
         r = multi.append(bytearray(batches[i]) + bytearray(batches[i + 1]), now_ms=T0)
-        assert (r1.base_offset, r2.last_offset) == (r.base_offset, r.last_offset)
-        assert r1.log_append_time_ms == -1 and r1.log_start_offset == 0
+        assert (r1[0], r2[1]) == (r[0], r[1])  # base offset of the first, last offset of the second
+        assert r1[2:] == (-1, 0)  # no LogAppendTime; log start offset
     assert _state(single) == _state(multi)
     assert read_all(single) == read_all(multi)
     single.close()
@@ -57,9 +57,9 @@ def test_log_append_time(tmp_path):
     assert result == (0, 2, T0 + 5, 0)
     assert plog.active.max_timestamp == T0 + 5
     before = time.time_ns() // 1_000_000
-    result = plog.append(make_batch(1))
-    assert before <= result.log_append_time_ms <= time.time_ns() // 1_000_000
-    assert [r[1] for r in decode(read_all(plog))] == [T0 + 5] * 3 + [result.log_append_time_ms]
+    _base, _last, log_append_time_ms, _start = plog.append(make_batch(1))
+    assert before <= log_append_time_ms <= time.time_ns() // 1_000_000
+    assert [r[1] for r in decode(read_all(plog))] == [T0 + 5] * 3 + [log_append_time_ms]
 
 
 def test_segment_ms_roll_boundary(tmp_path):
@@ -113,6 +113,30 @@ def test_pending_index_entries_flushed_every_512(tmp_path):
     raw = (tmp_path / "t-0" / "00000000000000000000.index").read_bytes()
     size = len(make_batch(1))
     assert [struct.unpack_from(">ii", raw, 8 * i) for i in range(1029)] == [(i, i * size) for i in range(1, 1030)]
+
+
+def test_index_entries_survive_merges_from_every_path(tmp_path):
+    """The fast path appends index entries to the index's tail, which merges replace: merges
+    by the general path (several batches), by flush() and by the fast path itself must not
+    leave it appending to a detached tail. Every batch gets an entry here (interval 1)."""
+    mixed = PartitionLog.open(tmp_path / "a-0", LogConfig(index_interval_bytes=1), now_ms=T0)
+    reference = PartitionLog.open(tmp_path / "b-0", LogConfig(index_interval_bytes=1), now_ms=T0)
+    rng = random.Random(11)
+    for step in range(3000):
+        batches = [make_batch(rng.randrange(1, 4)) for _ in range(rng.choice([1, 1, 1, 2, 3]))]
+        mixed.append(bytearray(b"".join(batches)), now_ms=T0)
+        for batch in batches:
+            reference.append(bytearray(batch), now_ms=T0)
+        if rng.random() < 0.01:
+            mixed.flush(now_ms=T0)
+    assert len(mixed.active.offset_index) > 3 * 512
+    assert _state(mixed) == _state(reference)
+    for key, position in zip(mixed.active.offset_index.keys, mixed.active.offset_index.values):
+        assert mixed.active.offset_index.lookup(key) == (key, position)
+    mixed.close()
+    reference.close()
+    name = "00000000000000000000.index"
+    assert (tmp_path / "a-0" / name).read_bytes() == (tmp_path / "b-0" / name).read_bytes()
 
 
 def test_closed_log_rejects_appends(tmp_path):

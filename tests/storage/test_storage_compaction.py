@@ -44,7 +44,7 @@ def write_history(plog: PartitionLog, rng: random.Random, batches: int, keys: in
             records.append((key, value))
         result = plog.append(make_batch(records, compression=compression, timestamp=now_ms), now_ms=now_ms)
         for i, (key, value) in enumerate(records):
-            history.append((result.base_offset + i, key, value))
+            history.append((result[0] + i, key, value))
     return history
 
 
@@ -81,7 +81,7 @@ def test_keeps_latest_per_key_and_preserves_offsets(tmp_path, compression):
         assert read_all(plog) == content
         assert plog.log_end_offset == before_end
         result = plog.append(make_batch(1), now_ms=T0)
-        assert result.base_offset == before_end
+        assert result[0] == before_end
         plog.truncate_to(before_end)
         plog.close()
 

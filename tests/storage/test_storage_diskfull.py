@@ -5,30 +5,20 @@ from __future__ import annotations
 
 import os
 import resource
-import subprocess
-import uuid
 
 import pytest
 
 from storage import LogConfig, LogDirFull, PartitionLog
 from storage_testkit import batch_with_size, decode, read_all
+from tests.tmpfs import mounted_tmpfs
 
 T0 = 1_700_000_000_000
 
 
 @pytest.fixture
 def small_tmpfs(tmp_path):
-    mount_point = tmp_path / f"tmpfs-{uuid.uuid4().hex[:8]}"
-    mount_point.mkdir()
-    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount_point)],
-                            capture_output=True, text=True)
-    if result.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip() or result.returncode}")
-    try:
+    with mounted_tmpfs(tmp_path / "tmpfs", "256k") as mount_point:
         yield mount_point
-    finally:
-        if subprocess.run(["umount", str(mount_point)], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
 
 
 def fill_until_full(plog: PartitionLog, size: int, limit: int = 10_000) -> tuple[int, LogDirFull]:
@@ -56,7 +46,7 @@ def test_enospc_on_tmpfs(small_tmpfs, policy):
     plog.delete_records_before(plog.log_end_offset - 5)
     plog.sweep()
     result = plog.append(batch_with_size(7000), now_ms=T0)
-    assert result.base_offset == appended
+    assert result[0] == appended
     # A crash now recovers exactly what was acknowledged.
     expected = read_all(plog)
     plog.close()
@@ -80,6 +70,6 @@ def test_partial_write_past_file_size_limit(tmp_path):
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
     assert os.path.getsize(plog.active.log_path) == 3000 == plog.active.size
     assert plog.log_end_offset == 3
-    assert plog.append(batch_with_size(1000), now_ms=T0).base_offset == 3
+    assert plog.append(batch_with_size(1000), now_ms=T0)[0] == 3
     assert [r[0] for r in decode(read_all(plog))] == [0, 1, 2, 3]
     plog.close()

@@ -25,10 +25,10 @@ def test_append_assigns_offsets_in_place_and_reads_back(tmp_path):
     plog = open_log(tmp_path)
     batch = make_batch(3)
     result = plog.append(batch, 3, now_ms=T0)
-    assert (result.base_offset, result.last_offset, result.log_append_time_ms, result.log_start_offset) == (0, 2, -1, 0)
+    assert result == (0, 2, -1, 0)  # base, last, LogAppendTime, log start
     second = make_batch(2)
     result = plog.append(second, now_ms=T0)
-    assert (result.base_offset, result.last_offset) == (3, 4)
+    assert result[:2] == (3, 4)
     assert parse_header(second).base_offset == 3  # patched in the caller's buffer
     assert parse_header(second).partition_leader_epoch == 0
     assert plog.log_end_offset == plog.high_watermark == 5
@@ -41,7 +41,7 @@ def test_multi_batch_append(tmp_path):
     plog = open_log(tmp_path, index_interval_bytes=0)
     buf = make_batch(2) + make_batch(5) + make_batch(1)
     result = plog.append(buf, now_ms=T0)
-    assert (result.base_offset, result.last_offset) == (0, 7)
+    assert result[:2] == (0, 7)
     assert batch_offsets(plog.read(0, 1 << 20)) == [(0, 1), (2, 6), (7, 7)]
     assert batch_offsets(plog.read(4, 1 << 20)) == [(2, 6), (7, 7)]
     assert batch_offsets(plog.read(7, 1)) == [(7, 7)]
@@ -137,7 +137,7 @@ def test_sparse_index_entries(tmp_path):
 def test_log_append_time(tmp_path):
     plog = open_log(tmp_path, message_timestamp_type="LogAppendTime")
     result = plog.append(make_batch(3, timestamp=5), now_ms=T0 + 42)
-    assert result.log_append_time_ms == T0 + 42
+    assert result[2] == T0 + 42
     data = plog.read(0, 1 << 20)
     assert [r[1] for r in decode(data)] == [T0 + 42] * 3  # CRC still valid (decode checks)
     assert plog.offset_for_timestamp(T0) == (0, T0 + 42)
@@ -208,7 +208,7 @@ def test_truncate_to(tmp_path):
     assert plog.log_end_offset == 9
     assert [r[0] for r in decode(read_all(plog))] == list(range(9))
     result = plog.append(make_batch(2), now_ms=T0)
-    assert result.base_offset == 9
+    assert result[0] == 9
     plog.truncate_to(3)
     assert plog.log_end_offset == 3
     plog.close()
@@ -217,7 +217,7 @@ def test_truncate_to(tmp_path):
     assert [r[0] for r in decode(read_all(plog))] == [0, 1, 2]
     plog.truncate_to(0)
     assert plog.log_end_offset == 0 and plog.log_start_offset == 0
-    assert plog.append(make_batch(1), now_ms=T0).base_offset == 0
+    assert plog.append(make_batch(1), now_ms=T0)[0] == 0
 
 
 def test_iter_batches(tmp_path):

@@ -72,8 +72,9 @@ def check_prefix(directory: Path, stored: list[Stored], survivors: int, *, clean
             assert plog.read(offset, 1)[:len(s.data)] == s.data
     # The log takes appends after recovery, at the right offset.
     result = plog.append(make_batch(2), now_ms=T0)
-    assert result.base_offset == plog.log_end_offset - 2
-    assert decode(plog.read(result.base_offset, 1 << 20))[0][0] == result.base_offset
+    base_offset = result[0]
+    assert base_offset == plog.log_end_offset - 2
+    assert decode(plog.read(base_offset, 1 << 20))[0][0] == base_offset
     return plog
 
 

@@ -78,13 +78,13 @@ class LogMachine(RuleBasedStateMachine):
             pieces.append((len(buf), len(batch), count, timestamps))
             buf += batch
         result = self.plog.append(buf, now_ms=self.now)
-        assert result.base_offset == self.leo
+        assert result[0] == self.leo
         offset = self.leo
         for start, size, count, timestamps in pieces:
             self.batches.append(ModelBatch(offset, offset + count, bytes(buf[start:start + size]),
                                            [(offset + i, ts) for i, ts in enumerate(timestamps)]))
             offset += count
-        assert result.last_offset == offset - 1
+        assert result[1] == offset - 1
         self.leo = offset
 
     @rule(ms=st.integers(1, 40_000))
