@@ -159,9 +159,11 @@ class _SparseIndex:
         if len(keys) >= FLUSH_PENDING_AT:
             self.flush_pending()
 
-    def _truncate_entries(self, count: int) -> None:
+    def _truncate_values_from(self, value: int) -> None:
+        """Drop the entries whose value is >= ``value`` (values increase with the keys)."""
         self.flush_pending()
         keys, values = self._cols
+        count = bisect_left(values, value)
         if count >= len(keys):
             return
         self._cols = (keys[:count], values[:count])
@@ -244,8 +246,7 @@ class OffsetIndex(_SparseIndex):
 
     def truncate_to_position(self, position: int) -> None:
         """Drop entries for batches at or after ``position`` (the log is being cut there)."""
-        self.flush_pending()
-        self._truncate_entries(bisect_left(self._cols[1], position))
+        self._truncate_values_from(position)
 
 
 class TimeIndex(_SparseIndex):
@@ -307,5 +308,4 @@ class TimeIndex(_SparseIndex):
 
     def truncate_to_offset(self, offset: int) -> None:
         """Drop entries naming offsets >= ``offset``."""
-        self.flush_pending()
-        self._truncate_entries(bisect_left(self._cols[1], offset))
+        self._truncate_values_from(offset)

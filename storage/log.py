@@ -598,7 +598,7 @@ class PartitionLog:
             segment.reserved = target
         except OSError as exc:
             if exc.errno in _DISK_FULL:
-                segment.reserved = max(end, config.segment_bytes)
+                segment.reserved = max(end, config.segment_bytes)  # past the roll: no retry here
                 log.debug("%s: cannot reserve disk blocks: %s", self.name, exc)
             else:
                 self._can_reserve = False
