@@ -173,7 +173,7 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
                 errors = True
                 continue
             plog = log_for(name, index)
-            hw = plog.high_watermark
+            hw = plog.log_end_offset
             start = plog.log_start_offset
             offset = part["fetch_offset"]
             if offset == hw:

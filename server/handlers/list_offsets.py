@@ -30,7 +30,7 @@ def _answer(index: int, code: ErrorCode, timestamp: int = -1, offset: int = -1) 
 def lookup(plog, timestamp: int) -> tuple[int, int]:
     """(timestamp, offset) for one partition and one ListOffsets timestamp."""
     if timestamp == LATEST:
-        return -1, plog.high_watermark
+        return -1, plog.log_end_offset
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return -1, plog.log_start_offset
     if timestamp == MAX_TIMESTAMP:
