@@ -169,17 +169,22 @@ def _wait_port(port: int, popen: subprocess.Popen, timeout_s: float) -> None:
 def start_broker(name: str, *, port: int | None = None, data_dir: str | None = None,
                  settings: dict[str, str] | None = None, log_dir: str | None = None,
                  timeout_s: float = 60.0) -> BrokerProcess:
-    """A fresh broker: "trafka" (this repo, `python -m server serve`) or "tansu" (memory://).
+    """A fresh broker: "trafka" (this repo, `python -m server serve`), "trafka@DIR" (the
+    Trafka of another checkout, e.g. a `git worktree` of an older commit, for before/after
+    figures in one run) or "tansu" (memory://).
 
     Trafka gets a temporary data dir (removed on stop) unless `data_dir` is given;
     `settings` become `--set key=value` flags. Output goes to a log file in `log_dir`.
     """
     port = port or free_port()
     log_dir = log_dir or tempfile.gettempdir()
-    log_path = os.path.join(log_dir, f"bench-{name}-{port}.log")
+    log_path = os.path.join(log_dir, f"bench-{name.split('@')[0]}-{port}.log")
     logf = open(log_path, "wb")
     extra: dict = {}
-    if name == "trafka":
+    if name == "trafka" or name.startswith("trafka@"):
+        checkout = Path(name.split("@", 1)[1]).resolve() if "@" in name else REPO
+        if not (checkout / "server" / "__main__.py").exists():
+            raise ValueError(f"{checkout} is not a Trafka checkout")
         if data_dir is None:
             data_dir = tempfile.mkdtemp(prefix="trafka-bench-")
             extra["temp_dir"] = True
@@ -189,7 +194,8 @@ def start_broker(name: str, *, port: int | None = None, data_dir: str | None = N
                "--advertised", f"127.0.0.1:{port}", "--data-dir", data_dir, "--log-level", "WARNING"]
         for key, value in (settings or {}).items():
             cmd += ["--set", f"{key}={value}"]
-        popen = subprocess.Popen(cmd, cwd=REPO, stdout=logf, stderr=subprocess.STDOUT)
+        env = {**os.environ, "PYTHONPATH": str(checkout)}
+        popen = subprocess.Popen(cmd, cwd=checkout, stdout=logf, stderr=subprocess.STDOUT, env=env)
     elif name == "tansu":
         url = f"tcp://127.0.0.1:{port}"
         cmd = [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
@@ -197,7 +203,7 @@ def start_broker(name: str, *, port: int | None = None, data_dir: str | None = N
         popen = subprocess.Popen(cmd, cwd=REPO, stdout=logf, stderr=subprocess.STDOUT,
                                  env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")})
     else:
-        raise ValueError(f"unknown broker {name!r} (trafka or tansu)")
+        raise ValueError(f"unknown broker {name!r} (trafka, trafka@DIR or tansu)")
     logf.close()
     broker = BrokerProcess(name, f"127.0.0.1:{port}", popen, data_dir, log_path, extra)
     try:

@@ -46,6 +46,8 @@ ratios and verified counts is printed at the end.
     python bench/capacity.py --quick --repeats 1      # same shape, small N: ~15 s
     python bench/capacity.py --sizes 100 --partitions 6 --messages 100=20000000
     python bench/capacity.py --targets trafka --trafka-set trafka.fsync.policy=always
+    python bench/capacity.py --targets trafka,trafka@../before --baseline trafka@../before   # a change vs an
+                                                  # older commit checked out with `git worktree add ../before REV`
     python bench/capacity.py --summarize .cache/bench-results/capacity-*.jsonl
 
 Reading the numbers: "broker %" is the broker's CPU over the window as a share of one
@@ -393,7 +395,7 @@ def consume_phase(bootstrap: str, pid: int, partitions: int, expected: int, size
 def run_one(target: str, label: dict, requests: list[ProduceRequest], n_requests: int, expected: int,
             args: argparse.Namespace) -> dict:
     """Fresh broker, topic, produce, consume, verify; the broker is stopped whatever happens."""
-    settings = dict(s.split("=", 1) for s in args.trafka_set) if target == "trafka" else None
+    settings = dict(s.split("=", 1) for s in args.trafka_set) if target.startswith("trafka") else None
     size, partitions = label["size"], label["partitions"]
     t0 = time.monotonic()
     result: dict = {**label, "target": target, "verified": False}
@@ -562,7 +564,7 @@ def summarize(results: list[dict], baseline: str = "tansu", out=sys.stdout) -> d
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--targets", default="trafka,tansu", help="brokers to run (trafka, tansu)")
+    ap.add_argument("--targets", default="trafka,tansu", help="brokers to run (trafka, trafka@DIR: another checkout, tansu)")
     ap.add_argument("--baseline", default="tansu", help="the target ratios are computed against")
     ap.add_argument("--sizes", default="100,1024", help="value sizes in bytes (at least 16)")
     ap.add_argument("--partitions", default="1,6")
