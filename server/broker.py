@@ -221,9 +221,14 @@ class Broker:
             raise KafkaError(f"topic {name} has {meta.partitions} partitions; {total} does not add any",
                              ErrorCode.INVALID_PARTITIONS)
         self._check_partition_limit(total - meta.partitions)
-        plogs = self.logs.create_logs(name, range(meta.partitions, total), self._configs[name])
+        added = range(meta.partitions, total)
+        plogs = self.logs.create_logs(name, added, self._configs[name])
         new_meta = dataclasses.replace(meta, partitions=total)
-        self.topics.put(new_meta)
+        try:
+            self.topics.put(new_meta)  # the commit point
+        except BaseException:
+            self.logs.delete_logs(name, added)
+            raise
         for index, plog in zip(range(meta.partitions, total), plogs):
             self._add_partition(new_meta, index, plog)
         return new_meta

@@ -158,7 +158,7 @@ class TopicRegistry:
                 validate_topic_name(meta.name)
                 if path.name != f"{meta.name}.json":
                     raise ValueError(f"names topic {meta.name!r}")
-            except (ValueError, KeyError, TypeError, InvalidTopic) as exc:
+            except (OSError, ValueError, KeyError, TypeError, AttributeError, InvalidTopic) as exc:
                 log.error("ignoring unreadable topic metadata %s: %s", path, exc)
                 continue
             topics[meta.name] = meta

@@ -198,11 +198,17 @@ class LogManager:
             self._logs = {**self._logs, **opened}
             return list(opened.values())
 
-    def delete_logs(self, topic: str) -> None:
-        """Close and delete every log of `topic` (readers holding pinned segments finish)."""
+    def delete_logs(self, topic: str, partitions: Iterable[int] | None = None) -> None:
+        """Close and delete the logs of `topic` (those of `partitions`, or all); readers
+        holding pinned segments finish first."""
+        wanted = None if partitions is None else set(partitions)
+
+        def doomed_key(key: tuple[str, int]) -> bool:
+            return key[0] == topic and (wanted is None or key[1] in wanted)
+
         with self._lock:
-            doomed = [plog for (name, _), plog in self._logs.items() if name == topic]
-            self._logs = {k: v for k, v in self._logs.items() if k[0] != topic}
+            doomed = [plog for key, plog in self._logs.items() if doomed_key(key)]
+            self._logs = {k: v for k, v in self._logs.items() if not doomed_key(k)}
         for plog in doomed:
             try:
                 plog.close_and_delete()

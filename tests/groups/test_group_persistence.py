@@ -34,7 +34,7 @@ def test_offsets_topic_is_created_compacted(group_env):
     env = group_env(offsets_topic_num_partitions=3)
     meta = env.broker.topics[OFFSETS_TOPIC]
     assert meta.partitions == 3
-    assert "compact" in env.broker.logs.config(OFFSETS_TOPIC).cleanup_policy
+    assert "compact" in env.broker.topic_config(OFFSETS_TOPIC).cleanup_policy
     # Restarting with another partition count keeps the existing topic.
     env.settings["offsets.topic.num.partitions"] = "5"
     env.restart()

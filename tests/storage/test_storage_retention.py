@@ -13,13 +13,20 @@ HOUR = 3600 * 1000
 
 def manager(tmp_path, **defaults) -> LogManager:
     mgr = LogManager(tmp_path / "data", LogConfig(**defaults))
-    mgr.open(now_ms=T0)
+    mgr.open()
     return mgr
+
+
+def create(mgr: LogManager, topic: str, partitions: int, configs: dict[str, str]) -> LogConfig:
+    """What the broker does for a new topic: fresh logs under its explicit configs."""
+    config = LogConfig.from_kafka(configs, mgr.defaults)
+    mgr.create_logs(topic, range(partitions), config, now_ms=T0)
+    return config
 
 
 def test_retention_ms_deletes_old_closed_segments(tmp_path):
     mgr = manager(tmp_path)
-    mgr.create_topic("t", 1, {"retention.ms": str(HOUR), "segment.bytes": "1000"}, now_ms=T0)
+    config = create(mgr, "t", 1, {"retention.ms": str(HOUR), "segment.bytes": "1000"})
     plog = mgr.log("t", 0)
     # Three segments of old records, then fresh ones.
     for i in range(9):
@@ -38,13 +45,13 @@ def test_retention_ms_deletes_old_closed_segments(tmp_path):
     # The log start offset survives a restart.
     mgr.close()
     mgr = manager(tmp_path)
-    assert mgr.log("t", 0).log_start_offset == 12
+    assert mgr.open_log("t", 0, config, now_ms=T0).log_start_offset == 12
     mgr.close()
 
 
 def test_retention_ms_uses_mtime_without_timestamps(tmp_path):
     mgr = manager(tmp_path)
-    mgr.create_topic("t", 1, {"retention.ms": str(HOUR), "segment.bytes": "500"}, now_ms=T0)
+    create(mgr, "t", 1, {"retention.ms": str(HOUR), "segment.bytes": "500"})
     plog = mgr.log("t", 0)
     for _ in range(4):
         plog.append(batch_with_size(300, timestamp=-1), now_ms=T0)
@@ -56,7 +63,7 @@ def test_retention_ms_uses_mtime_without_timestamps(tmp_path):
 
 def test_retention_bytes(tmp_path):
     mgr = manager(tmp_path)
-    mgr.create_topic("t", 2, {"retention.bytes": "2500", "segment.bytes": "1000", "retention.ms": "-1"}, now_ms=T0)
+    create(mgr, "t", 2, {"retention.bytes": "2500", "segment.bytes": "1000", "retention.ms": "-1"})
     plog = mgr.log("t", 1)
     for _ in range(20):
         plog.append(batch_with_size(300), now_ms=T0)
@@ -68,8 +75,8 @@ def test_retention_bytes(tmp_path):
 
 def test_compact_delete_policy_applies_both(tmp_path):
     mgr = manager(tmp_path)
-    mgr.create_topic("t", 1, {"cleanup.policy": "compact,delete", "retention.ms": str(HOUR),
-                             "segment.bytes": "600", "min.cleanable.dirty.ratio": "0"}, now_ms=T0)
+    create(mgr, "t", 1, {"cleanup.policy": "compact,delete", "retention.ms": str(HOUR),
+                         "segment.bytes": "600", "min.cleanable.dirty.ratio": "0"})
     plog = mgr.log("t", 0)
     for i in range(12):
         ts = T0 - 2 * HOUR if i < 6 else T0
@@ -85,7 +92,7 @@ def test_compact_delete_policy_applies_both(tmp_path):
 
 def test_delete_policy_does_not_compact_and_compact_policy_does_not_expire(tmp_path):
     mgr = manager(tmp_path)
-    mgr.create_topic("c", 1, {"cleanup.policy": "compact", "retention.ms": "1", "segment.bytes": "300"}, now_ms=T0)
+    create(mgr, "c", 1, {"cleanup.policy": "compact", "retention.ms": "1", "segment.bytes": "300"})
     plog = mgr.log("c", 0)
     for i in range(6):
         plog.append(make_batch([(b"k%d" % i, b"v")], timestamp=T0 - HOUR), now_ms=T0)
@@ -96,7 +103,7 @@ def test_delete_policy_does_not_compact_and_compact_policy_does_not_expire(tmp_p
 
 def test_delete_records_then_retention_removes_segments_below_start(tmp_path):
     mgr = manager(tmp_path)
-    mgr.create_topic("t", 1, {"segment.bytes": "700", "retention.ms": "-1"}, now_ms=T0)
+    create(mgr, "t", 1, {"segment.bytes": "700", "retention.ms": "-1"})
     plog = mgr.log("t", 0)
     for _ in range(10):
         plog.append(batch_with_size(300), now_ms=T0)
