@@ -38,7 +38,7 @@ from typing import Awaitable, Callable
 import trio
 
 from wire import NEED_DATA, Connection, LocalProtocolError, ProtocolError, Request, UnsupportedRequest
-from wire.connection import encode_api_versions_fallback, encode_response_parts
+from wire.connection import encode_api_versions_fallback, encode_response
 from wire.errors import ErrorCode
 from wire.registry import API_VERSIONS, ApiKey, api_name
 from wire.schema import in_range
@@ -215,7 +215,7 @@ class Server:
                         await send(stream, out)
                         out.clear()
                     try:
-                        parts = await self._dispatch(request, handler, session)
+                        parts = await self._dispatch(conn, request, handler, session)
                     except LocalProtocolError:
                         log.exception("connection %d from %s: cannot answer %s v%d (correlation %d); closing it",
                                       session.connection_id, session.host, api_name(request.api_key),
@@ -236,7 +236,7 @@ class Server:
             elif frame_deadline is None or conn.requests_received != completed_before:
                 frame_deadline = trio.current_time() + self.idle_s
 
-    async def _dispatch(self, request, handler, session: Session) -> list | None:
+    async def _dispatch(self, conn: Connection, request, handler, session: Session) -> list | None:
         """The response to one request as parts, or None when there is none (acks=0)."""
         if isinstance(request, UnsupportedRequest):
             return [self._unsupported(request, session)]
@@ -258,7 +258,7 @@ class Server:
         if body is None:
             return None
         try:
-            return encode_response_parts(request.api_key, request.api_version, request.correlation_id, body)
+            return conn.send(request, body)
         except BaseException:
             release_regions(body)  # they never became parts: nobody else will release them
             raise
@@ -276,8 +276,7 @@ class Server:
         if key in MESSAGES and in_range(request.api_version, MESSAGES[key]["valid"]):
             body = error_body(request.api_key, request.api_version, None, ErrorCode.UNSUPPORTED_VERSION)
             if body is not None:
-                (frame,) = encode_response_parts(request.api_key, request.api_version, request.correlation_id, body)
-                return frame
+                return encode_response(request.api_key, request.api_version, request.correlation_id, body)
         raise ProtocolErrorClose()
 
 

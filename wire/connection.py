@@ -191,22 +191,6 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: d
     return _finish(stream)
 
 
-class _PartsWriter(io.BytesIO):
-    """The encode stream of `encode_response_parts`: bytes, plus where regions go.
-
-    `Records` calls `add_region` after writing a region's length prefix; the region's
-    bytes are not written, its offset in the stream says where it belongs."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.regions: list[tuple[int, Region]] | None = None
-
-    def add_region(self, region: Region) -> None:
-        if self.regions is None:
-            self.regions = []
-        self.regions.append((self.tell(), region))
-
-
 def encode_response_parts(api_key: int, api_version: int, correlation_id: int,
                           body: dict[str, Any]) -> list[bytes | Region]:
     """A response frame as parts: [bytes] alone, or bytes and regions in frame order.
@@ -216,19 +200,19 @@ def encode_response_parts(api_key: int, api_version: int, correlation_id: int,
     The regions in the returned parts are the caller's to send (and to release, if
     they hold anything); on EncodeError nothing has been taken from `body`.
     """
-    stream = _PartsWriter()
+    stream = io.BytesIO()
+    regions: list[tuple[int, Region]] = []  # (offset in stream, region), filled by `Records`
     try:
         stream.write(_PREFIX_AND_ID.pack(0, correlation_id))
         flexible_header, struct_ = _codec(api_key, api_version, "response")
         if flexible_header:
             stream.write(b"\x00")
-        struct_._build(body, stream, None, "")
+        struct_._build(body, stream, regions, "")
     except _ENCODE_ERRORS as exc:
         raise EncodeError(
             f"cannot encode response: {exc}", api_key=api_key, api_version=api_version, correlation_id=correlation_id
         ) from None
-    regions = stream.regions
-    if regions is None:
+    if not regions:
         return [_finish(stream)]
     size = stream.tell() - 4 + sum(len(region) for _at, region in regions)
     if size > 0x7FFFFFFF:
