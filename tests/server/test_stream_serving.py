@@ -1,4 +1,4 @@
-"""The server over an in-memory trio stream: a real Broker on a temporary data dir, served
+"""The server over an in-memory trio stream (and, for the sendfile path, loopback TCP): a real Broker on a temporary data dir, served
 by `Server.serve_stream` with no socket, answering ApiVersions, Metadata, Produce and a
 large Fetch (≥ 64 KiB, so the response carries segment regions, read with pread on this
 path) — each response decoded with wire's client-side helpers.
@@ -235,4 +235,66 @@ def test_a_response_that_does_not_encode_closes_the_connection_with_an_error_and
     (record,) = [r for r in caplog.records if "cannot answer" in r.getMessage()]
     assert record.levelno == logging.ERROR and record.exc_info is not None
     assert "high_watermark" in str(record.exc_info[1])
+    assert _pins(broker) == 0
+
+
+async def _serve_tcp(broker: Broker, scenario) -> Session:
+    """As `_serve`, over a loopback TCP connection: the SocketStream path (sendfile, MSG_MORE)."""
+    server = Server(broker)
+    (listener,) = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port = listener.socket.getsockname()[1]
+    result = {}
+
+    async def serve():
+        stream = await listener.accept()
+        result["session"] = await server.serve_stream(stream, *stream.socket.getpeername()[:2])
+
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(serve)
+            client_end = await trio.open_tcp_stream("127.0.0.1", port)
+            await scenario(_Client(client_end))
+            await client_end.aclose()
+    await listener.aclose()
+    return result["session"]
+
+
+def _fill(broker: Broker) -> None:
+    async def fill():
+        ctx = RequestContext(broker, Session("127.0.0.1", 1), ApiKey.PRODUCE, 9, 1, "t")
+        for i in range(BATCHES):
+            await HANDLERS[ApiKey.PRODUCE].handle(ctx, _produce_body(bytearray(_batch(10 * i))))
+
+    trio.run(fill)
+
+
+@pytest.mark.parametrize("fetch_version", [11, 12])
+def test_a_large_fetch_over_a_socket_goes_out_with_sendfile_and_releases_its_regions(broker, fetch_version):
+    _fill(broker)
+
+    async def scenario(client: _Client):
+        # Two fetches pipelined behind a metadata request: bytes, region, bytes, region in one flush.
+        first = await client.send(ApiKey.FETCH, fetch_version, _fetch_body())
+        second = await client.send(ApiKey.FETCH, fetch_version, _fetch_body(10 * (BATCHES // 2)))
+        for correlation, start in ((first, 0), (second, 10 * (BATCHES // 2))):
+            part = (await client.receive(ApiKey.FETCH, fetch_version, correlation))["responses"][0]["partitions"][0]
+            records = bytes(part["records"])
+            values = [int.from_bytes(r.value[:8], "big") for pos, h in iter_headers(records)
+                      for r in iter_records(memoryview(records)[pos:pos + h.size])]
+            assert values == list(range(start, 10 * BATCHES))
+
+    session = trio.run(_serve_tcp, broker, scenario)
+    assert session.host == "127.0.0.1" and session.api_versions == {ApiKey.FETCH: fetch_version}
+    assert _pins(broker) == 0
+
+
+def test_regions_are_released_when_the_peer_goes_away_mid_response(broker):
+    _fill(broker)
+
+    async def scenario(client: _Client):
+        for _ in range(20):  # ~8 MB of answers that nobody reads
+            await client.send(ApiKey.FETCH, 12, _fetch_body())
+        await trio.sleep(0.05)
+
+    trio.run(_serve_tcp, broker, scenario)
     assert _pins(broker) == 0
