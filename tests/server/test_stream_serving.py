@@ -1,12 +1,14 @@
-"""The server over an in-memory trio stream (and, for the sendfile path, loopback TCP): a real Broker on a temporary data dir, served
+"""The server over an in-memory trio stream: a real Broker on a temporary data dir, served
 by `Server.serve_stream` with no socket, answering ApiVersions, Metadata, Produce and a
 large Fetch (≥ 64 KiB, so the response carries segment regions, read with pread on this
-path) — each response decoded with wire's client-side helpers.
+path) — each response decoded with wire's client-side helpers. The same over loopback
+TCP covers the SocketStream path (sendfile after MSG_MORE).
 
 Also: the connection's Session (client id, software, API versions used), that regions are
-released exactly once (every segment pin given back, none twice), and how protocol
-errors close a connection: a peer's bad frame with a warning, our own unencodable
-response with an error and its traceback.
+released exactly once (every segment pin given back, none twice) — sent, dropped by an
+encode error, or left when the peer goes away — and how protocol errors close a
+connection: a peer's bad frame with a warning, our own unencodable response with an
+error and its traceback.
 """
 
 from __future__ import annotations
