@@ -1,64 +1,45 @@
-"""The broker's state: topics and logs, producers, groups, and the data-arrived signal.
+"""The broker's state: the topic registry, partitions and their logs, producer ids, groups.
 
-How this works: one `Broker` per process, shared by every connection task. Handlers read
-and change state through it. Storage calls are blocking; the ones that can block for long
-(fsync under `trafka.fsync.policy=always`, retention, compaction, opening logs) run in a
-worker thread, the rest (page-cache appends and reads) run inline because a thread hop
-costs more than they do. Appends to one partition are serialized by a per-partition lock,
-so a thread append and an inline one never interleave.
+How this works: one `Broker` per process, shared by every connection task. Handlers reach
+a partition through `partition()`, the one lookup that checks existence, leadership and the
+client's leader epoch, and read and change topics through the registry methods here.
+Storage calls are blocking; the ones that can block for long (fsync under
+`trafka.fsync.policy=always`, retention, compaction, opening logs) run in a worker thread,
+the rest (page-cache appends and reads) run inline because a thread hop costs more than
+they do. Appends to one partition are serialized by the partition's lock (server/partition.py).
 
-Fetch long-polls wait on `wait_for_data`: a produce to a partition wakes every fetch that
+Fetch long-polls wait on `wait_for_data`: an append to a partition wakes every fetch that
 waits on it, so a consumer sees a message as soon as it is written (Tansu's poll loop,
 PERF.md, is what this avoids).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-import re
 import time
 import uuid
-from dataclasses import dataclass
+from types import MappingProxyType
 
 import trio
 
-from storage import LogConfig, LogManager, TopicMeta
-from storage import errors as storage_errors
+from storage import InvalidConfig, LogConfig, LogManager
 from wire.errors import ErrorCode
 
 from server.config import BrokerConfig
-from server.errors import InvalidTopic, KafkaError
+from server.errors import KafkaError, NotLeaderOrFollower, UnknownTopicOrPartition
 from server.groups import GroupCoordinator
-from server.producers import ProducerStateManager
+from server.partition import AppendOutcome, Partition
+from server.producers import ProducerIdManager
+from server.topics import INTERNAL_TOPICS, TopicMeta, TopicRegistry, validate_topic_name
+
+__all__ = ["AppendOutcome", "Broker", "INTERNAL_TOPICS", "validate_topic_name"]
 
 log = logging.getLogger("trafka.broker")
-
-TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
-MAX_TOPIC_NAME = 249
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def validate_topic_name(name: str | None) -> None:
-    """Kafka's rules (Topic.validate): 1-249 chars of [a-zA-Z0-9._-], not '.' or '..'."""
-    if not name:
-        raise InvalidTopic("topic name is empty")
-    if name in (".", ".."):
-        raise InvalidTopic(f"topic name cannot be {name!r}")
-    if len(name) > MAX_TOPIC_NAME:
-        raise InvalidTopic(f"topic name is {len(name)} characters, the limit is {MAX_TOPIC_NAME}")
-    if not TOPIC_NAME.match(name):
-        raise InvalidTopic(f"topic name {name!r} has characters outside [a-zA-Z0-9._-]")
-
-
-@dataclass
-class AppendOutcome:
-    base_offset: int
-    log_append_time: int
-    log_start_offset: int
 
 
 class Broker:
@@ -68,13 +49,13 @@ class Broker:
         self.data_dir = config.data_dir
         self.cluster_id = config.raw("cluster.id")
         self.logs = LogManager(self.data_dir, self.topic_defaults())
-        self.producers = ProducerStateManager(self.data_dir)
+        self.topics = TopicRegistry(self.data_dir)
+        self.producers = ProducerIdManager(self.data_dir)
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self._configs: dict[str, LogConfig] = {}
         self.started_ms = now_ms()
         self.shutting_down = False
-        self._waiters: dict[tuple[str, int], set[trio.Event]] = {}
-        self._locks: dict[tuple[str, int], trio.Lock] = {}
         self.groups = GroupCoordinator(self)
-        self._topic_ids: dict[uuid.UUID, str] = {}
 
     # ---- lifecycle ----------------------------------------------------------------
     def topic_defaults(self) -> LogConfig:
@@ -115,25 +96,54 @@ class Broker:
             tmp.replace(path)
 
     def open(self) -> None:
-        """Blocking start-up: open and recover logs, rebuild producer state."""
+        """Blocking start-up: load the topic registry, open and recover the logs of its
+        partitions, rebuild producer state, load the groups."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._load_cluster_id()
         self.logs.open()
-        for name, meta in self.logs.topics.items():
-            self._topic_ids[meta.topic_id] = name
-            for partition in range(meta.partitions):
-                self._rebuild_producers((name, partition))
+        self.topics.load()
+        self.logs.set_aside_strays((name, p) for name, meta in self.topics.items() for p in range(meta.partitions))
+        headers = 0
+        for name, meta in sorted(self.topics.items()):
+            config = self._configs[name] = self._log_config(meta)
+            for index in range(meta.partitions):
+                plog = self.logs.open_log(name, index, config)
+                partition = self._add_partition(meta, index, plog)
+                headers += partition.load_producer_state()
+        if headers:
+            log.info("producer state rebuilt from %d batch headers", headers)
         self.producers.load()
         self.groups.load()
 
-    def _rebuild_producers(self, tp: tuple[str, int]) -> None:
-        plog = self.logs.log(*tp)
-        for header, _data in plog.iter_batches(plog.log_start_offset):
-            if header.producer_id >= 0:
-                self.producers.record(tp, header, header.base_offset)
+    def _add_partition(self, meta: TopicMeta, index: int, plog) -> Partition:
+        partition = Partition(meta.name, index, meta.topic_id, plog, node_id=self.node_id,
+                              producer_ids=self.producers, replicas=meta.replicas(index, self.node_id))
+        self.partitions = {**self.partitions, (meta.name, index): partition}
+        return partition
+
+    def _log_config(self, meta: TopicMeta) -> LogConfig:
+        """The LogConfig a topic's logs run under; a stored config that is no longer valid
+        is logged and dropped setting by setting (the broker still starts)."""
+        try:
+            return LogConfig.from_kafka(meta.configs, self.logs.defaults)
+        except InvalidConfig as exc:
+            log.error("topic %s: stored config %s; using broker defaults for it", meta.name, exc)
+            good = {}
+            for key, value in meta.configs.items():
+                try:
+                    LogConfig.from_kafka({key: value}, self.logs.defaults)
+                    good[key] = value
+                except InvalidConfig:
+                    pass
+            return LogConfig.from_kafka(good, self.logs.defaults)
 
     def close(self) -> None:
         self.groups.close()
+        for partition in self.partitions.values():
+            try:
+                partition.save_producer_state()
+            except OSError as exc:
+                log.error("saving producer state of %s: %s", partition.name, exc)
         self.logs.close()
 
     async def run_background(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -162,101 +172,128 @@ class Broker:
                 log.exception("background storage duty failed")
 
     # ---- topics -------------------------------------------------------------------
-    @property
-    def topics(self) -> dict[str, TopicMeta]:
-        return self.logs.topics
-
     def topic_name_for_id(self, topic_id: uuid.UUID) -> str | None:
-        return self._topic_ids.get(topic_id)
+        return self.topics.name_for_id(topic_id)
 
     def total_partitions(self) -> int:
-        return sum(meta.partitions for meta in self.logs.topics.values())
+        return self.topics.total_partitions()
+
+    def topic_config(self, topic: str) -> LogConfig:
+        try:
+            return self._configs[topic]
+        except KeyError:
+            raise UnknownTopicOrPartition(f"topic {topic} does not exist") from None
+
+    def _check_partition_limit(self, added: int) -> None:
+        limit = self.config.get("trafka.max.partitions")
+        if self.total_partitions() + added > limit:
+            raise KafkaError(f"creating {added} partitions would exceed trafka.max.partitions={limit}",
+                             ErrorCode.POLICY_VIOLATION)
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> TopicMeta:
         validate_topic_name(name)
         if partitions <= 0:
             raise KafkaError(f"partitions must be positive, got {partitions}", ErrorCode.INVALID_PARTITIONS)
-        limit = self.config.get("trafka.max.partitions")
-        if self.total_partitions() + partitions > limit:
-            raise KafkaError(
-                f"creating {partitions} partitions would exceed trafka.max.partitions={limit}",
-                ErrorCode.POLICY_VIOLATION,
-            )
-        meta = self.logs.create_topic(name, partitions, configs or {})
-        self._topic_ids[meta.topic_id] = name
-        log.info("created topic %s with %d partitions %s", name, partitions, configs or "")
+        if name in self.topics:
+            raise KafkaError(f"topic {name} already exists", ErrorCode.TOPIC_ALREADY_EXISTS)
+        self._check_partition_limit(partitions)
+        configs = dict(configs or {})
+        config = LogConfig.from_kafka(configs, self.logs.defaults)
+        meta = TopicMeta(name, uuid.uuid4(), partitions, MappingProxyType(configs), now_ms())
+        # Partition directories first, then the metadata file: the commit point.
+        plogs = self.logs.create_logs(name, range(partitions), config)
+        try:
+            self.topics.put(meta)
+        except BaseException:
+            self.logs.delete_logs(name)
+            raise
+        self._configs[name] = config
+        for index, plog in enumerate(plogs):
+            self._add_partition(meta, index, plog)
+        log.info("created topic %s (%s) with %d partitions %s", name, meta.topic_id, partitions, configs or "")
         return meta
+
+    def create_partitions(self, name: str, total: int) -> TopicMeta:
+        meta = self.topics.get(name)
+        if meta is None:
+            raise UnknownTopicOrPartition(f"topic {name} does not exist")
+        if total <= meta.partitions:
+            raise KafkaError(f"topic {name} has {meta.partitions} partitions; {total} does not add any",
+                             ErrorCode.INVALID_PARTITIONS)
+        self._check_partition_limit(total - meta.partitions)
+        plogs = self.logs.create_logs(name, range(meta.partitions, total), self._configs[name])
+        new_meta = dataclasses.replace(meta, partitions=total)
+        self.topics.put(new_meta)
+        for index, plog in zip(range(meta.partitions, total), plogs):
+            self._add_partition(new_meta, index, plog)
+        return new_meta
+
+    def alter_topic_configs(self, name: str, explicit: dict[str, str]) -> TopicMeta:
+        """Make `explicit` the topic's complete set of settings (already validated)."""
+        meta = self.topics.get(name)
+        if meta is None:
+            raise UnknownTopicOrPartition(f"topic {name} does not exist")
+        config = LogConfig.from_kafka(explicit, self.logs.defaults)
+        new_meta = dataclasses.replace(meta, configs=MappingProxyType(dict(explicit)))
+        self.topics.put(new_meta)
+        self._configs[name] = config
+        self.logs.set_config(name, config)
+        return new_meta
 
     def maybe_auto_create(self, name: str) -> TopicMeta | None:
         """Create an unknown topic if the broker allows it (Metadata/Produce)."""
         if not self.config.get("auto.create.topics.enable"):
             return None
-        try:
-            return self.create_topic(name, self.config.get("num.partitions"))
-        except storage_errors.TopicExists:
-            return self.logs.topics.get(name)
+        existing = self.topics.get(name)
+        if existing is not None:
+            return existing
+        return self.create_topic(name, self.config.get("num.partitions"))
 
     def delete_topic(self, name: str) -> None:
-        meta = self.logs.topics.get(name)
+        meta = self.topics.get(name)
         if meta is None:
-            raise storage_errors.UnknownTopicOrPartition(name)
-        for partition in range(meta.partitions):
-            self.producers.forget_partition((name, partition))
-            self._wake((name, partition))
-        self.logs.delete_topic(name)
-        self._topic_ids.pop(meta.topic_id, None)
-        log.info("deleted topic %s", name)
+            raise UnknownTopicOrPartition(f"topic {name} does not exist")
+        self.topics.remove(name)  # the commit point
+        doomed = [p for key, p in self.partitions.items() if key[0] == name]
+        self.partitions = {k: v for k, v in self.partitions.items() if k[0] != name}
+        self._configs.pop(name, None)
+        for partition in doomed:
+            partition.wake()
+        self.logs.delete_logs(name)
+        log.info("deleted topic %s (%s)", name, meta.topic_id)
 
-    # ---- data path ----------------------------------------------------------------
-    def _lock(self, tp: tuple[str, int]) -> trio.Lock:
-        lock = self._locks.get(tp)
-        if lock is None:
-            lock = self._locks[tp] = trio.Lock()
-        return lock
+    # ---- partitions -----------------------------------------------------------------
+    def partition(self, topic: str | None, index: int, current_leader_epoch: int = -1) -> Partition:
+        """The one lookup for a partition a request names (see server/partition.py).
+
+        Raises UnknownTopicOrPartition, FencedLeaderEpoch / UnknownLeaderEpoch (KIP-320:
+        the client's epoch is older / newer than ours) and NotLeaderOrFollower."""
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            raise UnknownTopicOrPartition(f"{topic}-{index} does not exist")
+        partition.check_leader_epoch(current_leader_epoch)
+        if partition.leader_id != self.node_id:
+            raise NotLeaderOrFollower(f"{partition.name} is led by broker {partition.leader_id}")
+        return partition
 
     async def append(self, tp: tuple[str, int], batch: bytearray, record_count: int) -> AppendOutcome:
-        """Write validated batches to a partition; fsync first when the policy says so."""
-        plog = self.logs.log(*tp)
-        lock = self._lock(tp)
-        if plog.config.flush_policy != "always" and not lock.locked():
-            # An inline append has no await, so nothing can interleave with it: taking the
-            # lock would only cost two scheduler passes (measured: p99 halved at 1 000
-            # partitions without it).
-            result = plog.append(batch, record_count)
-        else:
-            async with lock:
-                if plog.config.flush_policy == "always":
-                    result = await trio.to_thread.run_sync(plog.append, batch, record_count)
-                else:
-                    result = plog.append(batch, record_count)
-        self._wake(tp)
-        base_offset, _last_offset, log_append_time_ms, log_start_offset = result
-        return AppendOutcome(base_offset, log_append_time_ms, log_start_offset)
-
-    def _wake(self, tp: tuple[str, int]) -> None:
-        waiters = self._waiters.pop(tp, None)
-        if waiters:
-            for event in waiters:
-                event.set()
+        """Append a batch the broker built itself (the group coordinator's records)."""
+        return await self.partition(*tp).append_internal(batch, record_count)
 
     def wake_all(self) -> None:
-        for tp in list(self._waiters):
-            self._wake(tp)
+        for partition in self.partitions.values():
+            partition.wake()
 
-    async def wait_for_data(self, tps: list[tuple[str, int]], timeout_s: float) -> None:
-        """Sleep until one of `tps` gets new data, the timeout passes, or shutdown begins."""
+    async def wait_for_data(self, partitions: list[Partition], timeout_s: float) -> None:
+        """Sleep until one of `partitions` gets new data, the timeout passes, or shutdown begins."""
         if timeout_s <= 0 or self.shutting_down:
             return
         event = trio.Event()
-        for tp in tps:
-            self._waiters.setdefault(tp, set()).add(event)
+        for partition in partitions:
+            partition.waiters.add(event)
         try:
             with trio.move_on_after(timeout_s):
                 await event.wait()
         finally:
-            for tp in tps:
-                waiters = self._waiters.get(tp)
-                if waiters is not None:
-                    waiters.discard(event)
-                    if not waiters:
-                        del self._waiters[tp]
+            for partition in partitions:
+                partition.waiters.discard(event)

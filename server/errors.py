@@ -47,6 +47,48 @@ class UnknownTopicOrPartition(KafkaError):
     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
+class UnknownTopicId(KafkaError):
+    code = ErrorCode.UNKNOWN_TOPIC_ID
+
+
+class NotLeaderOrFollower(KafkaError):
+    """This broker does not lead the partition (in a cluster: another broker does)."""
+
+    code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+class FencedLeaderEpoch(KafkaError):
+    """The client's leader epoch is older than ours: its metadata is stale (KIP-320)."""
+
+    code = ErrorCode.FENCED_LEADER_EPOCH
+
+
+class UnknownLeaderEpoch(KafkaError):
+    """The client's leader epoch is newer than ours: we have not heard of it yet (KIP-320)."""
+
+    code = ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
+class InvalidRecord(KafkaError):
+    """Some records of a batch broke a rule of the topic (KIP-467): `record_errors` holds
+    (index of the record in its batch, message) for each, so a client fails exactly those
+    records and retries or fails the rest as "a different record" of the batch."""
+
+    code = ErrorCode.INVALID_RECORD
+
+    def __init__(self, message: str, record_errors: list[tuple[int, str]], code: ErrorCode | None = None) -> None:
+        super().__init__(message, code)
+        self.record_errors = record_errors
+
+
+class Unsupported(KafkaError):
+    """A request for a feature this broker does not implement. Answered with the code Kafka
+    uses for "not supported" — never with an authorization error, which would send a user
+    looking for an ACL that does not exist."""
+
+    code = ErrorCode.UNSUPPORTED_VERSION
+
+
 _STORAGE_CODES: list[tuple[type[BaseException], ErrorCode]] = [
     (storage_errors.TopicExists, ErrorCode.TOPIC_ALREADY_EXISTS),
     (storage_errors.InvalidTopicName, ErrorCode.INVALID_TOPIC_EXCEPTION),

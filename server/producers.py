@@ -7,9 +7,13 @@ five batches in flight and retries only those. A batch whose sequences match a c
 is a retry of something already written: it is answered with the original offsets and not
 written again. A batch that continues the last sequence is appended; anything else is
 OUT_OF_ORDER_SEQUENCE_NUMBER. A lower epoch than the one seen is INVALID_PRODUCER_EPOCH (a
-zombie). The state is rebuilt at start-up from the batch headers in the log, so a restart
-keeps deduplicating; producer ids come from a counter persisted in the data dir in blocks,
-so no id is handed out twice across restarts.
+zombie). The per-partition state (`PartitionProducers`) belongs to the partition and is checked and
+updated inside its append, under its lock: a retry that arrives on another connection while
+the first copy is still being written (fsynced) then finds the first copy recorded. At clean
+shutdown it is saved as Kafka's `<offset>.snapshot` file; start-up loads the newest snapshot
+and reads only the batch headers after it. Producer ids and their latest epochs are
+broker-wide (`ProducerIdManager`); ids come from a counter persisted in the data dir in
+blocks, so no id is handed out twice across restarts.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import os
 import pathlib
 from dataclasses import dataclass, field
 
+from storage.producer_snapshot import SnapshotEntry
 from wire.errors import ErrorCode
 from wire.records import BatchHeader
 
@@ -56,17 +61,16 @@ class DuplicateBatch(Exception):
         self.cached = cached
 
 
-class ProducerStateManager:
+class ProducerIdManager:
+    """Broker-wide: producer ids handed out (persisted in blocks) and each id's latest epoch."""
+
     def __init__(self, data_dir: pathlib.Path) -> None:
         self._id_file = data_dir / "producer_ids.json"
         self._next_id = 0
         self._id_limit = 0
         # producer id -> latest epoch handed out or seen
         self.epochs: dict[int, int] = {}
-        # (topic, partition) -> producer id -> state
-        self._partitions: dict[tuple[str, int], dict[int, PartitionProducerState]] = {}
 
-    # ---- producer ids -------------------------------------------------------------
     def load(self) -> None:
         try:
             stored = json.loads(self._id_file.read_text())
@@ -119,15 +123,32 @@ class ProducerStateManager:
         self.epochs[producer_id] = current + 1
         return producer_id, current + 1
 
-    # ---- sequence checks ----------------------------------------------------------
-    def check(self, tp: tuple[str, int], header: BatchHeader) -> None:
+    def saw_epoch(self, producer_id: int, epoch: int) -> None:
+        if self.epochs.get(producer_id, -1) < epoch:
+            self.epochs[producer_id] = epoch
+
+
+class PartitionProducers:
+    """One partition's idempotent-producer state: per producer id, its epoch and the last
+    five batches appended (see the module docstring). Used under the partition's lock."""
+
+    __slots__ = ("ids", "_states", "name")
+
+    def __init__(self, ids: ProducerIdManager, name: str = "") -> None:
+        self.ids = ids
+        self.name = name
+        self._states: dict[int, PartitionProducerState] = {}
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def check(self, header: BatchHeader) -> None:
         """Raise DuplicateBatch for a retry, KafkaError for a fenced or out-of-order batch."""
         pid = header.producer_id
         if pid < 0:
             return
-        states = self._partitions.get(tp)
-        state = states.get(pid) if states else None
-        known_epoch = self.epochs.get(pid)
+        state = self._states.get(pid)
+        known_epoch = self.ids.epochs.get(pid)
         if known_epoch is not None and header.producer_epoch < known_epoch:
             raise KafkaError(
                 f"producer {pid} epoch {header.producer_epoch} is older than {known_epoch}",
@@ -151,30 +172,46 @@ class ProducerStateManager:
             expected = (state.batches[-1].last_sequence + 1) % SEQUENCE_WRAP
             if header.base_sequence != expected:
                 raise KafkaError(
-                    f"producer {pid} on {tp[0]}-{tp[1]}: sequence {header.base_sequence}, expected {expected}",
+                    f"producer {pid} on {self.name}: sequence {header.base_sequence}, expected {expected}",
                     ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                 )
 
-    def record(self, tp: tuple[str, int], header: BatchHeader, base_offset: int, log_append_time: int = -1) -> None:
+    def record(self, header: BatchHeader, base_offset: int, log_append_time: int = -1) -> None:
         """Remember an appended batch (also used to rebuild state from the log)."""
         pid = header.producer_id
         if pid < 0:
             return
-        states = self._partitions.setdefault(tp, {})
-        state = states.get(pid)
-        if state is None or header.producer_epoch > state.epoch:
-            state = PartitionProducerState(header.producer_epoch)
-            states[pid] = state
-        state.batches.append(
-            CachedBatch(header.base_sequence, header.last_sequence, base_offset,
-                        base_offset + header.last_offset_delta, log_append_time)
-        )
-        if self.epochs.get(pid, -1) < header.producer_epoch:
-            self.epochs[pid] = header.producer_epoch
+        self._remember(pid, header.producer_epoch, header.base_sequence, header.last_sequence, base_offset,
+                       base_offset + header.last_offset_delta, log_append_time)
 
-    def forget_partition(self, tp: tuple[str, int]) -> None:
-        self._partitions.pop(tp, None)
+    def _remember(self, pid: int, epoch: int, first_sequence: int, last_sequence: int, base_offset: int,
+                  last_offset: int, log_append_time: int) -> None:
+        state = self._states.get(pid)
+        if state is None or epoch > state.epoch:
+            state = PartitionProducerState(epoch)
+            self._states[pid] = state
+        state.batches.append(CachedBatch(first_sequence, last_sequence, base_offset, last_offset, log_append_time))
+        self.ids.saw_epoch(pid, epoch)
 
-    def describe(self, tp: tuple[str, int]) -> list[tuple[int, int, CachedBatch]]:
-        states = self._partitions.get(tp, {})
-        return [(pid, s.epoch, s.batches[-1]) for pid, s in states.items() if s.batches]
+    def clear(self) -> None:
+        self._states.clear()
+
+    def describe(self) -> list[tuple[int, int, CachedBatch]]:
+        """(producer id, epoch, last batch) of each producer with state here."""
+        return [(pid, s.epoch, s.batches[-1]) for pid, s in self._states.items() if s.batches]
+
+    # ---- snapshots (Kafka's .snapshot files) ------------------------------------------
+    def snapshot_entries(self) -> list[SnapshotEntry]:
+        entries = []
+        for pid, epoch, last in self.describe():
+            entries.append(SnapshotEntry(pid, epoch, last.last_sequence, last.last_offset,
+                                         last.last_offset - last.base_offset, last.log_append_time))
+        return entries
+
+    def load_snapshot(self, entries: list[SnapshotEntry]) -> None:
+        """Kafka keeps each producer's last batch only; so does the state loaded from it."""
+        for e in entries:
+            count = e.offset_delta + 1
+            first = (e.last_sequence - e.offset_delta) % SEQUENCE_WRAP if e.last_sequence >= 0 else -1
+            self._remember(e.producer_id, e.epoch, first, e.last_sequence, e.last_offset - count + 1, e.last_offset,
+                           e.timestamp)

@@ -141,7 +141,7 @@ def validate(broker: "Broker", explicit: Mapping[str, str]) -> None:
 
 def explicit_configs(broker: "Broker", topic: str) -> dict[str, str]:
     """The settings made on `topic` itself (CreateTopics configs, AlterConfigs)."""
-    return dict(broker.logs.explicit_configs(topic))
+    return dict(broker.topics[topic].configs)
 
 
 def apply(broker: "Broker", topic: str, explicit: Mapping[str, str], validate_only: bool) -> None:
@@ -152,4 +152,4 @@ def apply(broker: "Broker", topic: str, explicit: Mapping[str, str], validate_on
     """
     validate(broker, explicit)
     if not validate_only:
-        broker.logs.alter_configs(topic, dict(explicit), incremental=False)
+        broker.alter_topic_configs(topic, dict(explicit))

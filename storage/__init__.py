@@ -1,12 +1,14 @@
 """Durable, segmented partition logs on local disk: no network, no trio, no server.
 
-The server uses `LogManager` (topics, partitions, background duties) and `PartitionLog`
+The server uses `LogManager` (partition logs of a data directory, background duties) and `PartitionLog`
 (append, read, offsets, truncation, DeleteRecords). Calls block on disk; the server runs
 the long ones (fsync-heavy appends, retention, compaction, open/close) in worker threads.
 File formats follow Apache Kafka's: `{base:020d}.log` segments holding record batches as
 they travel on the wire, sparse `.index` and `.timeindex` files, checkpoint files.
 Module map: config (LogConfig, the topic config table), log (PartitionLog), segment,
-index, recovery, retention, compaction, topics (TopicMeta), manager (LogManager), errors.
+index, recovery, retention, compaction, topics (partition directory names), manager
+(LogManager), producer_snapshot (Kafka's .snapshot files), errors. What topics exist is the
+server's topic registry (server/topics.py), not storage's.
 """
 
 from storage.compaction import CleanerStats
@@ -24,8 +26,8 @@ from storage.errors import (
     UnknownTopicOrPartition,
 )
 from storage.log import AppendResult, PartitionLog
+from storage.segment import read_exact
 from storage.manager import LogManager
-from storage.topics import TopicMeta
 
 __all__ = [
     "AppendResult",
@@ -46,6 +48,6 @@ __all__ = [
     "StorageError",
     "TOPIC_CONFIGS",
     "TopicExists",
-    "TopicMeta",
     "UnknownTopicOrPartition",
+    "read_exact",
 ]

@@ -36,7 +36,7 @@ from storage.config import LogConfig
 from storage.files import atomic_write, fsync_dir, unlink_quietly
 from storage.index import OffsetIndex, TimeIndex
 from storage.log import PartitionLog
-from storage.recovery import INT32_MAX, LEADER_EPOCH, scan_segment
+from storage.recovery import INT32_MAX, scan_segment
 from storage.segment import (
     CLEANED_SUFFIX,
     INDEX_SUFFIX,
@@ -234,7 +234,7 @@ class _GroupCleaner:
             base_sequence=header.base_sequence,
             timestamp_type=1 if log_append_time else 0,
             is_transactional=bool(attributes & TRANSACTIONAL_MASK),
-            partition_leader_epoch=LEADER_EPOCH,
+            partition_leader_epoch=header.partition_leader_epoch,  # the epoch it was written in
             max_timestamp=header.max_timestamp if (log_append_time or not kept) else None,
             last_offset_delta=header.last_offset_delta,
             delete_horizon=new_horizon,
@@ -272,7 +272,8 @@ class _GroupCleaner:
                 return
             os.fsync(fd)
             scan = scan_segment(fd, size, base, index_interval_bytes=self.config.index_interval_bytes,
-                                contiguous=False, validate_crc=False)
+                                contiguous=False, validate_crc=False,
+                                max_leader_epoch=INT32_MAX)  # kept as they were written
             if scan.error is not None:  # pragma: no cover - we just wrote these batches
                 raise RuntimeError(f"cleaned segment {cleaned_log} does not scan: {scan.error}")
         except BaseException:

@@ -50,26 +50,26 @@ from storage.config import LONG_MAX, LogConfig
 from storage.errors import LogClosed, LogDirFull, OffsetOutOfRange, RecordTooLarge, StorageError
 from storage.files import fsync_dir, read_checkpoint, reserve_blocks, write_checkpoint
 from storage.index import FLUSH_PENDING_AT
-from storage.recovery import LEADER_EPOCH, load_segments, scan_segment
+from storage.leader_epoch import LeaderEpochFileCache
+from storage.recovery import load_segments, scan_segment
 from storage.segment import (
-    BATCH_PREFIX,
-    BATCH_PREFIX_SIZE,
-    BOUNDARY_HINTS,
+    LOCATE_WINDOW,
+    OFFSET_FIELDS,
     Graveyard,
     HeaderAt,
+    IndexMismatch,
     LogSegment,
     iter_segment_batches,
     read_exact,
     walk_headers,
-    walk_offsets,
 )
 from wire.errors import CorruptRecords
 from wire.records import (
-    HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
+    header_fields,
     iter_records,
     parse_header,
     set_log_append_time,
@@ -82,13 +82,12 @@ CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 # baseOffset, batchLength (rewritten unchanged), partitionLeaderEpoch: one pack per batch.
-_OFFSET_LENGTH_EPOCH = struct.Struct(">qii")
-_BASE_AND_LENGTH = struct.Struct(">qi")
-# The header fields an append looks at: batchLength, magic, lastOffsetDelta, maxTimestamp,
-# recordCount (the full HEADER unpack builds 13 objects; this one 5).
-_APPEND_FIELDS = struct.Struct(">8xi4xb6xi8xq14xi")
+_OFFSET_LENGTH_EPOCH = header_fields("base_offset", "length", "partition_leader_epoch", whole=False)
+# The header fields an append looks at (the full HEADER unpack builds 13 objects; this one
+# 5); spanning the whole header, so a buffer too short for one fails to unpack.
+_APPEND_FIELDS = header_fields("length", "magic", "last_offset_delta", "max_timestamp", "records_count")
 assert _APPEND_FIELDS.size == HEADER_SIZE
-_LOCATE_WINDOW = 8192
+_LOCATE_WINDOW = LOCATE_WINDOW
 # A segment reserves disk blocks ahead (trafka.preallocate.bytes) once it holds this much:
 # a quiet partition reserves nothing.
 RESERVE_FROM = 1 << 20
@@ -98,7 +97,7 @@ _pwrite = os.pwrite
 _time_ns = time.time_ns
 # The append fast path's settings for a closed log: every batch is "too large", so it
 # takes the general path, which raises LogClosed.
-_NOT_HOT = (None, -1, None, None, 0, 0, 0, -1, False, 0, 0, "never")
+_NOT_HOT = (None, 0, 0, 0, -1, False, 0, 0, "never", -2)
 
 
 def _now_ms() -> int:
@@ -121,7 +120,7 @@ def _split_batches(batch: bytearray, max_size: int) -> tuple[list[tuple[int, int
     while pos < total:
         if total - pos < HEADER_SIZE:
             raise CorruptRecords(f"{total - pos} trailing bytes after the last batch")
-        (_b, length, _e, magic, _c, _a, lod, _bt, max_ts, _p, _pe, _bs, count) = HEADER.unpack_from(batch, pos)
+        length, magic, lod, max_ts, count = _APPEND_FIELDS.unpack_from(batch, pos)
         size = length + LOG_OVERHEAD
         if magic != 2 or size < HEADER_SIZE or pos + size > total or lod < 0:
             raise CorruptRecords(f"not a whole magic-2 batch at byte {pos} of the append")
@@ -144,6 +143,10 @@ class PartitionLog:
                                                 DeleteRecords and retention
         cleaner-offset-checkpoint               "0\\n<offset>\\n": offsets below it have been
                                                 compacted, so they may have gaps
+        leader-epoch-checkpoint                 epoch -> start offset (storage.leader_epoch)
+
+    Every batch's partitionLeaderEpoch is the leader epoch it was appended in (`append`'s
+    ``leader_epoch``), and `leader_epoch_cache` knows where each epoch starts.
 
     Use `PartitionLog.open`. Thread-safety: one appender at a time (appends serialize on an
     internal lock anyway), any number of concurrent readers.
@@ -165,6 +168,7 @@ class PartitionLog:
         self.log_start_offset = 0
         self.log_end_offset = 0
         self.cleaned_offset = 0
+        self.leader_epoch_cache = LeaderEpochFileCache(None, name=name)
         self._dirty: list[LogSegment] = []
         self._unflushed_messages = 0
         self._last_flush_ms = 0
@@ -200,11 +204,9 @@ class PartitionLog:
         config = self._config
         segment = segments[-1]
         offset_index = segment.offset_index
+        latest_epoch = self.leader_epoch_cache.latest_epoch
         self._hot = (
             segment,
-            segment.fd,
-            segment.boundaries,
-            offset_index,
             # take the general path when the next batch would end past this: to roll (size;
             # a full index rolls on any batch) or to reserve more disk blocks
             -1 if segment.index_full else min(config.segment_bytes, self._reserve_point(segment)),
@@ -218,6 +220,8 @@ class PartitionLog:
             # (FLUSH_PENDING_AT), or the index is full (segment.index.bytes / 12 entries)
             min(FLUSH_PENDING_AT, config.segment_index_bytes // 12 - len(offset_index._cols[0])),
             config.flush_policy,
+            # the fast path appends in this epoch only; another one goes the general way
+            -2 if latest_epoch is None else latest_epoch,
         )
 
     # ------------------------------------------------------------------ opening, closing
@@ -244,6 +248,11 @@ class PartitionLog:
         self = cls(directory, config, name=name or directory.name, graveyard=graveyard or Graveyard())
         start_checkpoint = read_checkpoint(directory / LOG_START_OFFSET_CHECKPOINT)
         self.cleaned_offset = read_checkpoint(directory / CLEANER_OFFSET_CHECKPOINT) or 0
+        cache = LeaderEpochFileCache.load(directory, name=self.name)
+        # The epochs a batch may carry: those the checkpoint knows. A directory from before
+        # leader epochs has no checkpoint and epoch-0 batches only.
+        legacy = not cache.file_exists
+        latest = 0 if legacy else cache.latest_epoch
         segments = load_segments(
             directory,
             clean=clean,
@@ -251,6 +260,8 @@ class PartitionLog:
             index_interval_bytes=config.index_interval_bytes,
             now_ms=now_ms,
             name=self.name,
+            max_leader_epoch=-1 if latest is None else latest,
+            epochs_from=start_checkpoint or 0,
         )
         if not segments:
             segments = [LogSegment.create(directory, start_checkpoint or 0, now_ms)]
@@ -265,6 +276,13 @@ class PartitionLog:
         if start_checkpoint != self.log_start_offset:
             # Also makes sure the file exists, so a full disk can still overwrite it.
             self._write_log_start()
+        if legacy and self.log_end_offset > self.log_start_offset:
+            cache.assign(0, self.log_start_offset)  # what the previous version wrote
+        # A crash between a log change and the checkpoint's leaves entries outside the log.
+        cache.truncate_from_end(self.log_end_offset)
+        cache.truncate_from_start(self.log_start_offset)
+        self.leader_epoch_cache = cache
+        self._arm()
         self._last_flush_ms = now_ms
         return self
 
@@ -347,11 +365,6 @@ class PartitionLog:
         return self._segments[-1]
 
     @property
-    def high_watermark(self) -> int:
-        # A single broker: everything appended is "replicated".
-        return self.log_end_offset
-
-    @property
     def size_bytes(self) -> int:
         return sum(s.size for s in self._segments)
 
@@ -368,19 +381,24 @@ class PartitionLog:
 
     # ------------------------------------------------------------------ append
 
-    def append(self, batch: bytearray, record_count: int | None = None, *, now_ms: int | None = None) -> AppendResult:
-        """Append one or more whole, validated magic-2 batches; patch their offsets in place.
+    def append(self, batch: bytearray, record_count: int | None = None, *, leader_epoch: int = 0,
+               now_ms: int | None = None) -> AppendResult:
+        """Append one or more whole, validated magic-2 batches as the leader in
+        ``leader_epoch``: patch their baseOffset and partitionLeaderEpoch in place.
 
+        A leader epoch newer than the cache's latest is assigned its start offset (and the
+        leader-epoch-checkpoint written) before any batch carrying it is; one older than
+        the latest raises ValueError (the partition must fence such an append first).
         ``record_count`` (the sum of the batches' record counts, if the caller knows it)
         only feeds flush.messages accounting. Raises RecordTooLarge for a batch above
         max.message.bytes, LogDirFull when the disk is full (nothing is appended then).
         """
-        # The common case, one batch in the buffer, on a path of its own with the fewest
-        # calls and attribute loads and stores we can manage (each costs a few per cent of
-        # a 16 KiB append). Anything unusual (several batches, a batch too large or
-        # malformed, the first batch of a segment, a roll, a closed log) takes
-        # _append_general. The roll deadline is compared in nanoseconds; now_ms is derived
-        # only when needed.
+        # The common case, one batch in the buffer in the current epoch, on a path of its
+        # own with the fewest calls and attribute loads and stores we can manage (each
+        # costs a few per cent of a 16 KiB append). Anything unusual (several batches, a
+        # batch too large or malformed, the first batch of a segment or of an epoch, a
+        # roll, a closed log) takes _append_general. The roll deadline is compared in
+        # nanoseconds; now_ms is derived only when needed.
         now_ns = _time_ns() if now_ms is None else now_ms * 1_000_000
         size_total = len(batch)
         try:
@@ -390,18 +408,21 @@ class PartitionLog:
         lock = self._lock
         lock.acquire()  # not `with`: its __exit__ call costs twice an acquire and a release
         try:
-            (segment, fd, boundaries, offset_index, roll_bytes, roll_ns, roll_offset, max_message_bytes,
-             log_append_time, index_interval, index_event, policy) = self._hot
-            if length + LOG_OVERHEAD != size_total or magic != 2 or lod < 0 or size_total > max_message_bytes:
-                return self._append_general(batch, record_count, now_ns // 1_000_000 if now_ms is None else now_ms)
+            (segment, roll_bytes, roll_ns, roll_offset, max_message_bytes, log_append_time, index_interval,
+             index_event, policy, epoch) = self._hot
+            if (length + LOG_OVERHEAD != size_total or magic != 2 or lod < 0 or size_total > max_message_bytes
+                    or leader_epoch != epoch):
+                return self._append_general(batch, record_count, now_ns // 1_000_000 if now_ms is None else now_ms,
+                                            leader_epoch)
             base_offset = self.log_end_offset
             last = base_offset + lod
             position = segment.size
             if position + size_total > roll_bytes or now_ns >= roll_ns or last > roll_offset or not position:
                 # Kafka's roll conditions (size, age, a full index, 32-bit relative
                 # offsets), or an empty segment: the general path rolls and starts segments.
-                return self._append_general(batch, record_count, now_ns // 1_000_000 if now_ms is None else now_ms)
-            _patch_offset_length_epoch(batch, 0, base_offset, length, LEADER_EPOCH)
+                return self._append_general(batch, record_count, now_ns // 1_000_000 if now_ms is None else now_ms,
+                                            leader_epoch)
+            _patch_offset_length_epoch(batch, 0, base_offset, length, epoch)
             if log_append_time:
                 if now_ms is None:
                     now_ms = now_ns // 1_000_000
@@ -410,42 +431,15 @@ class PartitionLog:
                 result = (base_offset, last, now_ms, self.log_start_offset)
             else:
                 result = (base_offset, last, -1, self.log_start_offset)
-            since = segment.bytes_since_index
-            if len(boundaries) >= BOUNDARY_HINTS:
-                boundaries.clear()
             try:
-                written = _pwrite(fd, batch, position)
-                if written != size_total:
-                    _pwrite_rest(fd, batch, position, written)
-            except OSError as exc:
-                self._undo_write(segment, position, exc)
-            # Written: now the indexes, the size and the end offset move.
-            if max_ts > segment.max_timestamp:
-                segment.max_timestamp = max_ts
-                segment.offset_of_max_timestamp = last
-                segment.time_index_behind = True
-            if since <= index_interval:
-                segment.bytes_since_index = since + size_total
-            else:
-                # OffsetIndex.append, inlined: values before keys, as readers on other
-                # threads expect. (The tail lists are replaced on every merge.)
-                tail_keys, tail_values = offset_index._tail
-                tail_values.append(position)
-                tail_keys.append(last)
-                if len(tail_keys) >= index_event:
+                if segment.append(batch, base_offset, last, max_ts, index_interval, index_event):
                     self._index_housekeeping(segment)
-                if segment.time_index_behind:
-                    segment.time_index_behind = False
-                    segment.time_index_entry()
-                segment.bytes_since_index = size_total
-            boundaries[base_offset] = position  # the batch starts here; a tailing read asks for it
-            segment.size = position + size_total
-            last += 1
-            segment.next_offset = last
+            except OSError as exc:
+                self._write_failed(exc)
             if not segment.dirty:
                 segment.dirty = True
                 self._dirty.append(segment)
-            self.log_end_offset = last
+            self.log_end_offset = last + 1
             if policy != "never":
                 self._after_append(policy, now_ns // 1_000_000 if now_ms is None else now_ms,
                                    count if record_count is None else record_count)
@@ -474,10 +468,11 @@ class PartitionLog:
                 self._sync_data()
                 self._last_flush_ms = now_ms
 
-    def _append_general(self, batch: bytearray, record_count: int | None, now_ms: int) -> AppendResult:
+    def _append_general(self, batch: bytearray, record_count: int | None, now_ms: int,
+                        leader_epoch: int) -> AppendResult:
         """`append` for everything its single-batch path does not take: several batches in
-        one buffer, a batch too large or malformed (which raise), a closed log. Patches each
-        batch, writes them all with one pwrite, then indexes them."""
+        one buffer, a new leader epoch, a batch too large or malformed (which raise), a
+        closed log. Patches each batch, writes them all with one pwrite, then indexes them."""
         config = self._config
         log_append_time = config.log_append_time
         with self._lock:
@@ -487,6 +482,9 @@ class PartitionLog:
             if record_count is None:
                 record_count = counted
             base_offset = self.log_end_offset
+            latest = self.leader_epoch_cache.latest_epoch
+            if leader_epoch < 0 or (latest is not None and leader_epoch < latest):
+                raise ValueError(f"{self.name}: append in leader epoch {leader_epoch}, the log is at {latest}")
             segment = self._segments[-1]
             position = segment.size
             if position and (position + len(batch) > config.segment_bytes
@@ -497,53 +495,27 @@ class PartitionLog:
                 # entries fill segment.index.bytes first), 32-bit relative offsets.
                 segment = self._roll(now_ms)
                 position = 0
+            if latest is None or leader_epoch > latest:
+                # Durable before any batch carries the epoch (Kafka assigns before the
+                # segment append too), so recovery knows every epoch it finds.
+                try:
+                    self.leader_epoch_cache.assign(leader_epoch, base_offset)
+                except OSError as exc:
+                    self._write_failed(exc)
             if position + len(batch) > self._reserve_point(segment):
                 self._reserve(segment, position + len(batch))
 
             offset = base_offset
             for p, size, lod, _ts in spans:
-                _OFFSET_LENGTH_EPOCH.pack_into(batch, p, offset, size - LOG_OVERHEAD, LEADER_EPOCH)
+                _OFFSET_LENGTH_EPOCH.pack_into(batch, p, offset, size - LOG_OVERHEAD, leader_epoch)
                 if log_append_time:
                     set_log_append_time(batch, now_ms, p)
                 offset += lod + 1
             try:
-                written = os.pwrite(segment.fd, batch, position)
-                if written != len(batch):
-                    _pwrite_rest(segment.fd, batch, position, written)
+                offset = segment.append_batches(batch, spans, base_offset, config.index_interval_bytes,
+                                                config.segment_index_bytes // 12, now_ms if log_append_time else -1)
             except OSError as exc:
-                self._undo_write(segment, position, exc)
-
-            # Written: now the indexes, the size and the end offset move.
-            max_index_entries = config.segment_index_bytes // 12
-            since = segment.bytes_since_index
-            top = segment.max_timestamp
-            offset = base_offset
-            if position == 0:
-                segment.first_batch_max_timestamp = now_ms if log_append_time else spans[0][3]
-            for p, size, lod, max_ts in spans:
-                last = offset + lod
-                if log_append_time:
-                    max_ts = now_ms
-                if max_ts > top:
-                    top = max_ts
-                    segment.offset_of_max_timestamp = last
-                if since > config.index_interval_bytes:
-                    segment.add_index_entry(last, position + p, top)
-                    if segment.index_entries >= max_index_entries:
-                        segment.index_full = True
-                        self._arm()
-                    since = 0
-                since += size
-                offset = last + 1
-            segment.bytes_since_index = since
-            segment.max_timestamp = top
-            segment.time_index_behind = True
-            boundaries = segment.boundaries
-            if len(boundaries) >= BOUNDARY_HINTS:
-                boundaries.clear()
-            boundaries[base_offset] = position  # the batches start here; a tailing read asks for it
-            segment.size = position + len(batch)
-            segment.next_offset = offset
+                self._write_failed(exc)
             if not segment.dirty:
                 segment.dirty = True
                 self._dirty.append(segment)
@@ -612,13 +584,9 @@ class PartitionLog:
             if self.active.size:
                 self._roll(_now_ms() if now_ms is None else now_ms)
 
-    def _undo_write(self, segment: LogSegment, position: int, exc: OSError):
-        segment.reserved = position  # the cut frees reserved blocks too
-        self._arm()
-        try:
-            os.ftruncate(segment.fd, position)
-        except OSError as cut_exc:  # pragma: no cover - shrinking needs no space
-            log.error("%s: could not cut back a failed write: %s", self.name, cut_exc)
+    def _write_failed(self, exc: OSError):
+        """A write (cut back by the segment) or a checkpoint failed: nothing was appended."""
+        self._arm()  # the segment's reservation went with the cut
         if exc.errno in _DISK_FULL:
             raise LogDirFull(f"{self.name}: {os.strerror(exc.errno)}") from exc
         raise StorageError(f"{self.name}: write failed: {exc}") from exc
@@ -674,86 +642,6 @@ class PartitionLog:
             raise OffsetOutOfRange(offset, self.log_start_offset, end)
         return end
 
-    def _first_batch(self, segment: LogSegment, offset: int) -> tuple[int, int] | None:
-        """(position, size) of the first batch in ``segment`` holding offsets >= ``offset``."""
-        end = segment.size
-        fd = segment.fd
-        hinted = segment.boundaries.get(offset)
-        if hinted is not None and hinted < end:
-            for position, base, size, _last in walk_offsets(fd, hinted, end, _LOCATE_WINDOW):
-                if base == offset:
-                    return position, size
-                break
-        key, position = segment.offset_index.lookup(offset) if offset > segment.base_offset else (-1, 0)
-        for at, base, size, last in walk_offsets(fd, position, end, _LOCATE_WINDOW):
-            if key >= 0:
-                if at != position or last != key:
-                    raise _IndexMismatch(segment)
-                key = -1
-            if last >= offset:
-                return at, size
-        if key >= 0:
-            raise _IndexMismatch(segment)  # the indexed position holds no batch
-        return None
-
-    def _locate(self, segment: LogSegment, offset: int, max_bytes: int) -> tuple[int, int] | None:
-        """(position, length) in ``segment`` of whole batches from the one holding ``offset``."""
-        first = self._first_batch(segment, offset)
-        if first is None:
-            return None
-        start, first_size = first
-        end = segment.size
-        limit = min(end, start + max(max_bytes, first_size))
-        stop = start + first_size
-        if stop < limit:
-            # An indexed position is a batch boundary: everything before it is whole.
-            key, indexed = segment.offset_index.entry_at_or_before_position(limit)
-            if indexed > stop:
-                stop = indexed
-            else:
-                key = -1
-            for at, base, size, last in walk_offsets(segment.fd, stop, end, _LOCATE_WINDOW):
-                if key >= 0:
-                    if last != key:
-                        raise _IndexMismatch(segment)
-                    key = -1
-                if at + size > limit:
-                    self._hint(segment, base, at)  # the next read of this consumer starts here
-                    break
-                stop = at + size
-            if key >= 0:
-                raise _IndexMismatch(segment)
-        return start, stop - start
-
-    def _trim(self, segment: LogSegment, data: bytes, start: int, first_size: int) -> int:
-        """Length of the whole batches at the front of ``data`` (read from ``start``)."""
-        n = len(data)
-        stop = first_size
-        if stop < n:
-            key, indexed = segment.offset_index.entry_at_or_before_position(start + n)
-            rel = indexed - start
-            if rel > stop and rel + BATCH_PREFIX_SIZE <= n:
-                base, _length, _epoch, _magic, _crc, _attributes, lod = BATCH_PREFIX.unpack_from(data, rel)
-                if base + lod != key:
-                    raise _IndexMismatch(segment)
-                stop = rel
-            unpack = _BASE_AND_LENGTH.unpack_from
-            while stop + LOG_OVERHEAD <= n:
-                base, length = unpack(data, stop)
-                size = length + LOG_OVERHEAD
-                if size < HEADER_SIZE or stop + size > n:
-                    self._hint(segment, base, start + stop)
-                    break
-                stop += size
-        return stop
-
-    @staticmethod
-    def _hint(segment: LogSegment, base_offset: int, position: int) -> None:
-        boundaries = segment.boundaries
-        if len(boundaries) >= BOUNDARY_HINTS:
-            boundaries.clear()
-        boundaries[base_offset] = position
-
     def _start_position(self, segment: LogSegment, offset: int) -> int:
         """Where to start scanning ``segment`` for ``offset``, with the index entry checked."""
         if offset <= segment.base_offset:
@@ -763,8 +651,8 @@ class PartitionLog:
             return 0
         raw = os.pread(segment.fd, HEADER_SIZE, position)
         if len(raw) == HEADER_SIZE:
-            fields = HEADER.unpack_from(raw)
-            if fields[0] + fields[6] == key:
+            base, _length, lod = OFFSET_FIELDS.unpack_from(raw)
+            if base + lod == key:
                 return position
         self._rebuild_index(segment)
         return segment.offset_index.lookup(offset)[1]
@@ -776,21 +664,25 @@ class PartitionLog:
                 return
             scan = scan_segment(segment.fd, segment.size, segment.base_offset,
                                 index_interval_bytes=self.config.index_interval_bytes,
-                                contiguous=segment.base_offset >= self.cleaned_offset)
+                                contiguous=segment.base_offset >= self.cleaned_offset,
+                                max_leader_epoch=max(self.leader_epoch_cache.latest_epoch or 0, 0),
+                                epochs_from=self.log_start_offset)
             log.error("%s: offset index of segment %d did not match its log; rebuilt%s", self.name,
                       segment.base_offset, f" (log damaged: {scan.error})" if scan.error else "")
             segment.offset_index.set_entries(scan.index_entries, in_file=False)
             self._arm()
 
     def _find(self, offset: int, max_bytes: int, action: Callable[[LogSegment, int, int], object], *,
-              whole: bool = True):
+              whole: bool = True, max_offset: int | None = None, min_one_batch: bool = True):
         """Run ``action(segment, position, length)`` on the pinned segment holding ``offset``:
         ``length`` covers whole batches up to ``max_bytes`` if ``whole``, else only the first
-        batch (the action then finds the rest itself)."""
+        batch (the action then finds the rest itself, passing the segment's `read_end`).
+        None when there is nothing to read: at the log end, at or past ``max_offset``, or a
+        first batch over ``max_bytes`` without ``min_one_batch``."""
         for _attempt in range(8):
             self._check_open()
             end = self._check_range(offset)
-            if offset == end:
+            if offset == end or (max_offset is not None and offset >= max_offset):
                 return None
             segments, bases = self._view
             i = max(bisect_right(bases, offset) - 1, 0)
@@ -801,16 +693,15 @@ class PartitionLog:
                     retry = True  # retired under us: take a fresh view
                     break
                 try:
-                    locate = self._locate if whole else self._first_batch_for
                     try:
-                        found = locate(segment, offset, max_bytes)
-                        if found is not None:
-                            return action(segment, found[0], found[1])
-                    except _IndexMismatch:
+                        found, bounded = self._locate(segment, offset, max_bytes, whole, max_offset, min_one_batch)
+                    except IndexMismatch:
                         self._rebuild_index(segment)
-                        found = locate(segment, offset, max_bytes)
-                        if found is not None:
-                            return action(segment, found[0], found[1])
+                        found, bounded = self._locate(segment, offset, max_bytes, whole, max_offset, min_one_batch)
+                    if found is not None:
+                        return action(segment, found[0], found[1]) if found[1] else None
+                    if bounded:
+                        return None  # the next batch starts at or past max_offset
                 finally:
                     segment.unpin()
                 i += 1
@@ -818,12 +709,28 @@ class PartitionLog:
                 return None  # offsets up to the end were compacted away
         raise StorageError(f"{self.name}: segments kept changing during a read")
 
-    def _first_batch_for(self, segment: LogSegment, offset: int, _max_bytes: int) -> tuple[int, int] | None:
-        return self._first_batch(segment, offset)
+    @staticmethod
+    def _locate(segment: LogSegment, offset: int, max_bytes: int, whole: bool, max_offset: int | None,
+                min_one_batch: bool):
+        """((position, length) or None, bounded) for `_find`; length 0: nothing fits."""
+        end, bounded = segment.read_end(max_offset)
+        if whole:
+            return segment.locate(offset, max_bytes, end, min_one_batch), bounded
+        first = segment.first_batch(offset, end)
+        if first is None:
+            return None, bounded
+        if first[1] > max_bytes and not min_one_batch:
+            return (first[0], 0), bounded
+        return (first[0], first[1]), bounded
 
-    def read(self, offset: int, max_bytes: int) -> bytes | memoryview:
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one_batch: bool = True) -> bytes | memoryview:
         """Stored batches from the one holding ``offset``: whole batches up to ``max_bytes``,
-        but at least one whole batch if any exists at or after ``offset``.
+        but at least one whole batch if any exists at or after ``offset`` and
+        ``min_one_batch`` (Kafka's minOneMessage; without it a first batch over
+        ``max_bytes`` reads as empty, which is how a Fetch response honours its response
+        wide max_bytes, KIP-74). ``max_offset`` (exclusive; the high watermark, say): only
+        batches whose base offset is below it, never a batch split.
 
         Empty at the log end offset; OffsetOutOfRange below the log start offset or past the
         end. Like Kafka, a read stops at the end of a segment; the caller reads again.
@@ -831,33 +738,38 @@ class PartitionLog:
         def read_whole_batches(segment: LogSegment, start: int, first_size: int):
             # One pread of everything that may fit, trimmed in memory to whole batches:
             # sequential I/O the kernel reads ahead for, and no copy (a memoryview slice).
-            data = read_exact(segment.fd, min(segment.size, start + max(max_bytes, first_size)) - start, start)
-            stop = self._trim(segment, data, start, first_size)
+            end = segment.size if max_offset is None else segment.read_end(max_offset)[0]
+            data = read_exact(segment.fd, min(end, start + max(max_bytes, first_size)) - start, start)
+            stop = segment.trim(data, start, first_size)
             return data if stop == len(data) else memoryview(data)[:stop]
 
-        result = self._find(offset, max_bytes, read_whole_batches, whole=False)
+        result = self._find(offset, max_bytes, read_whole_batches, whole=False, max_offset=max_offset,
+                            min_one_batch=min_one_batch)
         return b"" if result is None else result
 
-    def read_location(self, offset: int, max_bytes: int) -> list[tuple[int, int, int]]:
+    def read_location(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
+                      min_one_batch: bool = True) -> list[tuple[int, int, int]]:
         """Where `read` would read from, as [(fd, position, length)] for os.sendfile.
 
         The descriptors belong to the log: do not close them. They stay valid for at least
         file.delete.delay.ms after their segment is deleted, so send promptly.
         """
-        result = self._find(offset, max_bytes, lambda seg, pos, length: [(seg.fd, pos, length)])
+        result = self._find(offset, max_bytes, lambda seg, pos, length: [(seg.fd, pos, length)],
+                            max_offset=max_offset, min_one_batch=min_one_batch)
         return [] if result is None else result
 
-    def read_pinned(self, offset: int, max_bytes: int) -> tuple[LogSegment, int, int] | None:
+    def read_pinned(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
+                    min_one_batch: bool = True) -> tuple[LogSegment, int, int] | None:
         """Where `read` would read from, as (segment, position, length) with the segment
         pinned: its descriptor stays open, whatever retention or deletion does, until the
         caller calls ``segment.unpin()`` — which it must, once, after its pread or
-        os.sendfile. None at the log end (nothing is pinned then)."""
+        os.sendfile. None when there is nothing to read (nothing is pinned then)."""
 
         def pin(segment: LogSegment, position: int, length: int):
             segment.pin()  # cannot fail: _find holds a pin while this runs
             return segment, position, length
 
-        return self._find(offset, max_bytes, pin)
+        return self._find(offset, max_bytes, pin, max_offset=max_offset, min_one_batch=min_one_batch)
 
     def iter_batches(self, from_offset: int = 0) -> Iterator[tuple[BatchHeader, bytes]]:
         """Every stored batch holding offsets >= ``from_offset``, oldest first, up to the log
@@ -965,15 +877,17 @@ class PartitionLog:
     def _write_log_start(self) -> None:
         write_checkpoint(self.directory / LOG_START_OFFSET_CHECKPOINT, self.log_start_offset)
 
-    def delete_records_before(self, offset: int) -> int:
-        """DeleteRecords: move the log start offset to ``offset`` (-1: the high watermark) and
-        delete the segments wholly below it. Returns the new log start offset (low watermark)."""
+    def delete_records_before(self, offset: int, *, max_offset: int | None = None) -> int:
+        """DeleteRecords: move the log start offset to ``offset`` (-1: the log end offset; the
+        partition passes its high watermark as the limit, ``max_offset``) and delete the
+        segments wholly below it. Returns the new log start offset (low watermark)."""
         with self._lock:
             self._check_open()
+            limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
             if offset == -1:
-                offset = self.high_watermark
-            if offset < 0 or offset > self.high_watermark:
-                raise OffsetOutOfRange(offset, self.log_start_offset, self.high_watermark)
+                offset = limit
+            if offset < 0 or offset > limit:
+                raise OffsetOutOfRange(offset, self.log_start_offset, limit)
             if offset > self.log_start_offset:
                 previous = self.log_start_offset
                 self.log_start_offset = offset
@@ -984,8 +898,19 @@ class PartitionLog:
                     # must keep seeing the records it did not delete (ENOSPC, for one).
                     self.log_start_offset = previous
                     raise
+                self._truncate_epochs(self.leader_epoch_cache.truncate_from_start, self.log_start_offset)
                 self._delete_below_start("DeleteRecords")
             return self.log_start_offset
+
+    def _truncate_epochs(self, truncate: Callable[[int], None], offset: int) -> None:
+        """Keep the leader epoch cache inside the log after its start or end moved. A
+        failure to rewrite the checkpoint (a full disk, which retention must still relieve)
+        is only logged: the cache in memory has changed, and opening the log trims the file
+        the same way (Kafka flushes these two asynchronously for the same reason)."""
+        try:
+            truncate(offset)
+        except OSError as exc:
+            log.warning("%s: leader-epoch-checkpoint not rewritten: %s", self.name, exc)
 
     def _delete_below_start(self, reason: str) -> int:
         segments = self._segments
@@ -1020,6 +945,7 @@ class PartitionLog:
             except BaseException:
                 self.log_start_offset = previous  # nothing deleted, nothing moved
                 raise
+            self._truncate_epochs(self.leader_epoch_cache.truncate_from_start, self.log_start_offset)
         self._set_segments(kept)
         for segment in doomed:
             segment.delete_files()
@@ -1047,58 +973,25 @@ class PartitionLog:
             segments = self._segments
             i = max(bisect_right(self._bases, offset) - 1, 0)
             segment = segments[i]
-            cut_pos, new_end = segment.size, offset
             start = self._start_position(segment, offset)
-            for header in walk_headers(segment.fd, start, segment.size):
-                if header.last_offset >= offset:
-                    cut_pos, new_end = header.position, header.base_offset
-                    break
+            _cut_pos, new_end = segment.cut_point(offset, start)
             if new_end < self.log_start_offset:
                 # The batch holding `offset` also holds the log start offset: nothing
                 # readable survives, so the log restarts empty at its start offset.
                 self._truncate_fully(self.log_start_offset)
                 return
-            self._cut_segment(segment, cut_pos, new_end)
+            segment.truncate_to(offset, start)
             doomed, kept = segments[i + 1:], segments[:i + 1]
             for gone in doomed:
                 gone.delete_files()
                 self._graveyard.add(gone, self.config.file_delete_delay_ms)
             self._dirty = [s for s in self._dirty if s in kept]
-            self._set_segments(kept)
-            self._reset_active_state(segment)
             self.log_end_offset = new_end
+            self._set_segments(kept)
             fsync_dir(self.directory)
+            self._truncate_epochs(self.leader_epoch_cache.truncate_from_end, new_end)
+            self._arm()
             log.info("%s: truncated to offset %d (log end offset %d)", self.name, offset, new_end)
-
-    def _cut_segment(self, segment: LogSegment, position: int, new_end: int) -> None:
-        segment.boundaries.clear()
-        os.ftruncate(segment.fd, position)
-        os.fsync(segment.fd)
-        segment.reserved = position  # the cut freed any reserved blocks
-        segment.size = position
-        segment.next_offset = new_end
-        segment.offset_index.truncate_to_position(position)
-        segment.time_index.truncate_to_offset(new_end)
-
-    def _reset_active_state(self, segment: LogSegment) -> None:
-        """Recompute what appends track for a segment that becomes (or stays) active after a
-        cut: max timestamp, bytes since the last index entry, and no final time entry."""
-        max_ts, max_off, first_ts, since = -1, -1, -1, 0
-        last_indexed = segment.offset_index.last_entry
-        for n, header in enumerate(walk_headers(segment.fd, 0, segment.size)):
-            if n == 0:
-                first_ts = header.max_timestamp
-            if header.max_timestamp > max_ts:
-                max_ts, max_off = header.max_timestamp, header.last_offset
-            if last_indexed is not None and header.position == last_indexed[1]:
-                since = 0
-            since += header.size
-        segment.max_timestamp, segment.offset_of_max_timestamp = max_ts, max_off
-        segment.first_batch_max_timestamp = first_ts
-        segment.bytes_since_index = since if last_indexed is not None else segment.size
-        entries = [e for e in zip(segment.time_index.keys, segment.time_index.values) if e[1] <= max_off and e[0] <= max_ts]
-        segment.time_index.set_entries(entries, in_file=False)
-        segment.time_index_behind = True
 
     def _truncate_fully(self, offset: int) -> None:
         now_ms = _now_ms()
@@ -1112,6 +1005,8 @@ class PartitionLog:
         self.log_end_offset = offset
         self._write_log_start()
         fsync_dir(self.directory)
+        self.leader_epoch_cache.clear()  # Kafka's truncateFullyAndStartAt: no epoch holds data
+        self._arm()
         log.info("%s: truncated fully, restarting at offset %d", self.name, offset)
 
     # ------------------------------------------------------------------ compaction support
@@ -1141,18 +1036,3 @@ class PartitionLog:
     def sweep(self) -> int:
         """Close retired descriptors whose readers are gone and whose delay has passed."""
         return self._graveyard.sweep()
-
-
-class _IndexMismatch(Exception):
-    def __init__(self, segment: LogSegment) -> None:
-        self.segment = segment
-
-
-def _pwrite_rest(fd: int, data: bytearray, position: int, written: int) -> None:
-    """Finish a short pwrite (rare: a signal, a nearly full disk)."""
-    view = memoryview(data)
-    while written < len(data):
-        more = os.pwrite(fd, view[written:], position + written)
-        if more <= 0:  # pragma: no cover
-            raise OSError(errno.EIO, "short write")
-        written += more

@@ -7,7 +7,8 @@ How this works, in order:
    not started and is undone, otherwise it is finished. Other `*.cleaned`, `*.tmp` and
    `*.deleted` files, and index files without a .log, are removed.
 2. Every segment is checked batch by batch: header sane (magic 2, length), whole batch
-   present, CRC32C over attributes..end, partitionLeaderEpoch as the broker writes it, and
+   present, CRC32C over attributes..end, a partitionLeaderEpoch the leader-epoch-checkpoint
+   knows (see storage.leader_epoch), and
    offsets increasing (contiguous where the cleaner has not been, see
    `contiguous_from`). After an unclean shutdown every segment is scanned; after a clean
    one only the last, while the others are trusted if their indexes are sane (monotonic,
@@ -40,11 +41,14 @@ from storage.segment import (
     read_exact,
     segment_name,
 )
-from wire.records import CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD, crc32c
+from storage.segment import OFFSET_FIELDS
+from wire.records import CRC_START, HEADER_SIZE, LOG_OVERHEAD, crc32c, header_fields
 
 log = logging.getLogger("storage")
 
-LEADER_EPOCH = 0  # the only partitionLeaderEpoch a single broker writes
+# What recovery checks of each header, read from the one layout in wire.records.
+_SCAN_FIELDS = header_fields("base_offset", "length", "partition_leader_epoch", "magic", "crc",
+                             "last_offset_delta", "max_timestamp", "records_count")
 _CHUNK = 8 * 1024 * 1024
 _NAME = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
 
@@ -74,11 +78,17 @@ def scan_segment(
     contiguous: bool,
     next_base: int | None = None,
     validate_crc: bool = True,
+    max_leader_epoch: int = 0,
+    epochs_from: int = 0,
 ) -> ScanResult:
     """Walk every batch of a .log, validating it, and build the indexes Kafka would have.
 
     ``contiguous``: offsets must follow on without gaps (true unless the cleaner has
-    rewritten this segment). ``next_base``: the next segment's base offset, which no batch
+    rewritten this segment). ``max_leader_epoch``: the latest epoch the
+    leader-epoch-checkpoint knows; a batch with a partitionLeaderEpoch above it (or below
+    0) was never assigned, so it is damage (the checkpoint is written before the batches).
+    Only batches reaching ``epochs_from`` (the log start offset) are held to that: the
+    cache forgets epochs wholly below the log start, whose batches nobody reads. ``next_base``: the next segment's base offset, which no batch
     may reach. The scan stops at the first batch that fails a check and reports why in
     ``error``; ``valid_size`` is where the damage starts.
     """
@@ -98,8 +108,7 @@ def scan_segment(
         if rel + HEADER_SIZE > len(buf):
             buf_start, rel = pos, 0
             buf = read_exact(fd, min(_CHUNK, size - pos), pos)
-        (base, length, epoch, magic, crc, _attrs, lod, _bts, batch_max_ts, _pid, _pe, _bs,
-         count) = HEADER.unpack_from(buf, rel)
+        base, length, epoch, magic, crc, lod, batch_max_ts, count = _SCAN_FIELDS.unpack_from(buf, rel)
         batch_size = length + LOG_OVERHEAD
         if magic != 2:
             result.error = f"magic {magic} at position {pos}"
@@ -110,8 +119,8 @@ def scan_segment(
         if pos + batch_size > size:
             result.error = f"torn batch: {batch_size} bytes declared at position {pos}, {size - pos} present"
             break
-        if epoch != LEADER_EPOCH:
-            result.error = f"partitionLeaderEpoch {epoch} at position {pos}"
+        if not 0 <= epoch <= max_leader_epoch and base + lod >= epochs_from:
+            result.error = f"partitionLeaderEpoch {epoch} at position {pos}, the checkpoint knows 0..{max_leader_epoch}"
             break
         if base < expected or (contiguous and base != expected):
             result.error = f"baseOffset {base} at position {pos}, expected {expected}"
@@ -185,8 +194,8 @@ def load_trusted(segment: LogSegment, next_base: int) -> bool:
         raw = os.pread(segment.fd, HEADER_SIZE, pos)
         if len(raw) < HEADER_SIZE:
             return False
-        fields = HEADER.unpack_from(raw)
-        if fields[0] + fields[6] != last_offset or pos + fields[1] + LOG_OVERHEAD > segment.size:
+        base, length, lod = OFFSET_FIELDS.unpack_from(raw)
+        if base + lod != last_offset or pos + length + LOG_OVERHEAD > segment.size:
             return False
     segment.offset_index.set_entries(offsets, in_file=True)
     segment.time_index.set_entries(times, in_file=True)
@@ -231,6 +240,8 @@ def load_segments(
     index_interval_bytes: int,
     now_ms: int,
     name: str,
+    max_leader_epoch: int = 0,
+    epochs_from: int = 0,
 ) -> list[LogSegment]:
     """Open, check and (where damaged) cut the segments of one partition directory.
 
@@ -274,6 +285,7 @@ def load_segments(
         scan = scan_segment(
             segment.fd, segment.size, segment.base_offset,
             index_interval_bytes=index_interval_bytes, contiguous=contiguous, next_base=next_base,
+            max_leader_epoch=max_leader_epoch, epochs_from=epochs_from,
         )
         apply_scan(segment, scan, active=last or scan.error is not None)
         if scan.error is not None:

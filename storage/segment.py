@@ -12,6 +12,7 @@ also keeps descriptors handed out for `os.sendfile` (`PartitionLog.read_location
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import struct
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from storage.files import blocks_past_end
 from storage.index import OffsetIndex, TimeIndex
-from wire.records import HEADER, HEADER_SIZE, LOG_OVERHEAD
+from wire.records import HEADER_SIZE, LOG_OVERHEAD, header_fields
 
 log = logging.getLogger("storage")
 
@@ -35,7 +36,9 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 
 _WINDOW = 64 * 1024
+LOCATE_WINDOW = 8192  # a read locates its batches within a few headers of an index entry
 BOUNDARY_HINTS = 64
+_pwrite = os.pwrite
 
 
 def segment_name(base_offset: int) -> str:
@@ -64,58 +67,56 @@ class HeaderAt:
         return self.base_offset + self.last_offset_delta + 1
 
 
+# The header fields each walk reads, derived from the one layout in wire.records. Every
+# layout starts with baseOffset and batchLength, which `walk` relies on.
+OFFSET_FIELDS = header_fields("base_offset", "length", "last_offset_delta", whole=False)
+HEADER_AT_FIELDS = header_fields("base_offset", "length", "attributes", "last_offset_delta", "max_timestamp",
+                                 "producer_id", "records_count")
+_BASE_AND_LENGTH = header_fields("base_offset", "length", whole=False)
+
+
+def walk(fd: int, position: int, end: int, layout: struct.Struct = OFFSET_FIELDS, window: int = _WINDOW):
+    """Yield (position, size, fields) for each batch from ``position`` up to ``end``, trusting
+    lengths; ``fields`` is ``layout`` (a `wire.records.header_fields` struct starting with
+    base_offset, length) unpacked from the batch's header.
+
+    The one header walk of the storage layer. Reads ``window`` bytes at a time and parses
+    headers in memory, so walking many small batches costs one pread per window. Stops at
+    the first header that does not fit before ``end`` (a torn tail) or declares a length
+    below the header size. (Recovery validates as it goes, so it has a loop of its own.)
+    """
+    buf = b""
+    buf_start = position
+    unpack = layout.unpack_from
+    while position + HEADER_SIZE <= end:
+        offset = position - buf_start
+        if offset + HEADER_SIZE > len(buf):
+            buf_start = position
+            buf = os.pread(fd, min(window, end - position), position)
+            offset = 0
+            if len(buf) < HEADER_SIZE:
+                return
+        fields = unpack(buf, offset)
+        size = fields[1] + LOG_OVERHEAD
+        if size < HEADER_SIZE or position + size > end:
+            return
+        yield position, size, fields
+        position += size
+
+
 def walk_headers(fd: int, position: int, end: int, window: int = _WINDOW):
-    """Yield a `HeaderAt` for each batch from ``position`` up to ``end``, trusting lengths.
-
-    Reads ``window`` bytes at a time and parses headers in memory, so walking many small
-    batches costs one pread per window. Stops at the first header that does not fit before
-    ``end`` (a torn tail) or declares a length below the header size.
-    """
-    buf = b""
-    buf_start = position
-    while position + HEADER_SIZE <= end:
-        offset = position - buf_start
-        if offset + HEADER_SIZE > len(buf):
-            buf_start = position
-            buf = os.pread(fd, min(window, end - position), position)
-            offset = 0
-            if len(buf) < HEADER_SIZE:
-                return
-        (base, length, _epoch, _magic, _crc, attributes, lod, _base_ts, max_ts, pid, _pe, _bs,
-         count) = HEADER.unpack_from(buf, offset)
-        size = length + LOG_OVERHEAD
-        if size < HEADER_SIZE or position + size > end:
-            return
-        yield HeaderAt(position, base, size, attributes, lod, max_ts, pid, count)
-        position += size
+    """`walk` yielding a `HeaderAt` per batch (the fields storage looks at)."""
+    for at, size, (base, _length, attributes, lod, max_ts, pid, count) in walk(fd, position, end,
+                                                                              HEADER_AT_FIELDS, window):
+        yield HeaderAt(at, base, size, attributes, lod, max_ts, pid, count)
 
 
-BATCH_PREFIX = struct.Struct(">qiibIhi")  # baseOffset .. lastOffsetDelta: the first 27 bytes
-BATCH_PREFIX_SIZE = BATCH_PREFIX.size
+class IndexMismatch(Exception):
+    """An offset index entry points at something other than the batch it names; the
+    caller rebuilds the index from the log (under the partition lock) and retries."""
 
-
-def walk_offsets(fd: int, position: int, end: int, window: int = _WINDOW):
-    """Like `walk_headers`, lighter: yield (position, base offset, size, last offset) tuples.
-
-    For the read path, which only needs where batches are and which offsets they hold.
-    """
-    buf = b""
-    buf_start = position
-    unpack = BATCH_PREFIX.unpack_from
-    while position + HEADER_SIZE <= end:
-        offset = position - buf_start
-        if offset + HEADER_SIZE > len(buf):
-            buf_start = position
-            buf = os.pread(fd, min(window, end - position), position)
-            offset = 0
-            if len(buf) < HEADER_SIZE:
-                return
-        base, length, _epoch, _magic, _crc, _attributes, lod = unpack(buf, offset)
-        size = length + LOG_OVERHEAD
-        if size < HEADER_SIZE or position + size > end:
-            return
-        yield position, base, size, base + lod
-        position += size
+    def __init__(self, segment: "LogSegment") -> None:
+        self.segment = segment
 
 
 class LogSegment:
@@ -129,6 +130,14 @@ class LogSegment:
     (or whole batches) were removed. No other framing: the file size is the sum of batch
     sizes, and recovery finds batch boundaries from the batchLength fields.
     """
+
+    # Slots: the append path reads and writes a dozen of these per batch.
+    __slots__ = (
+        "directory", "base_offset", "fd", "size", "log_path", "offset_index", "time_index", "indexes_loaded",
+        "next_offset", "max_timestamp", "offset_of_max_timestamp", "first_batch_max_timestamp", "created_ms",
+        "last_offset_allowed", "index_full", "bytes_since_index", "time_index_behind", "boundaries", "dirty",
+        "reserved", "_lock", "_pins", "_retired_at", "_closed", "__weakref__",
+    )
 
     def __init__(self, directory: Path, base_offset: int, fd: int, size: int) -> None:
         self.directory = directory
@@ -206,6 +215,257 @@ class LogSegment:
         """TimeIndex.maybe_append of the segment's maximum (Kafka's maybeAppend takes the
         segment's, not the batch's), alongside an offset index entry."""
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+
+    # -- appending (one writer, under the partition lock) ---------------------------------
+
+    def append(self, batch: bytearray, base_offset: int, last_offset: int, max_timestamp: int,
+               index_interval_bytes: int, index_event: int) -> bool:
+        """Write one whole batch (offsets already patched) at the segment's end, then move
+        its state: max timestamp, an index entry when more than index.interval.bytes were
+        written since the last one, the committed size. Kafka's LogSegment.append.
+
+        Returns True when the offset index's tail reached ``index_event`` entries (the
+        caller then merges and writes it, see `OffsetIndex`). A failed write is cut back
+        and its OSError raised; nothing moved then.
+        """
+        position = self.size
+        size = len(batch)
+        boundaries = self.boundaries
+        if len(boundaries) >= BOUNDARY_HINTS:
+            boundaries.clear()
+        try:
+            written = _pwrite(self.fd, batch, position)
+            if written != size:
+                _pwrite_rest(self.fd, batch, position, written)
+        except OSError:
+            self.cut_back(position)
+            raise
+        # Written: now the indexes, the size and the next offset move.
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = last_offset
+            self.time_index_behind = True
+        since = self.bytes_since_index
+        due = False
+        if since <= index_interval_bytes:
+            self.bytes_since_index = since + size
+        else:
+            # OffsetIndex.append, inlined: values before keys, as readers on other threads
+            # expect. (The tail lists are replaced on every merge.)
+            tail_keys, tail_values = self.offset_index._tail
+            tail_values.append(position)
+            tail_keys.append(last_offset)
+            due = len(tail_keys) >= index_event
+            if self.time_index_behind:
+                self.time_index_behind = False
+                self.time_index_entry()
+            self.bytes_since_index = size
+        boundaries[base_offset] = position  # the batch starts here; a tailing read asks for it
+        self.size = position + size
+        self.next_offset = last_offset + 1
+        return due
+
+    def append_batches(self, data: bytearray, spans: list[tuple[int, int, int, int]], base_offset: int,
+                       index_interval_bytes: int, max_index_entries: int, append_time_ms: int = -1) -> int:
+        """`append` for a buffer of several batches (offsets patched): one pwrite, then the
+        per-batch index rule. ``spans``: (position in ``data``, size, lastOffsetDelta,
+        maxTimestamp) per batch; ``append_time_ms`` >= 0 replaces every max timestamp
+        (LogAppendTime). Sets `index_full` when the index reached ``max_index_entries``.
+        Returns the next offset."""
+        position = self.size
+        try:
+            written = os.pwrite(self.fd, data, position)
+            if written != len(data):
+                _pwrite_rest(self.fd, data, position, written)
+        except OSError:
+            self.cut_back(position)
+            raise
+        since = self.bytes_since_index
+        top = self.max_timestamp
+        offset = base_offset
+        if position == 0:
+            self.first_batch_max_timestamp = append_time_ms if append_time_ms >= 0 else spans[0][3]
+        for p, size, lod, max_ts in spans:
+            last = offset + lod
+            if append_time_ms >= 0:
+                max_ts = append_time_ms
+            if max_ts > top:
+                top = max_ts
+                self.offset_of_max_timestamp = last
+            if since > index_interval_bytes:
+                self.add_index_entry(last, position + p, top)
+                if self.index_entries >= max_index_entries:
+                    self.index_full = True
+                since = 0
+            since += size
+            offset = last + 1
+        self.bytes_since_index = since
+        self.max_timestamp = top
+        self.time_index_behind = True
+        boundaries = self.boundaries
+        if len(boundaries) >= BOUNDARY_HINTS:
+            boundaries.clear()
+        boundaries[base_offset] = position  # the batches start here; a tailing read asks for it
+        self.size = position + len(data)
+        self.next_offset = offset
+        return offset
+
+    def cut_back(self, position: int) -> None:
+        """Undo a failed write: the file goes back to ``position`` (freeing reserved blocks)."""
+        self.reserved = position
+        try:
+            os.ftruncate(self.fd, position)
+        except OSError as exc:  # pragma: no cover - shrinking needs no space
+            log.error("%s: could not cut back a failed write: %s", self.log_path, exc)
+
+    # -- truncation -------------------------------------------------------------------------
+
+    def cut_point(self, offset: int, start: int = 0) -> tuple[int, int]:
+        """(position, base offset) of the first batch holding an offset >= ``offset``,
+        walking from ``start`` (a batch boundary); (size, ``offset``) if there is none."""
+        for at, _size, (base, _length, lod) in walk(self.fd, start, self.size):
+            if base + lod >= offset:
+                return at, base
+        return self.size, offset
+
+    def truncate_to(self, offset: int, start: int = 0) -> int:
+        """Remove every batch holding an offset >= ``offset`` (whole batches), with the
+        index entries past the cut, and recompute the append state. Kafka's
+        LogSegment.truncateTo. ``start``: a batch boundary at or before the cut to walk
+        from. Returns the segment's new next offset."""
+        position, new_end = self.cut_point(offset, start)
+        self.boundaries.clear()
+        os.ftruncate(self.fd, position)
+        os.fsync(self.fd)
+        self.reserved = position  # the cut freed any reserved blocks
+        self.size = position
+        self.next_offset = new_end
+        self.offset_index.truncate_to_position(position)
+        self.time_index.truncate_to_offset(new_end)
+        self.reset_append_state()
+        return new_end
+
+    def reset_append_state(self) -> None:
+        """Recompute what appends track for a segment that becomes (or stays) active after a
+        cut: max timestamp, bytes since the last index entry, and no final time entry."""
+        max_ts, max_off, first_ts, since = -1, -1, -1, 0
+        last_indexed = self.offset_index.last_entry
+        for n, header in enumerate(walk_headers(self.fd, 0, self.size)):
+            if n == 0:
+                first_ts = header.max_timestamp
+            if header.max_timestamp > max_ts:
+                max_ts, max_off = header.max_timestamp, header.last_offset
+            if last_indexed is not None and header.position == last_indexed[1]:
+                since = 0
+            since += header.size
+        self.max_timestamp, self.offset_of_max_timestamp = max_ts, max_off
+        self.first_batch_max_timestamp = first_ts
+        self.bytes_since_index = since if last_indexed is not None else self.size
+        entries = [e for e in zip(self.time_index.keys, self.time_index.values) if e[1] <= max_off and e[0] <= max_ts]
+        self.time_index.set_entries(entries, in_file=False)
+        self.time_index_behind = True
+
+    # -- reading (any thread, no lock: pin first) ---------------------------------------------
+
+    def first_batch(self, offset: int, end: int) -> tuple[int, int, int] | None:
+        """(position, size, base offset) of the first batch before ``end`` holding offsets
+        >= ``offset``; None if there is none. Raises IndexMismatch."""
+        fd = self.fd
+        hinted = self.boundaries.get(offset)
+        if hinted is not None and hinted < end:
+            for at, size, (base, _length, _lod) in walk(fd, hinted, end, OFFSET_FIELDS, LOCATE_WINDOW):
+                if base == offset:
+                    return at, size, base
+                break
+        key, position = self.offset_index.lookup(offset) if offset > self.base_offset else (-1, 0)
+        for at, size, (base, _length, lod) in walk(fd, position, end, OFFSET_FIELDS, LOCATE_WINDOW):
+            if key >= 0:
+                if at != position or base + lod != key:
+                    raise IndexMismatch(self)
+                key = -1
+            if base + lod >= offset:
+                return at, size, base
+        if key >= 0:
+            raise IndexMismatch(self)  # the indexed position holds no batch
+        return None
+
+    def read_end(self, max_offset: int | None) -> tuple[int, bool]:
+        """(position, bounded): where reads bounded by ``max_offset`` stop, the position of
+        the first batch whose base offset is at or past it (Kafka's maxPosition; batches are
+        never split), with bounded True; or the committed size and False when no batch of
+        this segment reaches the bound. Raises IndexMismatch."""
+        end = self.size
+        if max_offset is None:
+            return end, False
+        next_offset = self.next_offset
+        if next_offset is not None and max_offset >= next_offset:
+            return end, False
+        found = self.first_batch(max_offset, end)
+        if found is None:
+            return end, False
+        position, size, base = found
+        return (position, True) if base >= max_offset else (position + size, True)
+
+    def locate(self, offset: int, max_bytes: int, end: int, min_one_batch: bool = True) -> tuple[int, int] | None:
+        """(position, length) of whole batches before ``end`` from the one holding
+        ``offset``, up to ``max_bytes`` but at least the first batch if ``min_one_batch``
+        (else length 0 when it does not fit); None if no batch holds offsets >= ``offset``.
+        Kafka's LogSegment.read, as a location. Raises IndexMismatch."""
+        first = self.first_batch(offset, end)
+        if first is None:
+            return None
+        start, first_size, _base = first
+        if start + first_size > end or (first_size > max_bytes and not min_one_batch):
+            return start, 0
+        limit = min(end, start + max(max_bytes, first_size))
+        stop = start + first_size
+        if stop < limit:
+            # An indexed position is a batch boundary: everything before it is whole.
+            key, indexed = self.offset_index.entry_at_or_before_position(limit)
+            if indexed > stop:
+                stop = indexed
+            else:
+                key = -1
+            for at, size, (base, _length, lod) in walk(self.fd, stop, end, OFFSET_FIELDS, LOCATE_WINDOW):
+                if key >= 0:
+                    if base + lod != key:
+                        raise IndexMismatch(self)
+                    key = -1
+                if at + size > limit:
+                    self.hint(base, at)  # the next read of this consumer starts here
+                    break
+                stop = at + size
+            if key >= 0:
+                raise IndexMismatch(self)
+        return start, stop - start
+
+    def trim(self, data: bytes, start: int, first_size: int) -> int:
+        """Length of the whole batches at the front of ``data`` (read from ``start``)."""
+        n = len(data)
+        stop = first_size
+        if stop < n:
+            key, indexed = self.offset_index.entry_at_or_before_position(start + n)
+            rel = indexed - start
+            if rel > stop and rel + HEADER_SIZE <= n:
+                base, _length, lod = OFFSET_FIELDS.unpack_from(data, rel)
+                if base + lod != key:
+                    raise IndexMismatch(self)
+                stop = rel
+            unpack = _BASE_AND_LENGTH.unpack_from
+            while stop + LOG_OVERHEAD <= n:
+                base, length = unpack(data, stop)
+                size = length + LOG_OVERHEAD
+                if size < HEADER_SIZE or stop + size > n:
+                    self.hint(base, start + stop)
+                    break
+                stop += size
+        return stop
+
+    def hint(self, base_offset: int, position: int) -> None:
+        boundaries = self.boundaries
+        if len(boundaries) >= BOUNDARY_HINTS:
+            boundaries.clear()
+        boundaries[base_offset] = position
 
     def mtime_ms(self) -> int:
         try:
@@ -341,7 +601,7 @@ def iter_segment_batches(fd: int, position: int, end: int, chunk_size: int = 102
         chunk = read_exact(fd, min(chunk_size, end - position), position)
         at = 0
         while at + LOG_OVERHEAD <= len(chunk):
-            size = _I32.unpack_from(chunk, at + 8)[0] + LOG_OVERHEAD
+            size = _LENGTH.unpack_from(chunk, at)[0] + LOG_OVERHEAD
             if size < HEADER_SIZE:
                 return
             if at + size > len(chunk):
@@ -375,4 +635,14 @@ def read_exact(fd: int, length: int, position: int) -> bytes:
     return b"".join(parts)
 
 
-_I32 = struct.Struct(">i")
+_LENGTH = header_fields("length", whole=False)
+
+
+def _pwrite_rest(fd: int, data: bytearray, position: int, written: int) -> None:
+    """Finish a short pwrite (rare: a signal, a nearly full disk)."""
+    view = memoryview(data)
+    while written < len(data):
+        more = os.pwrite(fd, view[written:], position + written)
+        if more <= 0:  # pragma: no cover
+            raise OSError(errno.EIO, "short write")
+        written += more

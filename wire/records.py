@@ -35,20 +35,93 @@ import crc32c as _crc32c
 from wire import compression as _compression
 from wire.errors import CorruptRecords
 
-HEADER = struct.Struct(">qiibIhiqqqhii")
+# The header layout, defined once: (field, struct code) in file order. Every offset
+# constant below and every struct that reads part of a header (`header_fields`) is derived
+# from this table, so storage's partial unpacks cannot drift from it.
+HEADER_LAYOUT: tuple[tuple[str, str], ...] = (
+    ("base_offset", "q"),
+    ("length", "i"),  # batchLength
+    ("partition_leader_epoch", "i"),
+    ("magic", "b"),
+    ("crc", "I"),
+    ("attributes", "h"),
+    ("last_offset_delta", "i"),
+    ("base_timestamp", "q"),
+    ("max_timestamp", "q"),
+    ("producer_id", "q"),
+    ("producer_epoch", "h"),
+    ("base_sequence", "i"),
+    ("records_count", "i"),
+)
+
+
+def _field_offsets() -> dict[str, int]:
+    offsets, at = {}, 0
+    for name, code in HEADER_LAYOUT:
+        offsets[name] = at
+        at += struct.calcsize(">" + code)
+    offsets["records"] = at
+    return offsets
+
+
+FIELD_OFFSETS = _field_offsets()
+# Byte offsets of the header fields within a batch (Kafka's DefaultRecordBatch *_OFFSET).
+BASE_OFFSET = FIELD_OFFSETS["base_offset"]  # 0
+LENGTH = FIELD_OFFSETS["length"]  # 8
+PARTITION_LEADER_EPOCH = FIELD_OFFSETS["partition_leader_epoch"]  # 12
+MAGIC = FIELD_OFFSETS["magic"]  # 16
+CRC = FIELD_OFFSETS["crc"]  # 17
+ATTRIBUTES = FIELD_OFFSETS["attributes"]  # 21
+LAST_OFFSET_DELTA = FIELD_OFFSETS["last_offset_delta"]  # 23
+BASE_TIMESTAMP = FIELD_OFFSETS["base_timestamp"]  # 27
+MAX_TIMESTAMP = FIELD_OFFSETS["max_timestamp"]  # 35
+PRODUCER_ID = FIELD_OFFSETS["producer_id"]  # 43
+PRODUCER_EPOCH = FIELD_OFFSETS["producer_epoch"]  # 51
+BASE_SEQUENCE = FIELD_OFFSETS["base_sequence"]  # 53
+RECORDS_COUNT = FIELD_OFFSETS["records_count"]  # 57
+RECORDS = FIELD_OFFSETS["records"]  # 61
+
+HEADER = struct.Struct(">" + "".join(code for _name, code in HEADER_LAYOUT))
 HEADER_SIZE = HEADER.size  # 61
+assert HEADER_SIZE == RECORDS
 # Where a batch starts counting toward batchLength, and where the CRC region starts.
-LOG_OVERHEAD = 12
-CRC_START = 21
-MAGIC_OFFSET = 16
-ATTRIBUTES_OFFSET = 21
-MAX_TIMESTAMP_OFFSET = 35
+LOG_OVERHEAD = LENGTH + 4
+CRC_START = ATTRIBUTES
+# Older names, kept for their callers.
+MAGIC_OFFSET = MAGIC
+ATTRIBUTES_OFFSET = ATTRIBUTES
+MAX_TIMESTAMP_OFFSET = MAX_TIMESTAMP
+
+
+def header_fields(*names: str, whole: bool = True) -> struct.Struct:
+    """A struct reading only the named header fields (in layout order), pad bytes between.
+
+    Unpacking 5 fields instead of 13 is measurably cheaper on storage's hot paths. With
+    ``whole`` the struct spans the full 61-byte header, so unpacking it also checks that a
+    whole header is there; otherwise it ends after the last named field.
+    """
+    codes = dict(HEADER_LAYOUT)
+    fmt = [">"]
+    at = 0
+    for name in names:
+        if name not in codes:
+            raise ValueError(f"no header field {name!r}")
+        start = FIELD_OFFSETS[name]
+        if start < at:
+            raise ValueError(f"header field {name!r} out of layout order")
+        if start > at:
+            fmt.append(f"{start - at}x")
+        fmt.append(codes[name])
+        at = start + struct.calcsize(">" + codes[name])
+    if whole and at < HEADER_SIZE:
+        fmt.append(f"{HEADER_SIZE - at}x")
+    return struct.Struct("".join(fmt))
+
 
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 _I16 = struct.Struct(">h")
-_BASE_AND_LENGTH = struct.Struct(">qi")
 
 COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
@@ -136,7 +209,7 @@ def peek_batch_size(buf: bytes | bytearray | memoryview, pos: int = 0) -> int | 
     """Total size of the batch starting at ``pos``, or None if its length is not readable yet."""
     if len(buf) - pos < LOG_OVERHEAD:
         return None
-    return _I32.unpack_from(buf, pos + 8)[0] + LOG_OVERHEAD
+    return _I32.unpack_from(buf, pos + LENGTH)[0] + LOG_OVERHEAD
 
 
 def verify_crc(buf: bytes | bytearray | memoryview, header: BatchHeader, pos: int = 0) -> None:
@@ -176,7 +249,7 @@ def patch_base_offset(buf: bytearray | memoryview, base_offset: int, pos: int = 
 
 def patch_leader_epoch(buf: bytearray | memoryview, epoch: int, pos: int = 0) -> None:
     """Write partitionLeaderEpoch in place (outside the CRC)."""
-    _I32.pack_into(buf, pos + 12, epoch)
+    _I32.pack_into(buf, pos + PARTITION_LEADER_EPOCH, epoch)
 
 
 def set_log_append_time(buf: bytearray | memoryview, timestamp_ms: int, pos: int = 0) -> None:
@@ -188,8 +261,8 @@ def set_log_append_time(buf: bytearray | memoryview, timestamp_ms: int, pos: int
     attributes = _I16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0]
     _I16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attributes | TIMESTAMP_TYPE_MASK)
     _I64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, timestamp_ms)
-    size = _I32.unpack_from(buf, pos + 8)[0] + LOG_OVERHEAD
-    _U32.pack_into(buf, pos + 17, crc32c(memoryview(buf)[pos + CRC_START:pos + size]))
+    size = _I32.unpack_from(buf, pos + LENGTH)[0] + LOG_OVERHEAD
+    _U32.pack_into(buf, pos + CRC, crc32c(memoryview(buf)[pos + CRC_START:pos + size]))
 
 
 def peek_magic(buf: bytes | bytearray | memoryview, pos: int = 0) -> int | None:
@@ -551,7 +624,7 @@ def build_batch(
         )
     except struct.error as exc:
         raise ValueError(f"record batch header field out of range: {exc}") from None
-    _U32.pack_into(out, 17, crc32c(memoryview(out)[CRC_START:]))
+    _U32.pack_into(out, CRC, crc32c(memoryview(out)[CRC_START:]))
     return out
 
 

@@ -196,7 +196,7 @@ class GroupCoordinator:
         skipped = 0
         count = 0
         for partition in range(self.partitions):
-            plog = self.broker.logs.log(OFFSETS_TOPIC, partition)
+            plog = self.broker.partition(OFFSETS_TOPIC, partition).log
             for header, data in plog.iter_batches(plog.log_start_offset):
                 if header.is_control:
                     continue

@@ -16,27 +16,18 @@ from __future__ import annotations
 
 import logging
 
-from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
-from server.broker import validate_topic_name
+from server.topics import validate_topic_name
 from server.context import RequestContext
-from server.errors import InvalidRequest, UnknownTopicOrPartition, error_code_for
-from server.handlers.describe_configs import broker_id_of
+from server.errors import InvalidRequest, UnknownTopicOrPartition
+from server.config_resources import BROKER_CONFIGS_STATIC, answer_resources, broker_id_of
 from server.topic_configs import ResourceType, apply
 
 API_KEY = ApiKey.ALTER_CONFIGS
 MAY_BLOCK = False
 
 log = logging.getLogger("trafka.admin")
-
-BROKER_CONFIGS_STATIC = "dynamic broker configs are not supported: broker settings are read at start-up"
-
-
-def duplicated_resources(resources: list[dict]) -> set[tuple[int, str]]:
-    keys = [(r["resource_type"], r["resource_name"]) for r in resources]
-    return {k for k in keys if keys.count(k) > 1}
-
 
 def _alter(ctx: RequestContext, resource: dict, validate_only: bool) -> None:
     broker = ctx.broker
@@ -58,31 +49,6 @@ def _alter(ctx: RequestContext, resource: dict, validate_only: bool) -> None:
     apply(broker, name, configs, validate_only)
     if not validate_only:
         log.info("AlterConfigs %s from %s: %s", name, ctx.client_id, configs)
-
-
-def answer_resources(ctx: RequestContext, request: dict, alter, what: str) -> dict:
-    """One response entry per resource, each applied on its own with `alter(ctx, resource,
-    validate_only)`; shared by AlterConfigs and IncrementalAlterConfigs."""
-    validate_only = bool(request.get("validate_only"))
-    duplicated = duplicated_resources(request["resources"])
-    responses = []
-    for resource in request["resources"]:
-        key = (resource["resource_type"], resource["resource_name"])
-        response = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": key[0],
-                    "resource_name": key[1]}
-        try:
-            if key in duplicated:
-                raise InvalidRequest("resource appears more than once in the request")
-            alter(ctx, resource, validate_only)
-        except Exception as exc:
-            code = error_code_for(exc)
-            if code == ErrorCode.UNKNOWN_SERVER_ERROR:
-                log.exception("%s %s failed", what, key)
-            else:
-                log.info("%s %s from %s: %s (%s)", what, key, ctx.client_id, code.name, exc)
-            response.update(error_code=code, error_message=str(exc))
-        responses.append(response)
-    return {"throttle_time_ms": 0, "responses": responses}
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:

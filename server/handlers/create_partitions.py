@@ -18,8 +18,8 @@ import logging
 from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
-from server.broker import INTERNAL_TOPICS
 from server.context import RequestContext
+from server.topics import INTERNAL_TOPICS
 from server.errors import (InvalidPartitions, InvalidRequest, KafkaError, PolicyViolation, UnknownTopicOrPartition,
                            error_code_for)
 
@@ -75,7 +75,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                 raise InvalidRequest(f"topic {name} appears more than once in the request")
             _check(ctx, topic)
             if not validate_only:
-                broker.logs.create_partitions(name, topic["count"])
+                broker.create_partitions(name, topic["count"])
                 log.info("CreatePartitions %s from %s: now %d partitions", name, ctx.client_id, topic["count"])
         except Exception as exc:
             code = error_code_for(exc)

@@ -16,7 +16,7 @@ from storage import LogConfig
 from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
-from server.broker import INTERNAL_TOPICS, validate_topic_name
+from server.topics import INTERNAL_TOPICS, validate_topic_name
 from server.context import RequestContext
 from server.errors import KafkaError, error_code_for
 from server.topic_configs import creatable_topic_configs

@@ -18,12 +18,13 @@ import logging
 
 import trio
 
+from storage import OffsetOutOfRange
 from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
-from server.broker import INTERNAL_TOPICS
 from server.context import RequestContext
-from server.errors import InvalidTopic, PolicyViolation, UnknownTopicOrPartition, error_code_for
+from server.topics import INTERNAL_TOPICS
+from server.errors import InvalidTopic, PolicyViolation, error_code_for
 
 API_KEY = ApiKey.DELETE_RECORDS
 MAY_BLOCK = False
@@ -36,14 +37,16 @@ log = logging.getLogger("trafka.admin")
 async def _delete(ctx: RequestContext, topic: str, index: int, offset: int) -> int:
     """Delete below `offset`; the new log start offset."""
     broker = ctx.broker
-    meta = broker.topics.get(topic)
-    if meta is None or not 0 <= index < meta.partitions:
-        raise UnknownTopicOrPartition(f"{topic}-{index} does not exist")
+    partition = broker.partition(topic, index)
     if topic in INTERNAL_TOPICS:
         raise InvalidTopic(f"cannot delete records of internal topic {topic}")
-    if not broker.logs.config(topic).delete:
+    if not partition.config.delete:
         raise PolicyViolation(f"records of {topic}-{index} cannot be deleted: cleanup.policy has no delete")
-    plog = broker.logs.log(topic, index)
+    plog = partition.log
+    if offset == HIGH_WATERMARK:
+        offset = partition.high_watermark
+    if offset > partition.high_watermark:
+        raise OffsetOutOfRange(offset, plog.log_start_offset, partition.high_watermark)
     if 0 <= offset <= plog.log_start_offset:
         return plog.log_start_offset  # nothing below it is left; no file work
     # Storage checks the range (OffsetOutOfRange above the high watermark) under the

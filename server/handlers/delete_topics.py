@@ -15,8 +15,8 @@ from wire.errors import ErrorCode
 from wire.primitives import ZERO_UUID
 from wire.registry import ApiKey
 
-from server.broker import INTERNAL_TOPICS
 from server.context import RequestContext
+from server.topics import INTERNAL_TOPICS
 from server.errors import error_code_for
 
 API_KEY = ApiKey.DELETE_TOPICS

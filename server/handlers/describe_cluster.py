@@ -13,7 +13,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
-from server.handlers.metadata import CLUSTER_OPERATIONS, NOT_REQUESTED
+from server.authorized_operations import CLUSTER_OPERATIONS, NOT_REQUESTED
 
 API_KEY = ApiKey.DESCRIBE_CLUSTER
 MAY_BLOCK = False

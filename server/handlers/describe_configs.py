@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import logging
 
-from storage.config import CONFIG_TYPE_IDS
+from storage import CONFIG_TYPE_IDS
 from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
-from server.broker import validate_topic_name
+from server.topics import validate_topic_name
 from server.config import SETTINGS
 from server.context import RequestContext
 from server.errors import InvalidRequest, UnknownTopicOrPartition, error_code_for
+from server.config_resources import broker_id_of, log4j_level, loggers
 from server.topic_configs import ConfigSource, ResourceType, broker_source, describe_topic, explicit_configs
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
@@ -36,45 +37,6 @@ MAY_BLOCK = False
 log = logging.getLogger("trafka.admin")
 
 _SENSITIVE_MARKERS = ("password", "secret", "sasl.jaas.config")
-
-# Python level <-> the log4j names Kafka's clients and tools use (ALL and TRACE are DEBUG here).
-LOG4J_LEVELS = {"ALL": logging.DEBUG, "TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO,
-                "WARN": logging.WARNING, "ERROR": logging.ERROR, "FATAL": logging.CRITICAL,
-                "OFF": logging.CRITICAL + 10}
-ROOT_LOGGER = "root"
-
-
-def log4j_level(level: int) -> str:
-    for name in ("DEBUG", "INFO", "WARN", "ERROR", "FATAL"):
-        if level <= LOG4J_LEVELS[name]:
-            return name
-    return "OFF"
-
-
-def broker_id_of(broker, resource_name: str | None, *, allow_empty: bool) -> int | None:
-    """The broker id a BROKER/BROKER_LOGGER resource names: None for "" (cluster default);
-    INVALID_REQUEST for anything that is not this broker (Kafka's ConfigHelper rule)."""
-    if not resource_name:
-        if allow_empty:
-            return None
-        raise InvalidRequest("broker id must not be empty")
-    try:
-        node = int(resource_name)
-    except ValueError:
-        raise InvalidRequest(f"broker id must be a number, got {resource_name!r}") from None
-    if node != broker.node_id:
-        raise InvalidRequest(f"unexpected broker id, expected {broker.node_id}, got {resource_name}")
-    return node
-
-
-def loggers() -> dict[str, logging.Logger]:
-    """Every logger this process has created, plus the root one, by name."""
-    found: dict[str, logging.Logger] = {ROOT_LOGGER: logging.getLogger()}
-    for name, item in sorted(logging.Logger.manager.loggerDict.items()):
-        if isinstance(item, logging.Logger):
-            found[name] = item
-    return found
-
 
 def _broker_entries(broker, keys: list[str] | None, synonyms: bool, documentation: bool) -> list[dict]:
     cfg = broker.config
@@ -137,7 +99,7 @@ def describe(ctx: RequestContext, resource: dict, synonyms: bool, documentation:
         if name not in broker.topics:
             raise UnknownTopicOrPartition(f"topic {name} does not exist")
         return describe_topic(broker, explicit_configs(broker, name), keys, synonyms=synonyms,
-                              documentation=documentation, effective=broker.logs.config(name))
+                              documentation=documentation, effective=broker.topic_config(name))
     if kind == ResourceType.BROKER:
         if broker_id_of(broker, name, allow_empty=True) is None:
             return []  # cluster-wide dynamic defaults: Trafka has none

@@ -13,15 +13,12 @@ from __future__ import annotations
 from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
+from server.authorized_operations import GROUP_OPERATIONS, NOT_REQUESTED
 from server.context import RequestContext
 from server.groups import GroupState
 
 API_KEY = ApiKey.DESCRIBE_GROUPS
 MAY_BLOCK = False
-
-# AclOperation codes READ (3), DELETE (6), DESCRIBE (8) as a bit field (KIP-430).
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
-NOT_REQUESTED = -(1 << 31)
 
 
 def _describe(ctx: RequestContext, group_id: str, with_operations: bool) -> dict:

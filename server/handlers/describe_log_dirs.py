@@ -60,7 +60,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         entries = []
         for index in partitions:
             try:
-                size = broker.logs.log(name, index).size_bytes
+                size = broker.partition(name, index).log.size_bytes
             except Exception as exc:  # deleted meanwhile, or closed: leave it out
                 log.info("DescribeLogDirs %s-%d: %s", name, index, exc)
                 continue

@@ -5,11 +5,13 @@ decoded. Rules kept here:
 - every requested partition is in the answer (full fetch responses must list them all,
   CLIENTS.md §9.7), in request order;
 - max_bytes caps the response and partition_max_bytes each partition, except that the
-  first batch of the first partition with data is always sent whole (KIP-74);
-- OFFSET_OUT_OF_RANGE for offsets outside [log start, log end]; fetching at the log end
-  returns no records and waits;
-- last_stable_offset = high watermark (no transactions), preferred_read_replica = -1,
-  leader epoch 0 (a current_leader_epoch above 0 is UNKNOWN_LEADER_EPOCH; -1 and 0 pass);
+  first batch of the first partition with data is always sent whole (KIP-74) — only
+  that one: librdkafka drops a response larger than it asked for;
+- consumers read up to the high watermark; OFFSET_OUT_OF_RANGE for offsets outside
+  [log start, log end]; fetching at the high watermark returns no records and waits;
+- partitions are looked up with `Broker.partition`, which checks the client's
+  current_leader_epoch (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH, KIP-320);
+- last_stable_offset = high watermark (no transactions), preferred_read_replica = -1;
 - fetch sessions (KIP-227) are declined: the answer always has session_id 0, which tells
   clients to keep sending full fetches; a request naming a session we never gave gets
   FETCH_SESSION_ID_NOT_FOUND.
@@ -31,13 +33,13 @@ import logging
 
 import trio
 
-from storage.segment import read_exact
+from storage import read_exact
 from wire.errors import ErrorCode
 from wire.primitives import ZERO_UUID
 from wire.registry import ApiKey
 
 from server.context import RequestContext
-from server.errors import error_code_for
+from server.errors import KafkaError, error_code_for
 from server.regions import FileRegion
 
 API_KEY = ApiKey.FETCH
@@ -85,9 +87,10 @@ def _partition(index: int, code: ErrorCode, hw: int = -1, log_start: int = -1, r
     }
 
 
-def _read(plog, offset: int, limit: int, zero_copy: bool):
-    """(records, size) for one partition: bytes, or a FileRegion when `zero_copy` allows."""
-    found = plog.read_pinned(offset, limit)
+def _read(plog, offset: int, limit: int, zero_copy: bool, upto: int, min_one_batch: bool):
+    """(records, size) for one partition: bytes, or a FileRegion when `zero_copy` allows.
+    Only batches below `upto` (the high watermark) are read."""
+    found = plog.read_pinned(offset, limit, max_offset=upto, min_one_batch=min_one_batch)
     if found is None:
         return _EMPTY, 0
     segment, position, length = found
@@ -101,30 +104,31 @@ def _read(plog, offset: int, limit: int, zero_copy: bool):
 
 def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[dict]]], max_bytes: int,
               regions: _Regions | None = None):
-    """One pass over the request: (response topics, bytes of records, any error)."""
-    broker = ctx.broker
-    log_for = broker.logs.log
+    """One pass over the request: (response topics, bytes of records, any error).
+
+    Limits (KIP-74): each partition reads at most partition_max_bytes and the whole
+    response at most max_bytes; only the first partition that has data gets its first
+    batch whole when that batch alone is larger. Reads stop at the high watermark."""
+    partition_for = ctx.broker.partition
+    by_id = ctx.api_version >= 13
     budget = max_bytes
     total = 0
     errors = False
+    first_data = True
     out = []
     for name, topic_id, partitions in topics:
         results = []
-        meta = broker.topics.get(name) if name is not None else None
         for part in partitions:
             index = part["partition"]
-            if meta is None or not 0 <= index < meta.partitions:
-                code = ErrorCode.UNKNOWN_TOPIC_ID if ctx.api_version >= 13 and name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            try:
+                partition = partition_for(name, index, part.get("current_leader_epoch", -1))
+            except KafkaError as exc:
+                code = ErrorCode.UNKNOWN_TOPIC_ID if by_id and name is None else exc.code
                 results.append(_partition(index, code))
                 errors = True
                 continue
-            if part.get("current_leader_epoch", -1) > 0:
-                results.append(_partition(index, ErrorCode.UNKNOWN_LEADER_EPOCH))
-                errors = True
-                continue
-            plog = log_for(name, index)
-            hw = plog.high_watermark
-            start = plog.log_start_offset
+            hw = partition.high_watermark
+            start = partition.log.log_start_offset
             offset = part["fetch_offset"]
             if offset == hw:
                 # The common case of a caught-up consumer: nothing to read (a literal, not
@@ -133,30 +137,30 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
                                 "last_stable_offset": hw, "log_start_offset": start, "aborted_transactions": None,
                                 "preferred_read_replica": -1, "records": _EMPTY})
                 continue
-            if offset < start or offset > hw:
+            if offset < start or offset > partition.log_end_offset:
                 results.append(_partition(index, ErrorCode.OFFSET_OUT_OF_RANGE, hw, start))
                 errors = True
                 continue
             records = _EMPTY
-            if budget > 0:
+            if budget > 0 and offset < hw:
                 limit = min(part["partition_max_bytes"], budget)
                 try:
-                    records, size = _read(plog, offset, limit, regions is not None)
+                    records, size = _read(partition.log, offset, limit, regions is not None, hw, first_data)
                 except Exception as exc:
                     code = error_code_for(exc)
                     log.warning("fetch %s-%d at %d: %s (%s)", name, index, offset, code.name, exc)
                     results.append(_partition(index, code, hw, start))
                     errors = True
                     continue
-                # The first batch is served whole even past the limits (KIP-74); after
-                # that, the response budget stops further reads.
-                budget -= max(size, 1)
-                total += size
+                if size:
+                    first_data = False
+                    budget -= size
+                    total += size
             if type(records) is FileRegion:
                 regions.add(records)
             results.append(_partition(index, _NONE, hw, start, records))
         entry = {"partitions": results}
-        if ctx.api_version >= 13:
+        if by_id:
             entry["topic_id"] = topic_id
         else:
             entry["topic"] = name
@@ -179,7 +183,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     min_bytes = request.get("min_bytes", 1)
     wait_s = max(request.get("max_wait_ms", 0), 0) / 1000
     deadline = trio.current_time() + wait_s
-    tps = None  # built on the first wait: most fetches of a busy consumer do not wait
+    waiting_on = None  # built on the first wait: most fetches of a busy consumer do not wait
     regions = _Regions()
     try:
         while True:
@@ -188,11 +192,13 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             remaining = deadline - trio.current_time()
             if total >= min_bytes or errors or remaining <= 0 or broker.shutting_down:
                 break
-            if tps is None:
-                tps = [(name, part["partition"]) for name, _id, parts in topics if name is not None for part in parts]
-            if not tps:
+            if waiting_on is None:
+                waiting_on = [broker.partitions[key] for key in
+                              ((name, part["partition"]) for name, _id, parts in topics for part in parts)
+                              if key in broker.partitions]
+            if not waiting_on:
                 break
-            await broker.wait_for_data(tps, remaining)
+            await broker.wait_for_data(waiting_on, remaining)
         regions.hand_over()  # the body holds them; the server sends and releases them
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
     except BaseException:

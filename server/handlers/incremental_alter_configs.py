@@ -22,16 +22,14 @@ from __future__ import annotations
 
 import logging
 
-from storage.config import TOPIC_CONFIGS
-from storage.errors import InvalidConfig
+from storage import TOPIC_CONFIGS, InvalidConfig
 from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
-from server.broker import validate_topic_name
+from server.topics import validate_topic_name
 from server.context import RequestContext
 from server.errors import InvalidRequest, KafkaError, UnknownTopicOrPartition
-from server.handlers.alter_configs import BROKER_CONFIGS_STATIC, answer_resources
-from server.handlers.describe_configs import LOG4J_LEVELS, ROOT_LOGGER, broker_id_of, loggers
+from server.config_resources import BROKER_CONFIGS_STATIC, LOG4J_LEVELS, ROOT_LOGGER, answer_resources, broker_id_of, loggers
 from server.topic_configs import AlterOp, ResourceType, apply, explicit_configs, is_list_config, split_list
 
 API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS

@@ -3,8 +3,9 @@
 Implements v0-5. Without producer_id (or -1) a new id at epoch 0; with the current id
 and epoch (v3+, KIP-360) the epoch is bumped so the producer can reset its sequences
 after an error. A stale epoch is PRODUCER_FENCED. Transactions are not implemented: a
-transactional_id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, a fatal and explicit error
-rather than a coordinator that never answers.
+transactional_id gets UNSUPPORTED_VERSION, the code Kafka uses for "not supported" — a
+fatal and explicit error, never an authorization error (which would send a user looking for
+an ACL that does not exist) nor a coordinator that never answers.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     if request.get("transactional_id") is not None:
         log.warning("client %s asked for transactional id %r: transactions are not supported",
                     ctx.client_id, request["transactional_id"])
-        return {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "producer_id": -1, "producer_epoch": -1}
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.UNSUPPORTED_VERSION, "producer_id": -1,
+                "producer_epoch": -1}
     try:
         pid, epoch = ctx.broker.producers.init_producer(request.get("producer_id", -1), request.get("producer_epoch", -1))
     except KafkaError as exc:

@@ -4,8 +4,9 @@ Implements v1-9. Special timestamps: -2 earliest (log start offset), -1 latest (
 watermark; the same as the last stable offset here, as there are no transactions), -3
 max timestamp (v7+, KIP-734), -4 earliest local (KIP-405; the log start offset, as all
 data is local), -5 earliest pending upload (KIP-1005; none, so -1). A timestamp ≥ 0
-gives the first offset whose timestamp is at or after it, or -1 when there is none.
-Leader epoch is 0 everywhere (CLIENTS.md §7).
+gives the first offset whose timestamp is at or after it (below the high watermark), or -1
+when there is none. Answers carry the partition's leader epoch; the client's
+current_leader_epoch is checked by `Broker.partition` (KIP-320).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
-from server.errors import error_code_for
+from server.errors import InvalidRequest, error_code_for
 
 API_KEY = ApiKey.LIST_OFFSETS
 MAY_BLOCK = False
@@ -22,15 +23,17 @@ MAY_BLOCK = False
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5
 
 
-def _answer(index: int, code: ErrorCode, timestamp: int = -1, offset: int = -1) -> dict:
+def _answer(index: int, code: ErrorCode, timestamp: int = -1, offset: int = -1, epoch: int = -1) -> dict:
     return {"partition_index": index, "error_code": code, "timestamp": timestamp, "offset": offset,
-            "leader_epoch": 0 if code == ErrorCode.NONE and offset >= 0 else -1, "old_style_offsets": []}
+            "leader_epoch": epoch if code == ErrorCode.NONE and offset >= 0 else -1, "old_style_offsets": []}
 
 
-def lookup(plog, timestamp: int) -> tuple[int, int]:
+def lookup(partition, timestamp: int) -> tuple[int, int]:
     """(timestamp, offset) for one partition and one ListOffsets timestamp."""
+    plog = partition.log
+    hw = partition.high_watermark
     if timestamp == LATEST:
-        return -1, plog.high_watermark
+        return -1, hw
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return -1, plog.log_start_offset
     if timestamp == MAX_TIMESTAMP:
@@ -41,7 +44,7 @@ def lookup(plog, timestamp: int) -> tuple[int, int]:
     if timestamp < 0:
         raise ValueError(f"unknown special timestamp {timestamp}")
     found = plog.offset_for_timestamp(timestamp)
-    if found is None:
+    if found is None or found[0] >= hw:
         return -1, -1
     offset, ts = found
     return ts, offset
@@ -52,25 +55,18 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     topics = []
     for topic in request["topics"]:
         name = topic["name"]
-        meta = broker.topics.get(name)
         answers = []
         for part in topic["partitions"]:
             index = part["partition_index"]
-            if meta is None or not 0 <= index < meta.partitions:
-                answers.append(_answer(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-                continue
-            if part.get("current_leader_epoch", -1) > 0:
-                answers.append(_answer(index, ErrorCode.UNKNOWN_LEADER_EPOCH))
-                continue
             timestamp = part["timestamp"]
-            if timestamp < EARLIEST_PENDING_UPLOAD:
-                answers.append(_answer(index, ErrorCode.INVALID_REQUEST))
-                continue
             try:
-                ts, offset = lookup(broker.logs.log(name, index), timestamp)
+                partition = broker.partition(name, index, part.get("current_leader_epoch", -1))
+                if timestamp < EARLIEST_PENDING_UPLOAD:
+                    raise InvalidRequest(f"unknown special timestamp {timestamp}")
+                ts, offset = lookup(partition, timestamp)
             except Exception as exc:
                 answers.append(_answer(index, error_code_for(exc)))
                 continue
-            answers.append(_answer(index, ErrorCode.NONE, ts, offset))
+            answers.append(_answer(index, ErrorCode.NONE, ts, offset, partition.leader_epoch))
         topics.append({"name": name, "partitions": answers})
     return {"throttle_time_ms": 0, "topics": topics}

@@ -1,11 +1,14 @@
-"""Metadata (3): brokers, topics, partitions and their leader — always this broker.
+"""Metadata (3): brokers, topics, partitions, their leader, replicas, ISR and leader epoch.
 
 Implements v0-12. Topics: null (v1+) means all, an empty list none (v0: empty means
 all). Unknown topics are created when auto.create.topics.enable is on and the request
 allows it (v4+ allow_auto_topic_creation), and answered at once as ready — Kafka answers
-LEADER_NOT_AVAILABLE first and makes clients retry. Leader epoch is a constant 0
-(CLIENTS.md §7). Topic ids appear from v10; v10+ requests may name topics by id.
-Authorized operations are reported as "everything" when asked for (no ACLs here).
+LEADER_NOT_AVAILABLE first and makes clients retry. Leader, leader epoch, replicas and ISR
+are each partition's own (server/partition.py). Topic ids appear from v10; v10+ requests
+may name a topic by id with a null or empty name (the Java admin's
+describeTopics(TopicCollection.ofTopicIds(...))): it is answered by id, with its name, or
+UNKNOWN_TOPIC_ID. Authorized operations are reported as "everything" when asked for (no
+ACLs here).
 """
 
 from __future__ import annotations
@@ -16,41 +19,42 @@ from wire.errors import ErrorCode
 from wire.primitives import ZERO_UUID
 from wire.registry import ApiKey
 
-from server.broker import INTERNAL_TOPICS, validate_topic_name
+from server.topics import INTERNAL_TOPICS, validate_topic_name
+from server.authorized_operations import CLUSTER_OPERATIONS, NOT_REQUESTED, TOPIC_OPERATIONS
 from server.context import RequestContext
 from server.errors import KafkaError
 
 API_KEY = ApiKey.METADATA
 MAY_BLOCK = False
 
-# READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS (AclOperation codes)
-TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
-CLUSTER_OPERATIONS = sum(1 << op for op in (4, 5, 7, 8, 9, 10, 11, 12))
-NOT_REQUESTED = -2147483648
 
 
 def topic_entry(ctx: RequestContext, name: str, with_ops: bool) -> dict:
     broker = ctx.broker
     meta = broker.topics[name]
-    node = broker.node_id
+    partitions = broker.partitions
     return {
         "error_code": ErrorCode.NONE,
         "name": name,
         "topic_id": meta.topic_id,
         "is_internal": name in INTERNAL_TOPICS,
         "partitions": [
-            {
-                "error_code": ErrorCode.NONE,
-                "partition_index": p,
-                "leader_id": node,
-                "leader_epoch": 0,
-                "replica_nodes": [node],
-                "isr_nodes": [node],
-                "offline_replicas": [],
-            }
+            _partition_entry(partitions[(name, p)])
             for p in range(meta.partitions)
         ],
         "topic_authorized_operations": TOPIC_OPERATIONS if with_ops else NOT_REQUESTED,
+    }
+
+
+def _partition_entry(partition) -> dict:
+    return {
+        "error_code": ErrorCode.NONE,
+        "partition_index": partition.index,
+        "leader_id": partition.leader_id,
+        "leader_epoch": partition.leader_epoch,
+        "replica_nodes": partition.replicas,
+        "isr_nodes": partition.isr,
+        "offline_replicas": [],
     }
 
 
@@ -72,7 +76,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         for item in requested:
             name = item.get("name")
             topic_id = item.get("topic_id") or ZERO_UUID
-            if name is None and topic_id != ZERO_UUID:
+            if not name and topic_id != ZERO_UUID:
                 name = broker.topic_name_for_id(topic_id)
                 if name is None:
                     topics.append(error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id))

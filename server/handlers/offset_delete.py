@@ -12,6 +12,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.errors import KafkaError
 
 API_KEY = ApiKey.OFFSET_DELETE
 MAY_BLOCK = False
@@ -21,15 +22,15 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     groups = ctx.broker.groups
     if groups is None:
         return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "throttle_time_ms": 0, "topics": []}
-    known = ctx.broker.topics
     errors: dict[tuple[str, int], ErrorCode] = {}
     asked = []
     for topic in request["topics"]:
-        meta = known.get(topic["name"])
         for p in topic["partitions"]:
             tp = (topic["name"], p["partition_index"])
-            if meta is None or not 0 <= tp[1] < meta.partitions:
-                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            try:
+                ctx.broker.partition(*tp)
+            except KafkaError as exc:
+                errors[tp] = exc.code
             else:
                 asked.append(tp)
     code, results = await groups.delete_offsets(request["group_id"], asked)

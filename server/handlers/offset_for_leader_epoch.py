@@ -1,10 +1,13 @@
-"""OffsetForLeaderEpoch (23): where a leader epoch ends, for KIP-320 position checks.
+"""OffsetForLeaderEpoch (23): where a leader epoch ends, for KIP-320 position checks and
+(in a cluster) follower truncation.
 
-Implements v2-4. Every batch is stored with leader epoch 0 and the epoch never changes
-on one broker, so for epoch 0 (or any epoch at or below it, -1 included) the answer is
-epoch 0 ending at the log end offset; an epoch above ours is UNKNOWN_LEADER_EPOCH, and a
-current_leader_epoch above ours likewise (a client ahead of us). Java consumers use this
-only when the max advertised version is ≥ 3, librdkafka at v2 (CLIENTS.md §7).
+Implements v2-4. For the requested epoch, the answer is the largest epoch we know at or
+below it and the offset where that epoch ends: the log end offset for the current epoch,
+otherwise the start offset of the next higher epoch in the partition's leader-epoch
+checkpoint (Kafka's LeaderEpochFileCache.endOffsetFor). An epoch below every known one is
+answered -1/-1. The client's current_leader_epoch is checked by `Broker.partition`
+(FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH). Java consumers use this only when the max
+advertised version is ≥ 3, librdkafka at v2 (CLIENTS.md §7).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.errors import error_code_for
 
 API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
 MAY_BLOCK = False
@@ -23,18 +27,15 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     topics = []
     for topic in request["topics"]:
         name = topic["topic"]
-        meta = broker.topics.get(name)
         answers = []
         for part in topic["partitions"]:
             index = part["partition"]
             answer = {"partition": index, "error_code": ErrorCode.NONE, "leader_epoch": -1, "end_offset": -1}
-            if meta is None or not 0 <= index < meta.partitions:
-                answer["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif part.get("current_leader_epoch", -1) > 0 or part["leader_epoch"] > 0:
-                answer["error_code"] = ErrorCode.UNKNOWN_LEADER_EPOCH
-            else:
-                answer["leader_epoch"] = 0
-                answer["end_offset"] = broker.logs.log(name, index).log_end_offset
+            try:
+                partition = broker.partition(name, index, part.get("current_leader_epoch", -1))
+                answer["leader_epoch"], answer["end_offset"] = partition.end_offset_for_epoch(part["leader_epoch"])
+            except Exception as exc:
+                answer["error_code"] = error_code_for(exc)
             answers.append(answer)
         topics.append({"topic": name, "partitions": answers})
     return {"throttle_time_ms": 0, "topics": topics}

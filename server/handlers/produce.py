@@ -2,14 +2,19 @@
 
 Implements v0-11 (v0-2 carry legacy magic 0/1 message sets, which are converted to
 magic 2 before they are stored; v3+ carry magic 2 batches). Per partition:
-- unknown topic/partition → UNKNOWN_TOPIC_OR_PARTITION; internal topic →
-  INVALID_TOPIC_EXCEPTION (clients may not write __consumer_offsets);
-- batches are checked by header and CRC32C only (CORRUPT_MESSAGE), never decoded per
-  record — except on compacted topics, where every record needs a key (INVALID_RECORD);
+- the partition is looked up with `Broker.partition` (UNKNOWN_TOPIC_OR_PARTITION,
+  NOT_LEADER_OR_FOLLOWER); internal topic → INVALID_TOPIC_EXCEPTION (clients may not
+  write __consumer_offsets);
+- batches are checked by header and CRC32C (CORRUPT_MESSAGE); records are decoded only
+  where a topic rule needs them (server/validation.py: keys on compacted topics, KIP-937
+  timestamp bounds), and a rejection names each offending record (KIP-467 record_errors
+  with INVALID_RECORD or INVALID_TIMESTAMP);
 - a batch over the topic's max.message.bytes → MESSAGE_TOO_LARGE;
-- idempotent batches pass the sequence checks of `server.producers`; a retried batch gets
-  its original offsets back and is not written twice;
-- transactional batches → INVALID_TXN_STATE (transactions are not implemented).
+- idempotent batches pass the sequence checks inside the partition's append, under its
+  lock; a retried batch gets its original offsets back and is not written twice;
+- transactions are not implemented: a transactional produce (or batch) is answered
+  UNSUPPORTED_VERSION, the code Kafka uses for "not supported" — never an authorization
+  error.
 acks 0, 1 and -1 behave alike on one broker except that acks=0 gets no response — and,
 as Kafka does, an error under acks=0 closes the connection, the producer's only signal.
 """
@@ -22,10 +27,11 @@ from wire.errors import CorruptRecords, ErrorCode, ProtocolError
 from wire.records import iter_headers
 from wire.registry import ApiKey
 
-from server.broker import INTERNAL_TOPICS
 from server.context import RequestContext
-from server.errors import KafkaError, error_code_for
-from server.producers import DuplicateBatch
+from server.topics import INTERNAL_TOPICS
+from server.errors import InvalidRecord, InvalidTopic, KafkaError, Unsupported, error_code_for
+from server.partition import now_ms
+from server.validation import validate_records
 
 API_KEY = ApiKey.PRODUCE
 MAY_BLOCK = False
@@ -38,14 +44,15 @@ class AcksZeroError(ProtocolError):
 
 
 def _partition_response(index: int, code: ErrorCode, message: str | None = None, base_offset: int = -1,
-                        log_append_time: int = -1, log_start_offset: int = -1) -> dict:
+                        log_append_time: int = -1, log_start_offset: int = -1,
+                        record_errors: list[tuple[int, str]] | None = None) -> dict:
     return {
         "index": index,
         "error_code": code,
         "base_offset": base_offset,
         "log_append_time_ms": log_append_time,
         "log_start_offset": log_start_offset,
-        "record_errors": [],
+        "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in record_errors or ()],
         "error_message": message,
     }
 
@@ -59,28 +66,17 @@ def _to_magic2(records: bytearray, version: int) -> bytearray:
     return records
 
 
-def _check_keys(records: bytearray) -> None:
-    from wire.records import iter_records
-
-    for record in iter_records(records):
-        if record.key is None:
-            raise KafkaError("compacted topics need a key on every record", ErrorCode.INVALID_RECORD)
-
-
 async def _produce_partition(ctx: RequestContext, topic: str, index: int, records) -> dict:
     broker = ctx.broker
-    meta = broker.topics.get(topic)
-    if meta is None or not 0 <= index < meta.partitions:
-        return _partition_response(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    if topic in INTERNAL_TOPICS:
-        return _partition_response(index, ErrorCode.INVALID_TOPIC_EXCEPTION, "cannot write to an internal topic")
-    if not records:
-        return _partition_response(index, ErrorCode.INVALID_RECORD, "no record batch in the request")
-    tp = (topic, index)
     try:
+        partition = broker.partition(topic, index)
+        if topic in INTERNAL_TOPICS:
+            raise InvalidTopic("cannot write to an internal topic")
+        if not records:
+            raise KafkaError("no record batch in the request", ErrorCode.INVALID_RECORD)
         if ctx.api_version <= 2 or records[16] != 2:
             records = _to_magic2(records, ctx.api_version)
-        config = broker.logs.config(topic)
+        config = partition.config
         headers = list(iter_headers(records))
         record_count = 0
         for _pos, header in headers:
@@ -91,35 +87,18 @@ async def _produce_partition(ctx: RequestContext, topic: str, index: int, record
                 raise KafkaError(f"compression codec {header.compression} is unknown",
                                  ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
             if header.is_transactional or header.is_control:
-                raise KafkaError("transactional batches are not supported", ErrorCode.INVALID_TXN_STATE)
+                raise Unsupported("transactions are not supported by this broker")
             record_count += header.record_count
-        if "compact" in config.cleanup_policy:
-            _check_keys(records)
-        if len(headers) == 1 and headers[0][1].producer_id >= 0:
-            header = headers[0][1]
-            try:
-                broker.producers.check(tp, header)
-            except DuplicateBatch as dup:
-                cached = dup.cached
-                log.info("duplicate batch from producer %d seq %d on %s-%d: answered with offset %d",
-                         header.producer_id, header.base_sequence, topic, index, cached.base_offset)
-                plog = broker.logs.log(topic, index)
-                return _partition_response(index, ErrorCode.NONE, None, cached.base_offset, cached.log_append_time,
-                                           plog.log_start_offset)
-        else:
-            for _pos, header in headers:
-                broker.producers.check(tp, header)
-        outcome = await broker.append(tp, records, record_count)
-        offset = outcome.base_offset
-        for pos, header in headers:
-            if header.producer_id >= 0:
-                broker.producers.record(tp, header, offset, outcome.log_append_time)
-            offset += header.last_offset_delta + 1
+        validate_records(records, headers, config, now_ms(), partition.name)
+        outcome = await partition.append_records(records, headers, record_count)
         return _partition_response(index, ErrorCode.NONE, None, outcome.base_offset, outcome.log_append_time,
                                    outcome.log_start_offset)
     except CorruptRecords as exc:
         log.warning("produce to %s-%d from %s rejected: %s", topic, index, ctx.client_id, exc)
         return _partition_response(index, ErrorCode.CORRUPT_MESSAGE, str(exc))
+    except InvalidRecord as exc:
+        log.warning("produce to %s-%d from %s: %s: %s", topic, index, ctx.client_id, exc.code.name, exc)
+        return _partition_response(index, exc.code, str(exc), record_errors=exc.record_errors)
     except Exception as exc:  # mapped in one place; unknown errors are logged with a trace
         code = error_code_for(exc)
         if code == ErrorCode.UNKNOWN_SERVER_ERROR:
@@ -132,9 +111,12 @@ async def _produce_partition(ctx: RequestContext, topic: str, index: int, record
 async def handle(ctx: RequestContext, request: dict) -> dict | None:
     acks = request["acks"]
     if request.get("transactional_id") is not None:
-        code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        log.warning("transactional produce (transactional.id %r) from %s: transactions are not supported",
+                    request["transactional_id"], ctx.client_id)
+        code = ErrorCode.UNSUPPORTED_VERSION
         responses = [
-            {"name": t["name"], "partition_responses": [_partition_response(p["index"], code, "transactions are not supported")
+            {"name": t["name"], "partition_responses": [_partition_response(p["index"], code,
+                                                                            "transactions are not supported by this broker")
                                                         for p in t["partition_data"]]}
             for t in request["topic_data"]
         ]

@@ -31,7 +31,7 @@ def test_append_assigns_offsets_in_place_and_reads_back(tmp_path):
     assert result[:2] == (3, 4)
     assert parse_header(second).base_offset == 3  # patched in the caller's buffer
     assert parse_header(second).partition_leader_epoch == 0
-    assert plog.log_end_offset == plog.high_watermark == 5
+    assert plog.log_end_offset == 5
     records = decode(read_all(plog))
     assert [r[0] for r in records] == [0, 1, 2, 3, 4]
     assert records[3][2:] == (b"k0", b"A" * 10)

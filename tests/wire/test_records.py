@@ -494,3 +494,20 @@ def test_random_bytes_raise_only_corrupt_records(data: bytes) -> None:
         list(iter_headers(data))
     except CorruptRecords:
         pass
+
+
+def test_header_layout_offsets_and_partial_structs():
+    from wire import records as r
+
+    assert (r.BASE_OFFSET, r.LENGTH, r.PARTITION_LEADER_EPOCH, r.MAGIC, r.CRC, r.ATTRIBUTES,
+            r.LAST_OFFSET_DELTA, r.BASE_TIMESTAMP, r.MAX_TIMESTAMP, r.PRODUCER_ID, r.PRODUCER_EPOCH,
+            r.BASE_SEQUENCE, r.RECORDS_COUNT, r.HEADER_SIZE) == (0, 8, 12, 16, 17, 21, 23, 27, 35, 43, 51, 53, 57, 61)
+    assert r.HEADER.format == ">qiibIhiqqqhii"
+    assert r.header_fields("length", "magic", "last_offset_delta", "max_timestamp", "records_count").format == ">8xi4xb6xi8xq14xi"
+    assert r.header_fields("base_offset", "length", whole=False).size == 12
+    batch = r.build_batch([r.Record(offset=7, timestamp=5, key=b"k", value=b"v")], base_offset=7,
+                          partition_leader_epoch=3)
+    epoch, count = r.header_fields("partition_leader_epoch", "records_count").unpack_from(batch)
+    assert (epoch, count) == (3, 1)
+    with pytest.raises(ValueError):
+        r.header_fields("magic", "length")

@@ -1,0 +1,233 @@
+"""`Partition`: one topic-partition as this broker serves it.
+
+Why a class of its own: everything a request needs to know about a partition — whether it
+exists here, whether this broker leads it and in which leader epoch, how far a consumer may
+read (the high watermark) and how far the log goes (the log end offset), which producers
+wrote to it — used to be spread over handlers, each hand-rolling "topic exists / partition
+in range / epoch". Replication (followers, ISR, the high watermark as the minimum over the
+ISR) and transactions (producer state, the last stable offset) build on this object.
+
+How this works:
+- `Broker.partition(topic, index, current_leader_epoch)` is the one lookup; it raises the
+  typed errors (UNKNOWN_TOPIC_OR_PARTITION, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH,
+  NOT_LEADER_OR_FOLLOWER) that handlers map to codes in one place (server/errors.py).
+- The leader epoch is stamped into every batch appended and kept in the log's
+  `leader-epoch-checkpoint` file, so it survives restarts.
+- The high watermark and the log end offset are two values. With this broker the only
+  replica (single node: replicas = ISR = [this broker]) the high watermark follows the log
+  end offset after every append; reads for consumers stop at the high watermark.
+- `append_records` checks and records idempotent-producer state *inside* the append, under
+  the partition's lock: a retried batch arriving on another connection while the first
+  copy is still being written (and fsynced) finds it recorded and gets its offsets back.
+- Fetches wait on `waiters`: an append wakes them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+
+import trio
+
+from storage import PartitionLog
+from storage.producer_snapshot import delete_snapshots, load_latest, write_snapshot
+from wire.records import BatchHeader
+
+from server.errors import FencedLeaderEpoch, UnknownLeaderEpoch
+from server.producers import DuplicateBatch, PartitionProducers, ProducerIdManager
+
+log = logging.getLogger("trafka.partition")
+
+
+@dataclass(slots=True)
+class AppendOutcome:
+    """Where an append landed, as a Produce response reports it."""
+
+    base_offset: int
+    log_append_time: int
+    log_start_offset: int
+    duplicate: bool = False
+
+
+class Partition:
+    __slots__ = ("topic", "index", "topic_id", "log", "leader_epoch", "leader_id", "replicas", "isr",
+                 "high_watermark", "producers", "waiters", "lock", "name")
+
+    def __init__(self, topic: str, index: int, topic_id: uuid.UUID, plog: PartitionLog, *, node_id: int,
+                 producer_ids: ProducerIdManager, replicas: list[int] | None = None) -> None:
+        self.topic = topic
+        self.index = index
+        self.topic_id = topic_id
+        self.name = f"{topic}-{index}"
+        self.log = plog
+        self.leader_id = node_id
+        # One node: this broker is every replica and the whole ISR. The cluster (ZooKeeper
+        # mode) replaces these from the partition's state znode.
+        self.replicas = list(replicas) if replicas else [node_id]
+        self.isr = list(self.replicas)
+        latest = plog.leader_epoch_cache.latest_epoch
+        self.leader_epoch = latest if latest is not None else 0
+        self.producers = PartitionProducers(producer_ids, self.name)
+        self.waiters: set[trio.Event] = set()
+        self.lock = trio.Lock()
+        self.high_watermark = plog.log_end_offset
+
+    def __repr__(self) -> str:
+        return f"<Partition {self.name} epoch {self.leader_epoch} hw {self.high_watermark}>"
+
+    # ---- offsets ------------------------------------------------------------------
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def config(self):
+        return self.log.config
+
+    def maybe_advance_high_watermark(self) -> None:
+        """The high watermark is the smallest log end offset in the ISR; with this broker
+        the only member, its own."""
+        end = self.log.log_end_offset
+        if end > self.high_watermark:
+            self.high_watermark = end
+
+    def reset_high_watermark(self) -> None:
+        """After the log shrank (truncation) or was recovered."""
+        self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+        self.maybe_advance_high_watermark()
+
+    # ---- leadership -----------------------------------------------------------------
+    def check_leader_epoch(self, current_leader_epoch: int) -> None:
+        """KIP-320: a client names the epoch it believes current; -1 means "not checked"."""
+        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
+            return
+        if current_leader_epoch < self.leader_epoch:
+            raise FencedLeaderEpoch(f"{self.name}: leader epoch {current_leader_epoch} is older than "
+                                    f"{self.leader_epoch}")
+        raise UnknownLeaderEpoch(f"{self.name}: leader epoch {current_leader_epoch} is newer than "
+                                 f"{self.leader_epoch}")
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (largest epoch ≤ `epoch` we know, where it ends).
+
+        The current epoch enters the checkpoint with its first batch (no file write per
+        partition at creation); until then it is known here and ends at the log end."""
+        cache = self.log.leader_epoch_cache
+        if epoch == self.leader_epoch and (cache.latest_epoch is None or cache.latest_epoch < epoch):
+            return epoch, self.log.log_end_offset
+        return cache.end_offset_for(epoch, self.log.log_end_offset)
+
+    # ---- writes -------------------------------------------------------------------
+    async def append_records(self, records: bytearray, headers: list[tuple[int, BatchHeader]],
+                             record_count: int) -> AppendOutcome:
+        """Append validated batches as the leader; idempotence checks inside, under the lock."""
+        plog = self.log
+        always = plog.config.flush_policy == "always"
+        lock = self.lock
+        if not always and not lock.locked():
+            # No await between the producer check, the write and the record: nothing can
+            # interleave, and taking the lock would cost two scheduler passes (measured:
+            # p99 halved at 1 000 partitions without it).
+            outcome = self._append_locked(records, headers, record_count, None)
+        else:
+            async with lock:
+                if always:
+                    outcome = await self._append_locked_async(records, headers, record_count)
+                else:
+                    outcome = self._append_locked(records, headers, record_count, None)
+        if not outcome.duplicate:
+            self.maybe_advance_high_watermark()
+            self.wake()
+        return outcome
+
+    def _check_producers(self, headers: list[tuple[int, BatchHeader]]) -> AppendOutcome | None:
+        """None to append, or the outcome of the copy already written (a retried batch)."""
+        producers = self.producers
+        if len(headers) == 1:
+            header = headers[0][1]
+            if header.producer_id < 0:
+                return None
+            try:
+                producers.check(header)
+            except DuplicateBatch as dup:
+                cached = dup.cached
+                log.info("duplicate batch from producer %d seq %d on %s: answered with offset %d",
+                         header.producer_id, header.base_sequence, self.name, cached.base_offset)
+                return AppendOutcome(cached.base_offset, cached.log_append_time, self.log.log_start_offset, True)
+            return None
+        for _pos, header in headers:
+            producers.check(header)  # a duplicate among several batches is an error, not a retry
+        return None
+
+    def _record_producers(self, headers: list[tuple[int, BatchHeader]], base_offset: int,
+                          log_append_time: int) -> None:
+        offset = base_offset
+        for _pos, header in headers:
+            if header.producer_id >= 0:
+                self.producers.record(header, offset, log_append_time)
+            offset += header.last_offset_delta + 1
+
+    def _append_locked(self, records, headers, record_count, _unused) -> AppendOutcome:
+        duplicate = self._check_producers(headers)
+        if duplicate is not None:
+            return duplicate
+        base, _last, append_time, log_start = self.log.append(records, record_count, leader_epoch=self.leader_epoch)
+        self._record_producers(headers, base, append_time)
+        return AppendOutcome(base, append_time, log_start)
+
+    async def _append_locked_async(self, records, headers, record_count) -> AppendOutcome:
+        duplicate = self._check_producers(headers)
+        if duplicate is not None:
+            return duplicate
+        base, _last, append_time, log_start = await trio.to_thread.run_sync(
+            lambda: self.log.append(records, record_count, leader_epoch=self.leader_epoch))
+        self._record_producers(headers, base, append_time)
+        return AppendOutcome(base, append_time, log_start)
+
+    async def append_internal(self, batch: bytearray, record_count: int) -> AppendOutcome:
+        """Append a batch the broker built itself (coordinator records): no producer state."""
+        return await self.append_records(batch, [], record_count)
+
+    # ---- waiting readers ------------------------------------------------------------
+    def wake(self) -> None:
+        waiters = self.waiters
+        if waiters:
+            self.waiters = set()
+            for event in waiters:
+                event.set()
+
+    # ---- producer state across restarts -----------------------------------------------
+    def load_producer_state(self) -> int:
+        """Rebuild producer state: the newest snapshot, then the batch headers after it.
+        Returns how many batch headers were read."""
+        plog = self.log
+        start = plog.log_start_offset
+        found = load_latest(plog.directory, plog.log_end_offset)
+        if found is not None and found[0] >= start:
+            offset, entries = found
+            self.producers.load_snapshot(entries)
+            start = offset
+        read = 0
+        if start < plog.log_end_offset:
+            for header, _data in plog.iter_batches(start):
+                read += 1
+                if header.producer_id >= 0:
+                    self.producers.record(header, header.base_offset)
+        return read
+
+    def save_producer_state(self) -> None:
+        """At clean shutdown: Kafka's `<log end offset>.snapshot`."""
+        end = self.log.log_end_offset
+        if len(self.producers):
+            write_snapshot(self.log.directory, end, self.producers.snapshot_entries())
+        delete_snapshots(self.log.directory, below=end)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
