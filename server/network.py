@@ -1,4 +1,4 @@
-"""The trio TCP server: one task per connection, requests answered in order.
+"""The trio server: one task per connection, requests answered in order.
 
 How this works: each connection task reads up to 64 KiB at a time (PERF.md: bigger
 reads are slower), feeds a `wire.Connection`, and handles every whole frame that arrived,
@@ -7,26 +7,37 @@ per response costs 2-3x the CPU at small sizes). Handlers that may wait (Fetch l
 JoinGroup, SyncGroup) first flush what was collected, so earlier answers are not held
 behind a wait. `acks=0` produce requests return no response and nothing is written.
 
-A frame that cannot be decoded, or a size prefix over socket.request.max.bytes, is
-logged and closes that connection only. A connection idle for connections.max.idle.ms —
-including one stuck in the middle of a frame — is closed by one sweeping task (a
-deadline per read costs more than the read). Shutdown stops the listeners, wakes waiting
-fetches, and lets each connection finish the requests it has.
+A connection is any `trio.abc.Stream` plus the peer's address (`serve_stream`): the
+listeners hand it TCP sockets, tests hand it in-memory streams. Responses are parts
+(`wire.Connection.send`): bytes, and `FileRegion`s where Fetch serves a span of a
+segment (server/regions.py). Over a `trio.SocketStream` regions go out with os.sendfile
+from the page cache, the bytes before each with MSG_MORE so they ride in its first
+packet; over any other stream they are read with pread and sent as bytes. Every region
+is released once, whether sent, dropped by an error, or left when the connection closes.
 
-Fetch responses may come as an `EncodedResponse`: bytes pieces and segment regions,
-the regions sent with os.sendfile from the page cache (see server/handlers/fetch.py).
+Per connection a `Session` (server/session.py) holds who the client is; each request's
+`RequestContext` points to it.
+
+Errors close only their connection: a `RemoteProtocolError` (the peer sent a frame that
+does not decode, or one over socket.request.max.bytes) is logged as a warning; a
+`LocalProtocolError` (a response that does not encode: our bug) is logged as an error
+with its traceback; any other `ProtocolError` (acks=0 produce failed, no response can be
+shaped) as a warning. A connection idle for connections.max.idle.ms — including one
+stuck in the middle of a frame — is closed by one sweeping task (a deadline per read
+costs more than the read). Shutdown stops the listeners, wakes waiting fetches, and lets
+each connection finish the requests it has.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 import socket
+from typing import Awaitable, Callable
 
 import trio
 
-from wire import NEED_DATA, Connection, ProtocolError, Request, UnsupportedRequest
+from wire import NEED_DATA, Connection, LocalProtocolError, ProtocolError, Request, UnsupportedRequest
 from wire.connection import encode_api_versions_fallback, encode_response
 from wire.errors import ErrorCode
 from wire.registry import API_VERSIONS, ApiKey, api_name
@@ -36,15 +47,14 @@ from wire.definitions import MESSAGES
 from server.broker import Broker
 from server.context import RequestContext
 from server.handlers import HANDLERS
-from server.handlers.fetch import EncodedResponse, FileRegion
+from server.regions import FileRegion, release_parts, release_regions
+from server.session import Session
 
 log = logging.getLogger("trafka.network")
 
 READ_SIZE = 65536
 LARGE_READ_SIZE = 256 * 1024
 _MSG_MORE = getattr(socket, "MSG_MORE", 0)  # Linux; elsewhere the header goes out alone
-_connection_ids = itertools.count(1)
-
 
 class Server:
     def __init__(self, broker: Broker) -> None:
@@ -110,37 +120,53 @@ class Server:
                 idle.scope.cancel()
 
     async def _connection(self, stream: trio.SocketStream) -> None:
-        conn_id = next(_connection_ids)
         try:
-            peer = stream.socket.getpeername()
-        except OSError:
-            peer = ("?", 0)
-        log.debug("connection %d open from %s:%s", conn_id, peer[0], peer[1])
-        try:
-            await self._serve_connection(stream, conn_id, peer)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
-            log.debug("connection %d reset by peer", conn_id)
+            try:
+                host, port = stream.socket.getpeername()[:2]
+            except OSError:
+                host, port = "?", 0
+            await self.serve_stream(stream, host, port)
         finally:
             self.connections -= 1
+
+    async def serve_stream(self, stream: trio.abc.Stream, host: str, port: int) -> Session:
+        """Serve one connection until the peer closes it, an error closes it, or shutdown.
+
+        Any trio Stream will do (a TCP socket from the listener, an in-memory stream in a
+        test); `host` and `port` say who is at the other end. Closes `stream` on the way
+        out and returns the connection's Session.
+        """
+        session = Session(host, port)
+        send = _send_socket if isinstance(stream, trio.SocketStream) else _send_copied
+        log.debug("connection %d open from %s", session.connection_id, session.peer)
+        try:
+            await self._serve_connection(stream, session, send)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+            log.debug("connection %d reset by peer", session.connection_id)
+        finally:
             with trio.CancelScope(shield=True):
                 await stream.aclose()
-            log.debug("connection %d closed", conn_id)
+            log.debug("connection %d closed", session.connection_id)
+        return session
 
-    async def _serve_connection(self, stream: trio.SocketStream, conn_id: int, peer) -> None:
+    async def _serve_connection(self, stream: trio.abc.Stream, session: Session, send: "_Send") -> None:
         idle = _Idle()
         self._idle.add(idle)
         try:
             with trio.CancelScope() as idle.scope:
-                await self._serve_requests(stream, conn_id, peer, idle)
+                await self._serve_requests(stream, session, send, idle)
         finally:
             self._idle.discard(idle)
         if idle.scope.cancel_called and not self.broker.shutting_down:
             state = "mid-frame" if idle.mid_frame else "idle"
-            log.info("connection %d closed after %.0f s %s (connections.max.idle.ms)", conn_id, self.idle_s, state)
+            log.info("connection %d closed after %.0f s %s (connections.max.idle.ms)", session.connection_id,
+                     self.idle_s, state)
 
-    async def _serve_requests(self, stream: trio.SocketStream, conn_id: int, peer, idle: "_Idle") -> None:
+    async def _serve_requests(self, stream: trio.abc.Stream, session: Session, send: "_Send",
+                              idle: "_Idle") -> None:
         conn = Connection(self.max_frame)
         broker = self.broker
+        api_versions = session.api_versions
         # A partial frame must be complete within idle_s of its first bytes: a peer that
         # drips one byte per second is never idle, yet would hold the connection forever.
         frame_deadline: float | None = None
@@ -163,71 +189,83 @@ class Server:
             if not data:
                 if conn.buffered:
                     log.info("connection %d from %s closed by the peer mid-frame; %d bytes of an unfinished "
-                             "request dropped", conn_id, peer[0], conn.buffered)
+                             "request dropped", session.connection_id, session.host, conn.buffered)
                 return
             conn.receive_data(data)
             completed_before = conn.requests_received
-            out: list = []  # bytes and EncodedResponses, in request order
+            out: list = []  # response parts (bytes and FileRegions), in request order
             try:
                 while True:
                     try:
                         request = conn.next_request()
-                    except ProtocolError as exc:
-                        log.warning("connection %d from %s: %s; closing it", conn_id, peer[0], exc)
-                        await _send(stream, out)
+                    except ProtocolError as exc:  # remote: a frame that does not decode or is too big
+                        log.warning("connection %d from %s: %s; closing it", session.connection_id, session.host,
+                                    exc)
+                        await send(stream, out)
                         return
                     if request is NEED_DATA:
                         break
+                    session.client_id = request.client_id
+                    api_versions[request.api_key] = request.api_version
                     handler = HANDLERS.get(request.api_key) if isinstance(request, Request) else None
                     if handler is None and isinstance(request, Request):
                         request = UnsupportedRequest(request.api_key, request.api_version, request.correlation_id,
                                                      request.client_id, request.size)
                     if out and handler is not None and handler.MAY_BLOCK:
-                        await _send(stream, out)
+                        await send(stream, out)
                         out.clear()
                     try:
-                        response = await self._dispatch(request, handler, conn_id, peer)
-                    except ProtocolError as exc:
-                        log.warning("connection %d from %s: %s", conn_id, peer[0], exc)
-                        await _send(stream, out)
+                        parts = await self._dispatch(conn, request, handler, session)
+                    except LocalProtocolError:
+                        log.exception("connection %d from %s: cannot answer %s v%d (correlation %d); closing it",
+                                      session.connection_id, session.host, api_name(request.api_key),
+                                      request.api_version, request.correlation_id)
+                        await send(stream, out)
                         return
-                    if response is not None:
-                        out.append(response)
-                await _send(stream, out)
+                    except ProtocolError as exc:
+                        log.warning("connection %d from %s: %s", session.connection_id, session.host, exc)
+                        await send(stream, out)
+                        return
+                    if parts is not None:
+                        out += parts
+                await send(stream, out)
             finally:
-                _release(out)
+                release_parts(out)
             if not conn.buffered:
                 frame_deadline = None
             elif frame_deadline is None or conn.requests_received != completed_before:
                 frame_deadline = trio.current_time() + self.idle_s
 
-    async def _dispatch(self, request, handler, conn_id: int, peer) -> bytes | EncodedResponse | None:
+    async def _dispatch(self, conn: Connection, request, handler, session: Session) -> list | None:
+        """The response to one request as parts, or None when there is none (acks=0)."""
         if isinstance(request, UnsupportedRequest):
-            return self._unsupported(request, conn_id)
+            return [self._unsupported(request, session)]
         if request.trailing:
-            log.debug("connection %d: %s v%d had %d bytes after its body (ignored, as Kafka does)", conn_id,
-                      api_name(request.api_key), request.api_version, request.trailing)
-        ctx = RequestContext(self.broker, request.api_key, request.api_version, request.correlation_id,
-                             request.client_id, peer[0], conn_id)
+            log.debug("connection %d: %s v%d had %d bytes after its body (ignored, as Kafka does)",
+                      session.connection_id, api_name(request.api_key), request.api_version, request.trailing)
+        ctx = RequestContext(self.broker, session, request.api_key, request.api_version, request.correlation_id,
+                             request.client_id)
         try:
             body = await handler.handle(ctx, request.body)
         except ProtocolError:
             raise
         except Exception:
             log.exception("%s v%d handler failed (connection %d, correlation %d)", api_name(request.api_key),
-                          request.api_version, conn_id, request.correlation_id)
+                          request.api_version, session.connection_id, request.correlation_id)
             body = error_body(request.api_key, request.api_version, request.body, ErrorCode.UNKNOWN_SERVER_ERROR)
             if body is None:
                 raise ProtocolErrorClose()
         if body is None:
             return None
-        if type(body) is EncodedResponse:  # already a frame (Fetch's zero-copy path)
-            return body
-        return encode_response(request.api_key, request.api_version, request.correlation_id, body)
+        try:
+            return conn.send(request, body)
+        except BaseException:
+            release_regions(body)  # they never became parts: nobody else will release them
+            raise
 
-    def _unsupported(self, request: UnsupportedRequest, conn_id: int) -> bytes:
-        log.warning("connection %d: %s v%d is not supported (client %s)", conn_id, api_name(request.api_key),
-                    request.api_version, request.client_id)
+    def _unsupported(self, request: UnsupportedRequest, session: Session) -> bytes:
+        log.warning("connection %d: %s v%d is not supported (client %s)", session.connection_id,
+                    api_name(request.api_key), request.api_version, request.client_id)
         if request.api_key == ApiKey.API_VERSIONS:
             lo, hi = API_VERSIONS[ApiKey.API_VERSIONS]
             return encode_api_versions_fallback(
@@ -254,32 +292,55 @@ class _Idle:
         self.mid_frame = False
 
 
-async def _send(stream: trio.SocketStream, out: list) -> None:
-    """Write collected responses in order: bytes with one send_all, FileRegions with
+_Send = Callable[[trio.abc.Stream, list], Awaitable[None]]
+
+
+async def _send_socket(stream: trio.SocketStream, out: list) -> None:
+    """Write collected response parts in order: bytes with one send_all, FileRegions with
     os.sendfile from the segment (page cache to socket, no copy through Python)."""
     if not out:
         return
-    if len(out) == 1 and type(out[0]) is not EncodedResponse:
+    if len(out) == 1 and type(out[0]) is bytes:
         await stream.send_all(out[0])
         return
     pending: list[bytes] = []
     try:
-        for item in out:
-            if type(item) is not EncodedResponse:
-                pending.append(item)
+        for part in out:
+            if type(part) is bytes:
+                pending.append(part)
                 continue
-            for part in item.parts:
-                if type(part) is FileRegion:
-                    if pending:
-                        await _send_more(stream, b"".join(pending))
-                        pending.clear()
-                    await _sendfile(stream, part)
-                else:
-                    pending.append(part)
+            if pending:
+                await _send_more(stream, b"".join(pending))
+                pending.clear()
+            await _sendfile(stream, part)
         if pending:
             await stream.send_all(b"".join(pending))
     finally:
-        _release(out)
+        release_parts(out)
+
+
+async def _send_copied(stream: trio.abc.Stream, out: list) -> None:
+    """Write collected response parts in order over a stream that is not a socket: region
+    bytes are read (pread) and sent with the rest, in one send_all."""
+    if not out:
+        return
+    if len(out) == 1 and type(out[0]) is bytes:
+        await stream.send_all(out[0])
+        return
+    try:
+        data = []
+        for part in out:
+            if type(part) is bytes:
+                data.append(part)
+            else:
+                try:
+                    data.append(part.read())
+                except OSError as exc:  # the segment shrank under us: the frame cannot be completed
+                    raise trio.BrokenResourceError(f"reading a region failed: {exc}") from exc
+                part.release()
+        await stream.send_all(b"".join(data))
+    finally:
+        release_parts(out)
 
 
 async def _send_more(stream: trio.SocketStream, data: bytes) -> None:
@@ -314,12 +375,6 @@ async def _sendfile(stream: trio.SocketStream, region: FileRegion) -> None:
         position += sent
         left -= sent
     region.release()
-
-
-def _release(out: list) -> None:
-    for item in out:
-        if type(item) is EncodedResponse:
-            item.release()
 
 
 class ProtocolErrorClose(ProtocolError):

@@ -26,6 +26,7 @@ from storage.errors import (
     UnknownTopicOrPartition,
 )
 from storage.log import AppendResult, PartitionLog
+from storage.segment import read_exact
 from storage.manager import LogManager
 
 __all__ = [
@@ -48,4 +49,5 @@ __all__ = [
     "TOPIC_CONFIGS",
     "TopicExists",
     "UnknownTopicOrPartition",
+    "read_exact",
 ]

@@ -1,6 +1,7 @@
 """The Kafka binary protocol as a sans-IO library: no sockets, no trio.
 
-Entry points: `Connection` (broker side: bytes in, requests out, responses to bytes),
+Entry points: `Connection` (broker side: bytes in, requests out, responses to parts: bytes
+and `Region`s),
 `encode_request` / `decode_response` (client side, for tools and tests), `records`
 (record batches), `registry` (the versions served), `errors` (error codes and the typed
 exceptions malformed input raises).
@@ -16,8 +17,17 @@ from wire.connection import (
     decode_response,
     encode_request,
     encode_response,
+    encode_response_parts,
 )
-from wire.errors import ErrorCode, FrameTooLarge, MalformedFrame, ProtocolError
+from wire.errors import (
+    ErrorCode,
+    FrameTooLarge,
+    LocalProtocolError,
+    MalformedFrame,
+    ProtocolError,
+    RemoteProtocolError,
+)
+from wire.primitives import Region
 from wire.registry import API_VERSIONS, ApiKey
 
 __all__ = [
@@ -27,13 +37,17 @@ __all__ = [
     "EncodeError",
     "ErrorCode",
     "FrameTooLarge",
+    "LocalProtocolError",
     "MalformedFrame",
     "NEED_DATA",
     "ProtocolError",
+    "Region",
+    "RemoteProtocolError",
     "Request",
     "UnsupportedRequest",
     "decode_request",
     "decode_response",
     "encode_request",
     "encode_response",
+    "encode_response_parts",
 ]

@@ -3,7 +3,7 @@
 How this works: the caller feeds bytes with `receive_data`, then calls `next_request`
 until it returns `NEED_DATA`. Each call peels one size-prefixed frame off the buffer and
 decodes its header and body at the version the header names. Responses are turned into
-bytes with `send(request, body)`; the caller writes them. Nothing here touches a socket,
+parts with `send(request, body)`; the caller writes them. Nothing here touches a socket,
 so the same object is driven by the trio server, by tests byte by byte, and by tools.
 
 Rules carried here rather than in handlers:
@@ -17,10 +17,15 @@ Rules carried here rather than in handlers:
   the server answers it with UNSUPPORTED_VERSION;
 - frames are decoded where they lie in the receive buffer, never copied out of it, and a
   produced batch comes out as a writable view of that buffer (see `Connection`);
-- malformed input raises `MalformedFrame` / `FrameTooLarge` carrying the api key, version
-  and correlation id where known; a body that does not fit its schema on the way out
-  raises `EncodeError`. All three are `ProtocolError`s: the server closes that one
-  connection, and no struct.error, construct error or IndexError escapes.
+- malformed input raises `MalformedFrame` / `FrameTooLarge` (`RemoteProtocolError`s)
+  carrying the api key, version and correlation id where known; a body that does not fit
+  its schema on the way out raises `EncodeError` (a `LocalProtocolError`). All three are
+  `ProtocolError`s: the server closes that one connection, and no struct.error,
+  construct error or IndexError escapes;
+- a response is a list of parts: bytes, and `Region`s where a `records` value is a
+  region (a span of a segment file the server sends with sendfile). The frame's size
+  prefix counts the regions; the codec writes their length prefixes and never their
+  bytes. A response without regions is one bytes part, as cheap as a plain encode.
 """
 
 from __future__ import annotations
@@ -33,7 +38,8 @@ from typing import Any
 from construct import ConstructError
 
 from wire import primitives as p
-from wire.errors import FrameTooLarge, MalformedFrame, ProtocolError
+from wire.errors import EncodeError, FrameTooLarge, MalformedFrame
+from wire.primitives import Region
 from wire.registry import ApiKey, is_supported
 from wire.schema import is_flexible, message_struct
 from wire.definitions import MESSAGES
@@ -95,12 +101,6 @@ def response_header_version(api_key: int, api_version: int) -> int:
     if (api_key, "response") in MESSAGES and is_flexible(api_key, "response", api_version):
         return 1
     return 0
-
-
-class EncodeError(ProtocolError):
-    """A body that does not fit its message schema (a wrong type, a value out of range, an
-    API or version without a schema): a bug on our side, raised as a ProtocolError so the
-    server closes that one connection instead of failing the whole listener."""
 
 
 # What a malformed frame can raise from inside the codec; all become MalformedFrame.
@@ -189,6 +189,49 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: d
             f"cannot encode response: {exc}", api_key=api_key, api_version=api_version, correlation_id=correlation_id
         ) from None
     return _finish(stream)
+
+
+def encode_response_parts(api_key: int, api_version: int, correlation_id: int,
+                          body: dict[str, Any]) -> list[bytes | Region]:
+    """A response frame as parts: [bytes] alone, or bytes and regions in frame order.
+
+    `records` values may be regions (see `wire.primitives.Region`). The size prefix
+    counts every part, regions included, so sending the parts in order is the frame.
+    The regions in the returned parts are the caller's to send (and to release, if
+    they hold anything); on EncodeError nothing has been taken from `body`.
+    """
+    stream = io.BytesIO()
+    regions: list[tuple[int, Region]] = []  # (offset in stream, region), filled by `Records`
+    try:
+        stream.write(_PREFIX_AND_ID.pack(0, correlation_id))
+        flexible_header, struct_ = _codec(api_key, api_version, "response")
+        if flexible_header:
+            stream.write(b"\x00")
+        struct_._build(body, stream, regions, "")
+    except _ENCODE_ERRORS as exc:
+        raise EncodeError(
+            f"cannot encode response: {exc}", api_key=api_key, api_version=api_version, correlation_id=correlation_id
+        ) from None
+    if not regions:
+        return [_finish(stream)]
+    size = stream.tell() - 4 + sum(len(region) for _at, region in regions)
+    if size > 0x7FFFFFFF:
+        raise EncodeError(f"response of {size} bytes exceeds the int32 size prefix", api_key=api_key,
+                          api_version=api_version, correlation_id=correlation_id)
+    buf = stream.getbuffer()
+    _SIZE.pack_into(buf, 0, size)
+    del buf
+    data = stream.getvalue()
+    parts: list[bytes | Region] = []
+    at = 0
+    for offset, region in regions:
+        if offset > at:
+            parts.append(data[at:offset])
+        parts.append(region)
+        at = offset
+    if at < len(data):
+        parts.append(data[at:])
+    return parts
 
 
 def encode_api_versions_fallback(correlation_id: int, error_code: int, api_keys: list[dict]) -> bytes:
@@ -320,5 +363,6 @@ class Connection:
         self.requests_received += 1
         return decode_request(frame)
 
-    def send(self, request: Request | UnsupportedRequest, body: dict[str, Any]) -> bytes:
-        return encode_response(request.api_key, request.api_version, request.correlation_id, body)
+    def send(self, request: Request | UnsupportedRequest, body: dict[str, Any]) -> list[bytes | Region]:
+        """The response to `request` as parts (see `encode_response_parts`)."""
+        return encode_response_parts(request.api_key, request.api_version, request.correlation_id, body)

@@ -4,9 +4,12 @@ The protocol reports failures as int16 codes inside responses; clients decide wh
 retry from the code alone, so every code carries the retriable flag that Kafka's own
 `Errors` table gives it. Handlers never use bare integers: they name an `ErrorCode`.
 
-Malformed input is a different matter: it is raised as `ProtocolError` (or a subclass),
-which carries whatever of the request header was readable, so the server can log it and
-close only that connection.
+Broken protocol is a different matter: it is raised as a `ProtocolError`, which carries
+whatever of the request header was readable, so the server can log it and close only
+that connection. As in h11, who broke it decides the subclass: `RemoteProtocolError` when
+the peer sent something wrong (`MalformedFrame`, `FrameTooLarge`: a warning, the peer's
+fault), `LocalProtocolError` when we did (`EncodeError`: a bug here, logged with its
+traceback). Both are `ProtocolError`s, so `except ProtocolError` still catches either.
 """
 
 from __future__ import annotations
@@ -150,7 +153,7 @@ class ErrorCode(enum.IntEnum):
 
 
 class ProtocolError(Exception):
-    """Input that does not follow the protocol; the connection it came from must close.
+    """The protocol cannot go on over this connection; it must close.
 
     Carries what of the request header could be read (None where unknown), so the log
     line can say which request was bad.
@@ -181,11 +184,25 @@ class ProtocolError(Exception):
         return f"{self.args[0]}{suffix}"
 
 
-class FrameTooLarge(ProtocolError):
+class RemoteProtocolError(ProtocolError):
+    """The peer sent something that does not follow the protocol."""
+
+
+class LocalProtocolError(ProtocolError):
+    """We were about to send something that does not follow the protocol: a bug here."""
+
+
+class EncodeError(LocalProtocolError):
+    """A body that does not fit its message schema (a wrong type, a value out of range, an
+    API or version without a schema): raised instead of sending a frame the peer could
+    not read, so the server closes that one connection instead of failing the listener."""
+
+
+class FrameTooLarge(RemoteProtocolError):
     """A size prefix above the connection's limit (socket.request.max.bytes) or negative."""
 
 
-class MalformedFrame(ProtocolError):
+class MalformedFrame(RemoteProtocolError):
     """A frame whose header or body cannot be decoded at its declared version."""
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import io
 import struct
 import uuid as _uuid
-from typing import Any
+from typing import Any, Protocol
 
 import construct
 
@@ -414,12 +414,30 @@ class Bytes(KafkaType):
         return obj
 
 
+class Region(Protocol):
+    """Bytes that live elsewhere (a span of a segment file) and are sent by the caller.
+
+    A `records` value that is not bytes-like but has a length is a region: the codec
+    writes its length prefix and leaves the bytes to whoever sends the frame (see
+    `wire.connection.encode_response_parts`). The codec needs nothing but the length;
+    what a region is (a pinned segment, a file) is the server's business.
+    """
+
+    def __len__(self) -> int: ...
+
+
 class Records(Bytes):
     """The `records` type: record batches, returned as a mutable buffer without a copy.
 
     The broker patches base offsets in place before writing, so the value is a writable
     memoryview of the frame when the frame is writable (the `Connection` hands out views
     of its receive buffer), and a bytearray copy otherwise (a frame given as `bytes`).
+
+    Building takes bytes-like values, or a `Region`: its length prefix is written and
+    (stream offset, region) appended to the build context, which the parts encoder makes
+    a list (`wire.connection.encode_response_parts`). Any other encode passes None, and
+    refuses a region as a value of the wrong type. (The context, not a stream subclass:
+    an `io.BytesIO` subclass costs 2 us to make and more per write.)
     """
 
     def _parse(self, r, context, path):
@@ -428,6 +446,30 @@ class Records(Bytes):
             return None
         view = r.buf[span[0]:span[1]]
         return bytearray(view) if view.readonly else view
+
+    def _build(self, obj, stream, context, path):
+        kind = type(obj)
+        if kind is bytes or kind is bytearray or kind is memoryview or obj is None:
+            return Bytes._build(self, obj, stream, context, path)
+        try:
+            memoryview(obj).release()
+        except TypeError:
+            pass  # not bytes-like: a region, or a wrong value
+        else:
+            return Bytes._build(self, obj, stream, context, path)
+        if isinstance(obj, str):
+            raise KafkaFormatError("str value for records")
+        if type(context) is not list:
+            raise KafkaFormatError(f"{kind.__name__} value for records (a region needs the parts encoder)")
+        try:
+            n = len(obj)
+        except TypeError:
+            raise KafkaFormatError(f"{kind.__name__} value for records") from None
+        if not self.compact and n > 0x7FFFFFFF:
+            raise KafkaFormatError(f"records region of {n} bytes exceeds int32 length")
+        stream.write(_len_bytes(n, self.compact, True))
+        context.append((stream.tell(), obj))
+        return obj
 
 
 class Array(KafkaType):

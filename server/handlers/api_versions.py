@@ -5,6 +5,8 @@ Implements v0-4. Advertises exactly the APIs that have a handler, at the version
 answers them in the v0 layout with UNSUPPORTED_VERSION (KIP-511) so clients fall back.
 Tagged fields (SupportedFeatures, FinalizedFeatures, ZkMigrationReady) are left out on
 purpose: librdkafka before 2.2 (Debian's kcat) fails on any tag it receives.
+From v3 the request names the client software (KIP-511); it is kept on the connection's
+`Session` (for logs and, later, metrics), as Kafka keeps it on its channel metadata.
 """
 
 from __future__ import annotations
@@ -29,4 +31,8 @@ def advertised() -> list[dict]:
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
+    if ctx.api_version >= 3:
+        session = ctx.session
+        session.client_software_name = request.get("client_software_name")
+        session.client_software_version = request.get("client_software_version")
     return {"error_code": ErrorCode.NONE, "api_keys": advertised(), "throttle_time_ms": 0}

@@ -19,31 +19,28 @@ The wait is woken by produce (`Broker.wait_for_data`), so a waiting consumer see
 message at once instead of at the end of its max_wait.
 
 Zero copy: a partition read of at least REGION_MIN_BYTES is not read into memory. The
-handler pins the segment, encodes the response with a 16-byte placeholder in that
-`records` field, and splits the encoded frame around the placeholders into an
-`EncodedResponse`: bytes pieces and `FileRegion`s that the server sends with
-os.sendfile straight from the page cache (PERF.md: copies dominate a fetch's cost; the
-codec would otherwise copy the records twice more). Smaller reads are copied as before:
-a pread and a copy cost less than the extra syscalls.
+handler pins the segment and puts a `FileRegion` in that `records` field; the codec
+writes its length prefix and leaves it as a part of the response, which the server
+sends with os.sendfile straight from the page cache (PERF.md: copies dominate a fetch's
+cost). Smaller reads are copied as before: a pread and a copy cost less than the extra
+syscalls. The regions of a returned body belong to the server, which releases them once
+sent or dropped; until then (a pass that leads to a wait, an exception) `_Regions` does.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import struct
 
 import trio
 
-from storage.segment import LogSegment, read_exact
-from wire.connection import encode_response
+from storage import read_exact
 from wire.errors import ErrorCode
-from wire.primitives import ZERO_UUID, uvarint_bytes
+from wire.primitives import ZERO_UUID
 from wire.registry import ApiKey
-from wire.schema import is_flexible
 
 from server.context import RequestContext
 from server.errors import KafkaError, error_code_for
+from server.regions import FileRegion
 
 API_KEY = ApiKey.FETCH
 MAY_BLOCK = True
@@ -53,73 +50,26 @@ log = logging.getLogger("trafka.fetch")
 _EMPTY = b""
 _NONE = ErrorCode.NONE
 REGION_MIN_BYTES = 64 * 1024
-_MARKER_INDEX = struct.Struct(">I")
-_MARKER_SIZE = 16  # 12 random bytes per response + a 4-byte region index
-_I32 = struct.Struct(">i")
-
-
-class FileRegion:
-    """`length` bytes at `position` of a pinned segment, to send with os.sendfile.
-
-    The pin keeps the descriptor open through retention and topic deletion; `release`
-    drops it (once; later calls do nothing)."""
-
-    __slots__ = ("segment", "position", "length", "_pinned")
-
-    def __init__(self, segment: LogSegment, position: int, length: int) -> None:
-        self.segment = segment
-        self.position = position
-        self.length = length
-        self._pinned = True
-
-    @property
-    def fd(self) -> int:
-        return self.segment.fd
-
-    def __len__(self) -> int:
-        return self.length
-
-    def release(self) -> None:
-        if self._pinned:
-            self._pinned = False
-            self.segment.unpin()
-
-
-class EncodedResponse:
-    """A whole response frame (size prefix included) as bytes pieces and FileRegions, in
-    order. Whoever holds it must call `release()` once it is sent or dropped."""
-
-    __slots__ = ("parts",)
-
-    def __init__(self, parts: list) -> None:
-        self.parts = parts
-
-    def __len__(self) -> int:
-        return sum(len(p) for p in self.parts)
-
-    def release(self) -> None:
-        for part in self.parts:
-            if type(part) is FileRegion:
-                part.release()
 
 
 class _Regions:
-    """The regions pinned by one read pass, with the partition entries whose `records`
-    hold their placeholders."""
+    """The regions pinned by the handler's current read pass, until the body that holds
+    them is returned (then the server owns them) or dropped."""
 
-    __slots__ = ("token", "items")
+    __slots__ = ("items",)
 
     def __init__(self) -> None:
-        self.token = b""  # drawn on first use: most fetches (small, tailing) need none
-        self.items: list[tuple[dict, FileRegion]] = []
+        self.items: list[FileRegion] = []
 
-    def marker(self, i: int) -> bytes:
-        if not self.token:
-            self.token = os.urandom(_MARKER_SIZE - _MARKER_INDEX.size)
-        return self.token + _MARKER_INDEX.pack(i)
+    def add(self, region: FileRegion) -> None:
+        self.items.append(region)
+
+    def hand_over(self) -> None:
+        """The body holding the regions is returned: the server releases them now."""
+        self.items.clear()
 
     def release(self) -> None:
-        for _entry, region in self.items:
+        for region in self.items:
             region.release()
         self.items.clear()
 
@@ -207,11 +157,8 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
                     budget -= size
                     total += size
             if type(records) is FileRegion:
-                result = _partition(index, _NONE, hw, start, regions.marker(len(regions.items)))
-                regions.items.append((result, records))
-            else:
-                result = _partition(index, _NONE, hw, start, records)
-            results.append(result)
+                regions.add(records)
+            results.append(_partition(index, _NONE, hw, start, records))
         entry = {"partitions": results}
         if by_id:
             entry["topic_id"] = topic_id
@@ -221,7 +168,7 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
     return out, total, errors
 
 
-async def handle(ctx: RequestContext, request: dict) -> dict | EncodedResponse:
+async def handle(ctx: RequestContext, request: dict) -> dict:
     broker = ctx.broker
     if request.get("session_id", 0) != 0:
         return {"error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0, "responses": []}
@@ -252,55 +199,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict | EncodedResponse:
             if not waiting_on:
                 break
             await broker.wait_for_data(waiting_on, remaining)
-        body = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
-        if not regions.items:
-            return body
-        return _encode_zero_copy(ctx, body, regions)
+        regions.hand_over()  # the body holds them; the server sends and releases them
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
     except BaseException:
         regions.release()
         raise
-
-
-def _encode_zero_copy(ctx: RequestContext, body: dict, regions: _Regions) -> EncodedResponse:
-    """Encode `body` (whose region records are placeholders) and cut the frame around them.
-
-    The codec writes each placeholder as <length prefix of 16><16 marker bytes>; that
-    span is replaced by the prefix of the region's real length and the region. If a
-    placeholder is not found where expected (a codec that writes records differently),
-    the regions are read into memory and the body encoded the ordinary way.
-    """
-    frame = encode_response(API_KEY, ctx.api_version, ctx.correlation_id, body)
-    compact = is_flexible(API_KEY, "response", ctx.api_version)
-    placeholder_prefix = _length_prefix(_MARKER_SIZE, compact)
-    parts: list = []
-    at = 0
-    for i, (_entry, region) in enumerate(regions.items):
-        j = frame.find(regions.marker(i), at)
-        k = j - len(placeholder_prefix)
-        if j < 0 or frame[k:j] != placeholder_prefix:
-            return _encode_copied(ctx, body, regions)
-        parts.append(frame[at:k])
-        parts.append(_length_prefix(region.length, compact))
-        parts.append(region)
-        at = j + _MARKER_SIZE
-    parts.append(frame[at:])
-    size = sum(len(p) for p in parts) - 4
-    if size > 0x7FFFFFFF:  # pragma: no cover - max_bytes bounds responses far below this
-        return _encode_copied(ctx, body, regions)
-    head = bytearray(parts[0])
-    _I32.pack_into(head, 0, size)
-    parts[0] = bytes(head)
-    regions.items.clear()  # the EncodedResponse owns the pins now
-    return EncodedResponse(parts)
-
-
-def _encode_copied(ctx: RequestContext, body: dict, regions: _Regions) -> dict:
-    log.warning("fetch: records placeholder not found in the encoded response; sending copies")
-    for entry, region in regions.items:
-        entry["records"] = read_exact(region.fd, region.length, region.position)
-    regions.release()
-    return body
-
-
-def _length_prefix(n: int, compact: bool) -> bytes:
-    return uvarint_bytes(n + 1) if compact else _I32.pack(n)

@@ -19,6 +19,7 @@ from server.broker import Broker
 from server.config import load_config
 from server.context import RequestContext
 from server.handlers import HANDLERS
+from server.session import Session
 from wire.connection import decode_request, decode_response, encode_request, encode_response
 
 SESSION_MS = 6000
@@ -69,6 +70,7 @@ class GroupEnv:
         self.broker = self._open()
         self.nursery: trio.Nursery | None = None
         self._correlation = itertools.count(1)
+        self.session = Session("127.0.0.1", 50000)
 
     def _open(self) -> Broker:
         overrides = {"log.dirs": str(self.data_dir), "listeners": "127.0.0.1:9092", **self.settings}
@@ -161,7 +163,7 @@ class GroupEnv:
         correlation = next(self._correlation)
         frame = encode_request(api_key, version, correlation, body, client_id=client_id)
         request = decode_request(frame[4:])
-        ctx = RequestContext(self.broker, api_key, version, correlation, client_id, "127.0.0.1", 1)
+        ctx = RequestContext(self.broker, self.session, api_key, version, correlation, client_id)
         response = await HANDLERS[api_key].handle(ctx, request.body)
         raw = encode_response(api_key, version, correlation, response)
         got_correlation, decoded = decode_response(api_key, version, raw[4:])

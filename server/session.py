@@ -1,0 +1,52 @@
+"""`Session`: what the broker knows about one client connection, for as long as it is open.
+
+One per connection, made when the connection is accepted and handed to every handler
+through `RequestContext.session`. It holds what requests teach us about the client — the
+client id it last sent, the software it named in ApiVersions (KIP-511), the version of
+each API it used — next to where it came from. Later issues add to it rather than
+threading new arguments through the network loop:
+- `principal` is "User:ANONYMOUS" until authentication (SASL) sets it;
+- `tls` is None until a TLS listener stores the negotiated state (protocol, cipher,
+  peer certificate);
+- `listener` names the listener the connection came in on (one unnamed listener today).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+ANONYMOUS = "User:ANONYMOUS"
+
+_ids = itertools.count(1)
+
+
+class Session:
+    """One connection's client, as seen from the broker."""
+
+    __slots__ = ("connection_id", "host", "port", "listener", "opened", "client_id", "client_software_name",
+                 "client_software_version", "api_versions", "principal", "tls")
+
+    def __init__(self, host: str, port: int, *, listener: str | None = None) -> None:
+        self.connection_id: int = next(_ids)
+        self.host = host
+        self.port = port
+        self.listener = listener
+        self.opened = time.time()  # wall clock: for display and metrics, never for deadlines
+        self.client_id: str | None = None  # the last one seen (clients may change it per request)
+        self.client_software_name: str | None = None
+        self.client_software_version: str | None = None
+        # api_key -> the version of its last request: which APIs and versions a client uses.
+        self.api_versions: dict[int, int] = {}
+        self.principal = ANONYMOUS
+        self.tls: object | None = None
+
+    @property
+    def peer(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def __repr__(self) -> str:
+        software = ""
+        if self.client_software_name:
+            software = f" {self.client_software_name}/{self.client_software_version}"
+        return f"<Session {self.connection_id} from {self.peer} client_id={self.client_id!r}{software}>"
