@@ -672,11 +672,12 @@ class PartitionLog:
             segment.offset_index.set_entries(scan.index_entries, in_file=False)
             self._arm()
 
-    def _find(self, offset: int, max_bytes: int, action: Callable[[LogSegment, int, int], object], *,
+    def _find(self, offset: int, max_bytes: int, action: Callable[[LogSegment, int, int, int], object], *,
               whole: bool = True, max_offset: int | None = None, min_one_batch: bool = True):
-        """Run ``action(segment, position, length)`` on the pinned segment holding ``offset``:
-        ``length`` covers whole batches up to ``max_bytes`` if ``whole``, else only the first
-        batch (the action then finds the rest itself, passing the segment's `read_end`).
+        """Run ``action(segment, position, length, end)`` on the pinned segment holding
+        ``offset``: ``length`` covers whole batches up to ``max_bytes`` if ``whole``, else
+        only the first batch (the action then finds the rest itself, up to ``end``, where
+        batches at or past ``max_offset`` start).
         None when there is nothing to read: at the log end, at or past ``max_offset``, or a
         first batch over ``max_bytes`` without ``min_one_batch``."""
         for _attempt in range(8):
@@ -693,15 +694,18 @@ class PartitionLog:
                     retry = True  # retired under us: take a fresh view
                     break
                 try:
-                    try:
-                        found, bounded = self._locate(segment, offset, max_bytes, whole, max_offset, min_one_batch)
-                    except IndexMismatch:
-                        self._rebuild_index(segment)
-                        found, bounded = self._locate(segment, offset, max_bytes, whole, max_offset, min_one_batch)
-                    if found is not None:
-                        return action(segment, found[0], found[1]) if found[1] else None
-                    if bounded:
-                        return None  # the next batch starts at or past max_offset
+                    for attempt in (0, 1):
+                        try:
+                            found, end = self._locate(segment, offset, max_bytes, whole, max_offset, min_one_batch)
+                            if found is not None:
+                                return action(segment, found[0], found[1], end) if found[1] else None
+                            break
+                        except IndexMismatch:
+                            if attempt:
+                                raise
+                            self._rebuild_index(segment)
+                    if max_offset is not None and end < segment.size:
+                        return None  # bounded here: the next batch starts at or past max_offset
                 finally:
                     segment.unpin()
                 i += 1
@@ -712,16 +716,16 @@ class PartitionLog:
     @staticmethod
     def _locate(segment: LogSegment, offset: int, max_bytes: int, whole: bool, max_offset: int | None,
                 min_one_batch: bool):
-        """((position, length) or None, bounded) for `_find`; length 0: nothing fits."""
-        end, bounded = segment.read_end(max_offset)
+        """((position, length) or None, end) for `_find`; length 0: nothing fits."""
+        end = segment.read_end(max_offset)
         if whole:
-            return segment.locate(offset, max_bytes, end, min_one_batch), bounded
+            return segment.locate(offset, max_bytes, end, min_one_batch), end
         first = segment.first_batch(offset, end)
         if first is None:
-            return None, bounded
+            return None, end
         if first[1] > max_bytes and not min_one_batch:
-            return (first[0], 0), bounded
-        return (first[0], first[1]), bounded
+            return (first[0], 0), end
+        return (first[0], first[1]), end
 
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
              min_one_batch: bool = True) -> bytes | memoryview:
@@ -735,10 +739,9 @@ class PartitionLog:
         Empty at the log end offset; OffsetOutOfRange below the log start offset or past the
         end. Like Kafka, a read stops at the end of a segment; the caller reads again.
         """
-        def read_whole_batches(segment: LogSegment, start: int, first_size: int):
+        def read_whole_batches(segment: LogSegment, start: int, first_size: int, end: int):
             # One pread of everything that may fit, trimmed in memory to whole batches:
             # sequential I/O the kernel reads ahead for, and no copy (a memoryview slice).
-            end = segment.size if max_offset is None else segment.read_end(max_offset)[0]
             data = read_exact(segment.fd, min(end, start + max(max_bytes, first_size)) - start, start)
             stop = segment.trim(data, start, first_size)
             return data if stop == len(data) else memoryview(data)[:stop]
@@ -754,7 +757,7 @@ class PartitionLog:
         The descriptors belong to the log: do not close them. They stay valid for at least
         file.delete.delay.ms after their segment is deleted, so send promptly.
         """
-        result = self._find(offset, max_bytes, lambda seg, pos, length: [(seg.fd, pos, length)],
+        result = self._find(offset, max_bytes, lambda seg, pos, length, _end: [(seg.fd, pos, length)],
                             max_offset=max_offset, min_one_batch=min_one_batch)
         return [] if result is None else result
 
@@ -765,7 +768,7 @@ class PartitionLog:
         caller calls ``segment.unpin()`` — which it must, once, after its pread or
         os.sendfile. None when there is nothing to read (nothing is pinned then)."""
 
-        def pin(segment: LogSegment, position: int, length: int):
+        def pin(segment: LogSegment, position: int, length: int, _end: int):
             segment.pin()  # cannot fail: _find holds a pin while this runs
             return segment, position, length
 

@@ -389,22 +389,22 @@ class LogSegment:
             raise IndexMismatch(self)  # the indexed position holds no batch
         return None
 
-    def read_end(self, max_offset: int | None) -> tuple[int, bool]:
-        """(position, bounded): where reads bounded by ``max_offset`` stop, the position of
-        the first batch whose base offset is at or past it (Kafka's maxPosition; batches are
-        never split), with bounded True; or the committed size and False when no batch of
-        this segment reaches the bound. Raises IndexMismatch."""
+    def read_end(self, max_offset: int | None) -> int:
+        """Where reads bounded by ``max_offset`` stop: the position of the first batch whose
+        base offset is at or past it (Kafka's maxPosition; batches are never split), or the
+        committed size when no batch of this segment reaches the bound. Raises
+        IndexMismatch."""
         end = self.size
         if max_offset is None:
-            return end, False
+            return end
         next_offset = self.next_offset
         if next_offset is not None and max_offset >= next_offset:
-            return end, False
+            return end
         found = self.first_batch(max_offset, end)
         if found is None:
-            return end, False
+            return end
         position, size, base = found
-        return (position, True) if base >= max_offset else (position + size, True)
+        return position if base >= max_offset else position + size
 
     def locate(self, offset: int, max_bytes: int, end: int, min_one_batch: bool = True) -> tuple[int, int] | None:
         """(position, length) of whole batches before ``end`` from the one holding
@@ -422,7 +422,7 @@ class LogSegment:
         if stop < limit:
             # An indexed position is a batch boundary: everything before it is whole.
             key, indexed = self.offset_index.entry_at_or_before_position(limit)
-            if indexed > stop:
+            if stop < indexed < end:  # (a batch at `end` itself is past a max_offset bound)
                 stop = indexed
             else:
                 key = -1
