@@ -12,7 +12,13 @@ How this works:
   failed write (ENOSPC) is cut back with ftruncate.
 - The one-batch case, nearly every produce request, has a path of its own (`append`) with
   the roll conditions and settings derived once per change of the active segment or the
-  config (`_arm`) into a few comparisons; the rest goes through `_append_general`.
+  config (`_arm`) into a few comparisons; the rest goes through `_append_general`. The
+  segment does the writing and indexing (`LogSegment.append`); the log decides offsets,
+  epochs and rolls.
+- Leader epochs: `append` stamps the caller's leader epoch; the first append of a new
+  epoch goes the general way, which records the epoch's start offset in the
+  leader-epoch-checkpoint (`leader_epoch_cache`) before writing. Truncation trims the
+  cache from the end, a moving log start trims it from the front.
 - Disk blocks are reserved ahead of the active segment's end (fallocate keeping the file
   size; `trafka.preallocate.bytes`, default 32 MiB like Redpanda's fallocation step, never
   more than the segment already holds, nothing below RESERVE_FROM): an append into
@@ -25,6 +31,8 @@ How this works:
 - Reads take no lock: they snapshot the segment list (an immutable tuple replaced on every
   structural change) and the log end offset, bisect the segment base offsets, bisect the
   segment's sparse offset index, scan forward over a few headers, and pread the bytes.
+  A read may be bounded by a max offset (the server's high watermark): batches starting at
+  or past it are left out, whole.
 - The segment list changes under the lock: roll (segment.bytes, segment.ms, full index),
   retention and DeleteRecords (whole segments from the front), truncation, compaction swaps.
   Segments leaving the list are retired to the `Graveyard`, not closed (see segment.py).
@@ -468,13 +476,24 @@ class PartitionLog:
                 self._sync_data()
                 self._last_flush_ms = now_ms
 
+    def append_as_follower(self, batch: bytearray, record_count: int | None = None, *,
+                           now_ms: int | None = None) -> AppendResult:
+        """Append whole batches that already carry their offsets and leader epochs, as a
+        follower copies the leader's log (Kafka's appendAsFollower): nothing is patched or
+        stamped. The first batch must start at the log end offset and the batches follow on
+        without gaps (a gap would read as damage to recovery); epochs may only grow, and a
+        new one is assigned its start offset before it is written. ValueError otherwise."""
+        return self._append_general(batch, record_count, _now_ms() if now_ms is None else now_ms, -1,
+                                    follower=True)
+
     def _append_general(self, batch: bytearray, record_count: int | None, now_ms: int,
-                        leader_epoch: int) -> AppendResult:
+                        leader_epoch: int, *, follower: bool = False) -> AppendResult:
         """`append` for everything its single-batch path does not take: several batches in
         one buffer, a new leader epoch, a batch too large or malformed (which raise), a
-        closed log. Patches each batch, writes them all with one pwrite, then indexes them."""
+        closed log; and `append_as_follower`. Patches each batch (not a follower's), writes
+        them all with one pwrite, then indexes them."""
         config = self._config
-        log_append_time = config.log_append_time
+        log_append_time = config.log_append_time and not follower
         with self._lock:
             if self._closed:
                 raise LogClosed(f"{self.name} is closed")
@@ -483,8 +502,12 @@ class PartitionLog:
                 record_count = counted
             base_offset = self.log_end_offset
             latest = self.leader_epoch_cache.latest_epoch
-            if leader_epoch < 0 or (latest is not None and leader_epoch < latest):
+            if follower:
+                new_epochs = self._follower_epochs(batch, spans, base_offset, latest)
+            elif leader_epoch < 0 or (latest is not None and leader_epoch < latest):
                 raise ValueError(f"{self.name}: append in leader epoch {leader_epoch}, the log is at {latest}")
+            else:
+                new_epochs = [(leader_epoch, base_offset)] if latest is None or leader_epoch > latest else []
             segment = self._segments[-1]
             position = segment.size
             if position and (position + len(batch) > config.segment_bytes
@@ -495,18 +518,18 @@ class PartitionLog:
                 # entries fill segment.index.bytes first), 32-bit relative offsets.
                 segment = self._roll(now_ms)
                 position = 0
-            if latest is None or leader_epoch > latest:
-                # Durable before any batch carries the epoch (Kafka assigns before the
-                # segment append too), so recovery knows every epoch it finds.
+            # Durable before any batch carries the epoch (Kafka assigns before the segment
+            # append too), so recovery knows every epoch it finds.
+            for epoch, start in new_epochs:
                 try:
-                    self.leader_epoch_cache.assign(leader_epoch, base_offset)
+                    self.leader_epoch_cache.assign(epoch, start)
                 except OSError as exc:
                     self._write_failed(exc)
             if position + len(batch) > self._reserve_point(segment):
                 self._reserve(segment, position + len(batch))
 
             offset = base_offset
-            for p, size, lod, _ts in spans:
+            for p, size, lod, _ts in spans if not follower else ():
                 _OFFSET_LENGTH_EPOCH.pack_into(batch, p, offset, size - LOG_OVERHEAD, leader_epoch)
                 if log_append_time:
                     set_log_append_time(batch, now_ms, p)
@@ -524,6 +547,22 @@ class PartitionLog:
                 self._after_append(config.flush_policy, now_ms, record_count)
             self._arm()  # index entries may have been merged (the fast path's index_event)
             return (base_offset, offset - 1, now_ms if log_append_time else -1, self.log_start_offset)
+
+    def _follower_epochs(self, batch: bytearray, spans, expected: int, latest: int | None) -> list[tuple[int, int]]:
+        """The (epoch, start offset) entries a follower's batches add; ValueError if their
+        offsets do not follow on from ``expected`` or their epochs go back."""
+        new: list[tuple[int, int]] = []
+        for p, _size, lod, _ts in spans:
+            base, _length, epoch = _OFFSET_LENGTH_EPOCH.unpack_from(batch, p)
+            if base != expected:
+                raise ValueError(f"{self.name}: follower batch at offset {base}, the log ends at {expected}")
+            if epoch < 0 or (latest is not None and epoch < latest):
+                raise ValueError(f"{self.name}: follower batch in leader epoch {epoch} after epoch {latest}")
+            if latest is None or epoch > latest:
+                new.append((epoch, base))
+                latest = epoch
+            expected = base + lod + 1
+        return new
 
     def _roll(self, now_ms: int) -> LogSegment:
         old = self._segments[-1]

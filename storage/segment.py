@@ -122,9 +122,15 @@ class IndexMismatch(Exception):
 class LogSegment:
     """`{base:020d}.log` + `.index` + `.timeindex`, named by the first offset they may hold.
 
+    As Kafka's LogSegment, it appends (`append`, `append_batches`: write at its size, an
+    index entry every index.interval.bytes), locates reads (`first_batch`, `locate`,
+    `read_end`, `trim`) and truncates (`truncate_to`); the partition log keeps the segment
+    list, rolls, the read snapshot and the lock.
+
     File format of the .log: record batches (magic 2) back to back, byte for byte as a
     producer sent them and a consumer receives them, except for the two fields outside the
-    CRC that the broker writes: baseOffset (assigned) and partitionLeaderEpoch (0). Offsets
+    CRC that the broker writes: baseOffset (assigned) and partitionLeaderEpoch (the leader
+    epoch of the append, see storage.leader_epoch). Offsets
     increase from batch to batch; they are contiguous except in segments the cleaner has
     compacted, where a batch keeps its baseOffset and lastOffsetDelta even when records
     (or whole batches) were removed. No other framing: the file size is the sum of batch

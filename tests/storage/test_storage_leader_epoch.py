@@ -365,3 +365,28 @@ def test_min_one_batch(tmp_path):
     (fd, position, length), = plog.read_location(0, first, min_one_batch=False)
     assert length == first
     plog.close()
+
+
+# ------------------------------------------------------------------ follower appends
+
+
+def test_append_as_follower_copies_offsets_and_epochs(tmp_path):
+    leader = PartitionLog.open(tmp_path / "leader", CONFIG, now_ms=T0)
+    for epoch in (0, 0, 2, 2, 3):
+        leader.append(make_batch(3, value_size=30), leader_epoch=epoch, now_ms=T0)
+    follower = PartitionLog.open(tmp_path / "follower", CONFIG, now_ms=T0)
+    fetched = bytes(read_all(leader))
+    first = len(make_batch(3, value_size=30))
+    follower.append_as_follower(bytearray(fetched[:first]), now_ms=T0)  # one batch
+    base, last, _ts, _start = follower.append_as_follower(bytearray(fetched[first:]), now_ms=T0)
+    assert (base, last) == (3, 14)
+    assert read_all(follower) == fetched  # byte for byte
+    assert follower.leader_epoch_cache.epoch_entries() == leader.leader_epoch_cache.epoch_entries() == [
+        (0, 0), (2, 6), (3, 12)]
+    with pytest.raises(ValueError):  # a gap
+        follower.append_as_follower(bytearray(fetched[:first]), now_ms=T0)
+    follower.close()
+    follower = PartitionLog.open(tmp_path / "follower", CONFIG, clean=False, now_ms=T0)
+    assert read_all(follower) == fetched
+    follower.close()
+    leader.close()
