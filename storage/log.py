@@ -440,7 +440,7 @@ class PartitionLog:
             else:
                 result = (base_offset, last, -1, self.log_start_offset)
             try:
-                if segment.append(batch, base_offset, last, max_ts, index_interval, index_event):
+                if segment.append(batch, position, size_total, base_offset, last, max_ts, index_interval, index_event):
                     self._index_housekeeping(segment)
             except OSError as exc:
                 self._write_failed(exc)

@@ -224,18 +224,17 @@ class LogSegment:
 
     # -- appending (one writer, under the partition lock) ---------------------------------
 
-    def append(self, batch: bytearray, base_offset: int, last_offset: int, max_timestamp: int,
-               index_interval_bytes: int, index_event: int) -> bool:
+    def append(self, batch: bytearray, position: int, size: int, base_offset: int, last_offset: int,
+               max_timestamp: int, index_interval_bytes: int, index_event: int) -> bool:
         """Write one whole batch (offsets already patched) at the segment's end, then move
         its state: max timestamp, an index entry when more than index.interval.bytes were
         written since the last one, the committed size. Kafka's LogSegment.append.
 
-        Returns True when the offset index's tail reached ``index_event`` entries (the
-        caller then merges and writes it, see `OffsetIndex`). A failed write is cut back
-        and its OSError raised; nothing moved then.
+        ``position`` is the segment's size and ``size`` the batch's, which the caller has
+        at hand anyway. Returns True when the offset index's tail reached ``index_event``
+        entries (the caller then merges and writes it, see `OffsetIndex`). A failed write is
+        cut back and its OSError raised; nothing moved then.
         """
-        position = self.size
-        size = len(batch)
         boundaries = self.boundaries
         if len(boundaries) >= BOUNDARY_HINTS:
             boundaries.clear()
