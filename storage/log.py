@@ -711,14 +711,13 @@ class PartitionLog:
             segment.offset_index.set_entries(scan.index_entries, in_file=False)
             self._arm()
 
-    def _find(self, offset: int, max_bytes: int, action: Callable[[LogSegment, int, int, int], object], *,
-              whole: bool = True, max_offset: int | None = None, min_one_batch: bool = True):
-        """Run ``action(segment, position, length, end)`` on the pinned segment holding
-        ``offset``: ``length`` covers whole batches up to ``max_bytes`` if ``whole``, else
-        only the first batch (the action then finds the rest itself, up to ``end``, where
-        batches at or past ``max_offset`` start).
-        None when there is nothing to read: at the log end, at or past ``max_offset``, or a
-        first batch over ``max_bytes`` without ``min_one_batch``."""
+    def _find(self, offset: int, max_offset: int | None, per_segment: Callable[[LogSegment, int], object]):
+        """The read protocol: ``per_segment(segment, end)`` on the pinned segment holding
+        ``offset``, ``end`` being where batches at or past ``max_offset`` start (the
+        segment's size when unbounded). It returns what to answer, or None when the segment
+        holds no batch at or after ``offset`` (compacted away), and the next segment is
+        asked. None when there is nothing to read: at the log end, or at or past
+        ``max_offset``."""
         for _attempt in range(8):
             self._check_open()
             end = self._check_range(offset)
@@ -733,16 +732,15 @@ class PartitionLog:
                     retry = True  # retired under us: take a fresh view
                     break
                 try:
-                    for attempt in (0, 1):
-                        try:
-                            found, end = self._locate(segment, offset, max_bytes, whole, max_offset, min_one_batch)
-                            if found is not None:
-                                return action(segment, found[0], found[1], end) if found[1] else None
-                            break
-                        except IndexMismatch:
-                            if attempt:
-                                raise
-                            self._rebuild_index(segment)
+                    try:
+                        end = segment.read_end(max_offset)
+                        result = per_segment(segment, end)
+                    except IndexMismatch:
+                        self._rebuild_index(segment)
+                        end = segment.read_end(max_offset)
+                        result = per_segment(segment, end)
+                    if result is not None:
+                        return result
                     if max_offset is not None and end < segment.size:
                         return None  # bounded here: the next batch starts at or past max_offset
                 finally:
@@ -751,20 +749,6 @@ class PartitionLog:
             if not retry:
                 return None  # offsets up to the end were compacted away
         raise StorageError(f"{self.name}: segments kept changing during a read")
-
-    @staticmethod
-    def _locate(segment: LogSegment, offset: int, max_bytes: int, whole: bool, max_offset: int | None,
-                min_one_batch: bool):
-        """((position, length) or None, end) for `_find`; length 0: nothing fits."""
-        end = segment.read_end(max_offset)
-        if whole:
-            return segment.locate(offset, max_bytes, end, min_one_batch), end
-        first = segment.first_batch(offset, end)
-        if first is None:
-            return None, end
-        if first[1] > max_bytes and not min_one_batch:
-            return (first[0], 0), end
-        return (first[0], first[1]), end
 
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
              min_one_batch: bool = True) -> bytes | memoryview:
@@ -778,15 +762,8 @@ class PartitionLog:
         Empty at the log end offset; OffsetOutOfRange below the log start offset or past the
         end. Like Kafka, a read stops at the end of a segment; the caller reads again.
         """
-        def read_whole_batches(segment: LogSegment, start: int, first_size: int, end: int):
-            # One pread of everything that may fit, trimmed in memory to whole batches:
-            # sequential I/O the kernel reads ahead for, and no copy (a memoryview slice).
-            data = read_exact(segment.fd, min(end, start + max(max_bytes, first_size)) - start, start)
-            stop = segment.trim(data, start, first_size)
-            return data if stop == len(data) else memoryview(data)[:stop]
-
-        result = self._find(offset, max_bytes, read_whole_batches, whole=False, max_offset=max_offset,
-                            min_one_batch=min_one_batch)
+        result = self._find(offset, max_offset,
+                            lambda segment, end: segment.read(offset, max_bytes, end, min_one_batch))
         return b"" if result is None else result
 
     def read_location(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
@@ -796,9 +773,12 @@ class PartitionLog:
         The descriptors belong to the log: do not close them. They stay valid for at least
         file.delete.delay.ms after their segment is deleted, so send promptly.
         """
-        result = self._find(offset, max_bytes, lambda seg, pos, length, _end: [(seg.fd, pos, length)],
-                            max_offset=max_offset, min_one_batch=min_one_batch)
-        return [] if result is None else result
+        def locate(segment: LogSegment, end: int):
+            found = segment.locate(offset, max_bytes, end, min_one_batch)
+            return found if found is None else [(segment.fd, found[0], found[1])] if found[1] else []
+
+        result = self._find(offset, max_offset, locate)
+        return result or []
 
     def read_pinned(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
                     min_one_batch: bool = True) -> tuple[LogSegment, int, int] | None:
@@ -807,11 +787,16 @@ class PartitionLog:
         caller calls ``segment.unpin()`` — which it must, once, after its pread or
         os.sendfile. None when there is nothing to read (nothing is pinned then)."""
 
-        def pin(segment: LogSegment, position: int, length: int, _end: int):
+        def pin(segment: LogSegment, end: int):
+            found = segment.locate(offset, max_bytes, end, min_one_batch)
+            if found is None:
+                return None
+            if not found[1]:
+                return ()  # nothing fits: an answer, not a reason to look further
             segment.pin()  # cannot fail: _find holds a pin while this runs
-            return segment, position, length
+            return segment, found[0], found[1]
 
-        return self._find(offset, max_bytes, pin, max_offset=max_offset, min_one_batch=min_one_batch)
+        return self._find(offset, max_offset, pin) or None
 
     def iter_batches(self, from_offset: int = 0) -> Iterator[tuple[BatchHeader, bytes]]:
         """Every stored batch holding offsets >= ``from_offset``, oldest first, up to the log
@@ -1047,7 +1032,8 @@ class PartitionLog:
         self.log_end_offset = offset
         self._write_log_start()
         fsync_dir(self.directory)
-        self.leader_epoch_cache.clear()  # Kafka's truncateFullyAndStartAt: no epoch holds data
+        # Kafka's truncateFullyAndStartAt: no epoch holds data any more.
+        self._truncate_epochs(lambda _offset: self.leader_epoch_cache.clear(), offset)
         self._arm()
         log.info("%s: truncated fully, restarting at offset %d", self.name, offset)
 

@@ -420,7 +420,7 @@ class LogSegment:
         if first is None:
             return None
         start, first_size, _base = first
-        if start + first_size > end or (first_size > max_bytes and not min_one_batch):
+        if first_size > max_bytes and not min_one_batch:
             return start, 0
         limit = min(end, start + max(max_bytes, first_size))
         stop = start + first_size
@@ -443,6 +443,22 @@ class LogSegment:
             if key >= 0:
                 raise IndexMismatch(self)
         return start, stop - start
+
+    def read(self, offset: int, max_bytes: int, end: int, min_one_batch: bool = True) -> bytes | memoryview | None:
+        """Whole batches before ``end`` from the one holding ``offset``, as `locate` chooses
+        them (b"" when the first does not fit without ``min_one_batch``); None if no batch
+        holds offsets >= ``offset``. Kafka's LogSegment.read. One pread of everything that
+        may fit, trimmed in memory to whole batches: sequential I/O the kernel reads ahead
+        for, and no copy (a memoryview slice). Raises IndexMismatch."""
+        first = self.first_batch(offset, end)
+        if first is None:
+            return None
+        start, first_size, _base = first
+        if first_size > max_bytes and not min_one_batch:
+            return b""
+        data = read_exact(self.fd, min(end, start + max(max_bytes, first_size)) - start, start)
+        stop = self.trim(data, start, first_size)
+        return data if stop == len(data) else memoryview(data)[:stop]
 
     def trim(self, data: bytes, start: int, first_size: int) -> int:
         """Length of the whole batches at the front of ``data`` (read from ``start``)."""
