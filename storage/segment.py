@@ -137,14 +137,6 @@ class LogSegment:
     sizes, and recovery finds batch boundaries from the batchLength fields.
     """
 
-    # Slots: the append path reads and writes a dozen of these per batch.
-    __slots__ = (
-        "directory", "base_offset", "fd", "size", "log_path", "offset_index", "time_index", "indexes_loaded",
-        "next_offset", "max_timestamp", "offset_of_max_timestamp", "first_batch_max_timestamp", "created_ms",
-        "last_offset_allowed", "index_full", "bytes_since_index", "time_index_behind", "boundaries", "dirty",
-        "reserved", "_lock", "_pins", "_retired_at", "_closed", "__weakref__",
-    )
-
     def __init__(self, directory: Path, base_offset: int, fd: int, size: int) -> None:
         self.directory = directory
         self.base_offset = base_offset
