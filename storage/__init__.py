@@ -1,14 +1,17 @@
 """Durable, segmented partition logs on local disk: no network, no trio, no server.
 
-The server uses `LogManager` (partition logs of a data directory, background duties) and `PartitionLog`
-(append, read, offsets, truncation, DeleteRecords). Calls block on disk; the server runs
+The server uses `LogManager` (the partition logs of a data directory, background duties)
+and `PartitionLog` (append as leader or follower, read bounded by a max offset, offsets,
+truncation, DeleteRecords) with its `LeaderEpochFileCache` (OffsetForLeaderEpoch). Storage
+knows the log end offset only; the high watermark is the server's, and so is what topics
+exist (server/topics.py). Calls block on disk; the server runs
 the long ones (fsync-heavy appends, retention, compaction, open/close) in worker threads.
 File formats follow Apache Kafka's: `{base:020d}.log` segments holding record batches as
 they travel on the wire, sparse `.index` and `.timeindex` files, checkpoint files.
 Module map: config (LogConfig, the topic config table), log (PartitionLog), segment,
-index, recovery, retention, compaction, topics (partition directory names), manager
-(LogManager), producer_snapshot (Kafka's .snapshot files), errors. What topics exist is the
-server's topic registry (server/topics.py), not storage's.
+index, leader_epoch (leader-epoch-checkpoint), recovery, retention, compaction, topics
+(partition directory names), manager (LogManager), producer_snapshot (Kafka's .snapshot
+files), errors.
 """
 
 from storage.compaction import CleanerStats
@@ -25,6 +28,12 @@ from storage.errors import (
     TopicExists,
     UnknownTopicOrPartition,
 )
+from storage.leader_epoch import (
+    UNDEFINED_EPOCH,
+    UNDEFINED_EPOCH_OFFSET,
+    EpochEntry,
+    LeaderEpochFileCache,
+)
 from storage.log import AppendResult, PartitionLog
 from storage.segment import read_exact
 from storage.manager import LogManager
@@ -35,9 +44,11 @@ __all__ = [
     "CONFIG_TYPE_IDS",
     "CleanerStats",
     "ConfigDef",
+    "EpochEntry",
     "InvalidConfig",
     "InvalidPartitions",
     "InvalidTopicName",
+    "LeaderEpochFileCache",
     "LogClosed",
     "LogConfig",
     "LogDirFull",
@@ -48,6 +59,8 @@ __all__ = [
     "StorageError",
     "TOPIC_CONFIGS",
     "TopicExists",
+    "UNDEFINED_EPOCH",
+    "UNDEFINED_EPOCH_OFFSET",
     "UnknownTopicOrPartition",
     "read_exact",
 ]

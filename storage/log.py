@@ -12,7 +12,13 @@ How this works:
   failed write (ENOSPC) is cut back with ftruncate.
 - The one-batch case, nearly every produce request, has a path of its own (`append`) with
   the roll conditions and settings derived once per change of the active segment or the
-  config (`_arm`) into a few comparisons; the rest goes through `_append_general`.
+  config (`_arm`) into a few comparisons; the rest goes through `_append_general`. The
+  segment does the writing and indexing (`LogSegment.append`); the log decides offsets,
+  epochs and rolls.
+- Leader epochs: `append` stamps the caller's leader epoch; the first append of a new
+  epoch goes the general way, which records the epoch's start offset in the
+  leader-epoch-checkpoint (`leader_epoch_cache`) before writing. Truncation trims the
+  cache from the end, a moving log start trims it from the front.
 - Disk blocks are reserved ahead of the active segment's end (fallocate keeping the file
   size; `trafka.preallocate.bytes`, default 32 MiB like Redpanda's fallocation step, never
   more than the segment already holds, nothing below RESERVE_FROM): an append into
@@ -25,6 +31,8 @@ How this works:
 - Reads take no lock: they snapshot the segment list (an immutable tuple replaced on every
   structural change) and the log end offset, bisect the segment base offsets, bisect the
   segment's sparse offset index, scan forward over a few headers, and pread the bytes.
+  A read may be bounded by a max offset (the server's high watermark): batches starting at
+  or past it are left out, whole.
 - The segment list changes under the lock: roll (segment.bytes, segment.ms, full index),
   retention and DeleteRecords (whole segments from the front), truncation, compaction swaps.
   Segments leaving the list are retired to the `Graveyard`, not closed (see segment.py).
@@ -432,7 +440,7 @@ class PartitionLog:
             else:
                 result = (base_offset, last, -1, self.log_start_offset)
             try:
-                if segment.append(batch, base_offset, last, max_ts, index_interval, index_event):
+                if segment.append(batch, position, size_total, base_offset, last, max_ts, index_interval, index_event):
                     self._index_housekeeping(segment)
             except OSError as exc:
                 self._write_failed(exc)
@@ -468,13 +476,24 @@ class PartitionLog:
                 self._sync_data()
                 self._last_flush_ms = now_ms
 
+    def append_as_follower(self, batch: bytearray, record_count: int | None = None, *,
+                           now_ms: int | None = None) -> AppendResult:
+        """Append whole batches that already carry their offsets and leader epochs, as a
+        follower copies the leader's log (Kafka's appendAsFollower): nothing is patched or
+        stamped. The first batch must start at the log end offset and the batches follow on
+        without gaps (a gap would read as damage to recovery); epochs may only grow, and a
+        new one is assigned its start offset before it is written. ValueError otherwise."""
+        return self._append_general(batch, record_count, _now_ms() if now_ms is None else now_ms, -1,
+                                    follower=True)
+
     def _append_general(self, batch: bytearray, record_count: int | None, now_ms: int,
-                        leader_epoch: int) -> AppendResult:
+                        leader_epoch: int, *, follower: bool = False) -> AppendResult:
         """`append` for everything its single-batch path does not take: several batches in
         one buffer, a new leader epoch, a batch too large or malformed (which raise), a
-        closed log. Patches each batch, writes them all with one pwrite, then indexes them."""
+        closed log; and `append_as_follower`. Patches each batch (not a follower's), writes
+        them all with one pwrite, then indexes them."""
         config = self._config
-        log_append_time = config.log_append_time
+        log_append_time = config.log_append_time and not follower
         with self._lock:
             if self._closed:
                 raise LogClosed(f"{self.name} is closed")
@@ -483,8 +502,12 @@ class PartitionLog:
                 record_count = counted
             base_offset = self.log_end_offset
             latest = self.leader_epoch_cache.latest_epoch
-            if leader_epoch < 0 or (latest is not None and leader_epoch < latest):
+            if follower:
+                new_epochs = self._follower_epochs(batch, spans, base_offset, latest)
+            elif leader_epoch < 0 or (latest is not None and leader_epoch < latest):
                 raise ValueError(f"{self.name}: append in leader epoch {leader_epoch}, the log is at {latest}")
+            else:
+                new_epochs = [(leader_epoch, base_offset)] if latest is None or leader_epoch > latest else []
             segment = self._segments[-1]
             position = segment.size
             if position and (position + len(batch) > config.segment_bytes
@@ -495,18 +518,18 @@ class PartitionLog:
                 # entries fill segment.index.bytes first), 32-bit relative offsets.
                 segment = self._roll(now_ms)
                 position = 0
-            if latest is None or leader_epoch > latest:
-                # Durable before any batch carries the epoch (Kafka assigns before the
-                # segment append too), so recovery knows every epoch it finds.
+            # Durable before any batch carries the epoch (Kafka assigns before the segment
+            # append too), so recovery knows every epoch it finds.
+            for epoch, start in new_epochs:
                 try:
-                    self.leader_epoch_cache.assign(leader_epoch, base_offset)
+                    self.leader_epoch_cache.assign(epoch, start)
                 except OSError as exc:
                     self._write_failed(exc)
             if position + len(batch) > self._reserve_point(segment):
                 self._reserve(segment, position + len(batch))
 
             offset = base_offset
-            for p, size, lod, _ts in spans:
+            for p, size, lod, _ts in spans if not follower else ():
                 _OFFSET_LENGTH_EPOCH.pack_into(batch, p, offset, size - LOG_OVERHEAD, leader_epoch)
                 if log_append_time:
                     set_log_append_time(batch, now_ms, p)
@@ -524,6 +547,22 @@ class PartitionLog:
                 self._after_append(config.flush_policy, now_ms, record_count)
             self._arm()  # index entries may have been merged (the fast path's index_event)
             return (base_offset, offset - 1, now_ms if log_append_time else -1, self.log_start_offset)
+
+    def _follower_epochs(self, batch: bytearray, spans, expected: int, latest: int | None) -> list[tuple[int, int]]:
+        """The (epoch, start offset) entries a follower's batches add; ValueError if their
+        offsets do not follow on from ``expected`` or their epochs go back."""
+        new: list[tuple[int, int]] = []
+        for p, _size, lod, _ts in spans:
+            base, _length, epoch = _OFFSET_LENGTH_EPOCH.unpack_from(batch, p)
+            if base != expected:
+                raise ValueError(f"{self.name}: follower batch at offset {base}, the log ends at {expected}")
+            if epoch < 0 or (latest is not None and epoch < latest):
+                raise ValueError(f"{self.name}: follower batch in leader epoch {epoch} after epoch {latest}")
+            if latest is None or epoch > latest:
+                new.append((epoch, base))
+                latest = epoch
+            expected = base + lod + 1
+        return new
 
     def _roll(self, now_ms: int) -> LogSegment:
         old = self._segments[-1]
@@ -672,13 +711,13 @@ class PartitionLog:
             segment.offset_index.set_entries(scan.index_entries, in_file=False)
             self._arm()
 
-    def _find(self, offset: int, max_bytes: int, action: Callable[[LogSegment, int, int], object], *,
-              whole: bool = True, max_offset: int | None = None, min_one_batch: bool = True):
-        """Run ``action(segment, position, length)`` on the pinned segment holding ``offset``:
-        ``length`` covers whole batches up to ``max_bytes`` if ``whole``, else only the first
-        batch (the action then finds the rest itself, passing the segment's `read_end`).
-        None when there is nothing to read: at the log end, at or past ``max_offset``, or a
-        first batch over ``max_bytes`` without ``min_one_batch``."""
+    def _find(self, offset: int, max_offset: int | None, per_segment: Callable[[LogSegment, int], object]):
+        """The read protocol: ``per_segment(segment, end)`` on the pinned segment holding
+        ``offset``, ``end`` being where batches at or past ``max_offset`` start (the
+        segment's size when unbounded). It returns what to answer, or None when the segment
+        holds no batch at or after ``offset`` (compacted away), and the next segment is
+        asked. None when there is nothing to read: at the log end, or at or past
+        ``max_offset``."""
         for _attempt in range(8):
             self._check_open()
             end = self._check_range(offset)
@@ -694,34 +733,22 @@ class PartitionLog:
                     break
                 try:
                     try:
-                        found, bounded = self._locate(segment, offset, max_bytes, whole, max_offset, min_one_batch)
+                        end = segment.read_end(max_offset)
+                        result = per_segment(segment, end)
                     except IndexMismatch:
                         self._rebuild_index(segment)
-                        found, bounded = self._locate(segment, offset, max_bytes, whole, max_offset, min_one_batch)
-                    if found is not None:
-                        return action(segment, found[0], found[1]) if found[1] else None
-                    if bounded:
-                        return None  # the next batch starts at or past max_offset
+                        end = segment.read_end(max_offset)
+                        result = per_segment(segment, end)
+                    if result is not None:
+                        return result
+                    if max_offset is not None and end < segment.size:
+                        return None  # bounded here: the next batch starts at or past max_offset
                 finally:
                     segment.unpin()
                 i += 1
             if not retry:
                 return None  # offsets up to the end were compacted away
         raise StorageError(f"{self.name}: segments kept changing during a read")
-
-    @staticmethod
-    def _locate(segment: LogSegment, offset: int, max_bytes: int, whole: bool, max_offset: int | None,
-                min_one_batch: bool):
-        """((position, length) or None, bounded) for `_find`; length 0: nothing fits."""
-        end, bounded = segment.read_end(max_offset)
-        if whole:
-            return segment.locate(offset, max_bytes, end, min_one_batch), bounded
-        first = segment.first_batch(offset, end)
-        if first is None:
-            return None, bounded
-        if first[1] > max_bytes and not min_one_batch:
-            return (first[0], 0), bounded
-        return (first[0], first[1]), bounded
 
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
              min_one_batch: bool = True) -> bytes | memoryview:
@@ -735,16 +762,8 @@ class PartitionLog:
         Empty at the log end offset; OffsetOutOfRange below the log start offset or past the
         end. Like Kafka, a read stops at the end of a segment; the caller reads again.
         """
-        def read_whole_batches(segment: LogSegment, start: int, first_size: int):
-            # One pread of everything that may fit, trimmed in memory to whole batches:
-            # sequential I/O the kernel reads ahead for, and no copy (a memoryview slice).
-            end = segment.size if max_offset is None else segment.read_end(max_offset)[0]
-            data = read_exact(segment.fd, min(end, start + max(max_bytes, first_size)) - start, start)
-            stop = segment.trim(data, start, first_size)
-            return data if stop == len(data) else memoryview(data)[:stop]
-
-        result = self._find(offset, max_bytes, read_whole_batches, whole=False, max_offset=max_offset,
-                            min_one_batch=min_one_batch)
+        result = self._find(offset, max_offset,
+                            lambda segment, end: segment.read(offset, max_bytes, end, min_one_batch))
         return b"" if result is None else result
 
     def read_location(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
@@ -754,9 +773,12 @@ class PartitionLog:
         The descriptors belong to the log: do not close them. They stay valid for at least
         file.delete.delay.ms after their segment is deleted, so send promptly.
         """
-        result = self._find(offset, max_bytes, lambda seg, pos, length: [(seg.fd, pos, length)],
-                            max_offset=max_offset, min_one_batch=min_one_batch)
-        return [] if result is None else result
+        def locate(segment: LogSegment, end: int):
+            found = segment.locate(offset, max_bytes, end, min_one_batch)
+            return found if found is None else [(segment.fd, found[0], found[1])] if found[1] else []
+
+        result = self._find(offset, max_offset, locate)
+        return result or []
 
     def read_pinned(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
                     min_one_batch: bool = True) -> tuple[LogSegment, int, int] | None:
@@ -765,11 +787,16 @@ class PartitionLog:
         caller calls ``segment.unpin()`` — which it must, once, after its pread or
         os.sendfile. None when there is nothing to read (nothing is pinned then)."""
 
-        def pin(segment: LogSegment, position: int, length: int):
+        def pin(segment: LogSegment, end: int):
+            found = segment.locate(offset, max_bytes, end, min_one_batch)
+            if found is None:
+                return None
+            if not found[1]:
+                return ()  # nothing fits: an answer, not a reason to look further
             segment.pin()  # cannot fail: _find holds a pin while this runs
-            return segment, position, length
+            return segment, found[0], found[1]
 
-        return self._find(offset, max_bytes, pin, max_offset=max_offset, min_one_batch=min_one_batch)
+        return self._find(offset, max_offset, pin) or None
 
     def iter_batches(self, from_offset: int = 0) -> Iterator[tuple[BatchHeader, bytes]]:
         """Every stored batch holding offsets >= ``from_offset``, oldest first, up to the log
@@ -1005,7 +1032,8 @@ class PartitionLog:
         self.log_end_offset = offset
         self._write_log_start()
         fsync_dir(self.directory)
-        self.leader_epoch_cache.clear()  # Kafka's truncateFullyAndStartAt: no epoch holds data
+        # Kafka's truncateFullyAndStartAt: no epoch holds data any more.
+        self._truncate_epochs(lambda _offset: self.leader_epoch_cache.clear(), offset)
         self._arm()
         log.info("%s: truncated fully, restarting at offset %d", self.name, offset)
 

@@ -122,22 +122,20 @@ class IndexMismatch(Exception):
 class LogSegment:
     """`{base:020d}.log` + `.index` + `.timeindex`, named by the first offset they may hold.
 
+    As Kafka's LogSegment, it appends (`append`, `append_batches`: write at its size, an
+    index entry every index.interval.bytes), locates reads (`first_batch`, `locate`,
+    `read_end`, `trim`) and truncates (`truncate_to`); the partition log keeps the segment
+    list, rolls, the read snapshot and the lock.
+
     File format of the .log: record batches (magic 2) back to back, byte for byte as a
     producer sent them and a consumer receives them, except for the two fields outside the
-    CRC that the broker writes: baseOffset (assigned) and partitionLeaderEpoch (0). Offsets
+    CRC that the broker writes: baseOffset (assigned) and partitionLeaderEpoch (the leader
+    epoch of the append, see storage.leader_epoch). Offsets
     increase from batch to batch; they are contiguous except in segments the cleaner has
     compacted, where a batch keeps its baseOffset and lastOffsetDelta even when records
     (or whole batches) were removed. No other framing: the file size is the sum of batch
     sizes, and recovery finds batch boundaries from the batchLength fields.
     """
-
-    # Slots: the append path reads and writes a dozen of these per batch.
-    __slots__ = (
-        "directory", "base_offset", "fd", "size", "log_path", "offset_index", "time_index", "indexes_loaded",
-        "next_offset", "max_timestamp", "offset_of_max_timestamp", "first_batch_max_timestamp", "created_ms",
-        "last_offset_allowed", "index_full", "bytes_since_index", "time_index_behind", "boundaries", "dirty",
-        "reserved", "_lock", "_pins", "_retired_at", "_closed", "__weakref__",
-    )
 
     def __init__(self, directory: Path, base_offset: int, fd: int, size: int) -> None:
         self.directory = directory
@@ -218,18 +216,17 @@ class LogSegment:
 
     # -- appending (one writer, under the partition lock) ---------------------------------
 
-    def append(self, batch: bytearray, base_offset: int, last_offset: int, max_timestamp: int,
-               index_interval_bytes: int, index_event: int) -> bool:
+    def append(self, batch: bytearray, position: int, size: int, base_offset: int, last_offset: int,
+               max_timestamp: int, index_interval_bytes: int, index_event: int) -> bool:
         """Write one whole batch (offsets already patched) at the segment's end, then move
         its state: max timestamp, an index entry when more than index.interval.bytes were
         written since the last one, the committed size. Kafka's LogSegment.append.
 
-        Returns True when the offset index's tail reached ``index_event`` entries (the
-        caller then merges and writes it, see `OffsetIndex`). A failed write is cut back
-        and its OSError raised; nothing moved then.
+        ``position`` is the segment's size and ``size`` the batch's, which the caller has
+        at hand anyway. Returns True when the offset index's tail reached ``index_event``
+        entries (the caller then merges and writes it, see `OffsetIndex`). A failed write is
+        cut back and its OSError raised; nothing moved then.
         """
-        position = self.size
-        size = len(batch)
         boundaries = self.boundaries
         if len(boundaries) >= BOUNDARY_HINTS:
             boundaries.clear()
@@ -389,22 +386,22 @@ class LogSegment:
             raise IndexMismatch(self)  # the indexed position holds no batch
         return None
 
-    def read_end(self, max_offset: int | None) -> tuple[int, bool]:
-        """(position, bounded): where reads bounded by ``max_offset`` stop, the position of
-        the first batch whose base offset is at or past it (Kafka's maxPosition; batches are
-        never split), with bounded True; or the committed size and False when no batch of
-        this segment reaches the bound. Raises IndexMismatch."""
+    def read_end(self, max_offset: int | None) -> int:
+        """Where reads bounded by ``max_offset`` stop: the position of the first batch whose
+        base offset is at or past it (Kafka's maxPosition; batches are never split), or the
+        committed size when no batch of this segment reaches the bound. Raises
+        IndexMismatch."""
         end = self.size
         if max_offset is None:
-            return end, False
+            return end
         next_offset = self.next_offset
         if next_offset is not None and max_offset >= next_offset:
-            return end, False
+            return end
         found = self.first_batch(max_offset, end)
         if found is None:
-            return end, False
+            return end
         position, size, base = found
-        return (position, True) if base >= max_offset else (position + size, True)
+        return position if base >= max_offset else position + size
 
     def locate(self, offset: int, max_bytes: int, end: int, min_one_batch: bool = True) -> tuple[int, int] | None:
         """(position, length) of whole batches before ``end`` from the one holding
@@ -415,14 +412,14 @@ class LogSegment:
         if first is None:
             return None
         start, first_size, _base = first
-        if start + first_size > end or (first_size > max_bytes and not min_one_batch):
+        if first_size > max_bytes and not min_one_batch:
             return start, 0
         limit = min(end, start + max(max_bytes, first_size))
         stop = start + first_size
         if stop < limit:
             # An indexed position is a batch boundary: everything before it is whole.
             key, indexed = self.offset_index.entry_at_or_before_position(limit)
-            if indexed > stop:
+            if stop < indexed < end:  # (a batch at `end` itself is past a max_offset bound)
                 stop = indexed
             else:
                 key = -1
@@ -438,6 +435,22 @@ class LogSegment:
             if key >= 0:
                 raise IndexMismatch(self)
         return start, stop - start
+
+    def read(self, offset: int, max_bytes: int, end: int, min_one_batch: bool = True) -> bytes | memoryview | None:
+        """Whole batches before ``end`` from the one holding ``offset``, as `locate` chooses
+        them (b"" when the first does not fit without ``min_one_batch``); None if no batch
+        holds offsets >= ``offset``. Kafka's LogSegment.read. One pread of everything that
+        may fit, trimmed in memory to whole batches: sequential I/O the kernel reads ahead
+        for, and no copy (a memoryview slice). Raises IndexMismatch."""
+        first = self.first_batch(offset, end)
+        if first is None:
+            return None
+        start, first_size, _base = first
+        if first_size > max_bytes and not min_one_batch:
+            return b""
+        data = read_exact(self.fd, min(end, start + max(max_bytes, first_size)) - start, start)
+        stop = self.trim(data, start, first_size)
+        return data if stop == len(data) else memoryview(data)[:stop]
 
     def trim(self, data: bytes, start: int, first_size: int) -> int:
         """Length of the whole batches at the front of ``data`` (read from ``start``)."""
