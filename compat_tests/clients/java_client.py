@@ -295,6 +295,8 @@ class _Member(GroupMember):
     def leave(self) -> None:
         if self._jvm.proc.poll() is None:
             self._jvm.call("member_leave", member=self._id)
+        with self._jvm._lock:
+            self._jvm.members.pop(self._id, None)
         if self._own_jvm:
             self._jvm.close()
 
@@ -318,12 +320,15 @@ class JavaClient(Client):
         self._lock = threading.Lock()
         self._process: _Jvm | None = None
 
-    def _call(self, op: str, timeout: float = CALL_TIMEOUT_S, **args) -> dict:
+    def _jvm(self) -> _Jvm:
+        """This adapter's JVM, started on first use (and again after close())."""
         with self._lock:
             if self._process is None or self._process.proc.poll() is not None:
                 self._process = _Jvm(self.bootstrap)
-            jvm = self._process
-        return jvm.call(op, timeout, **args)
+            return self._process
+
+    def _call(self, op: str, timeout: float = CALL_TIMEOUT_S, **args) -> dict:
+        return self._jvm().call(op, timeout, **args)
 
     def close(self) -> None:
         """Stops the JVM (leaving any member still running); the next verb starts another."""
@@ -399,11 +404,7 @@ class JavaClient(Client):
 
     # -- groups
     def group_member(self, topics, group) -> GroupMember:
-        with self._lock:
-            if self._process is None or self._process.proc.poll() is not None:
-                self._process = _Jvm(self.bootstrap)
-            jvm = self._process
-        return _Member(jvm, topics, group)
+        return _Member(self._jvm(), topics, group)
 
     def list_groups(self) -> list[str]:
         return self._call("list_groups")["groups"]
