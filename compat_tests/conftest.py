@@ -2,7 +2,8 @@
 
 Every scenario that asks for `broker` (or `fresh_broker`) runs once per broker kind chosen
 with `--broker` / COMPAT_BROKERS (default "trafka,tansu"); every scenario that asks for
-`client` runs once per client library (`--clients` / COMPAT_CLIENTS, default all four).
+`client` runs once per client library (`--clients` / COMPAT_CLIENTS, default all five:
+kafka-python, confluent-kafka, aiokafka, kcat, java).
 
 Brokers are started lazily and shared by the whole session, one process per kind; tests
 keep out of each other's way with unique topic and group names. `fresh_broker` gives a

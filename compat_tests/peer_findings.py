@@ -68,6 +68,23 @@ TANSU: dict[tuple[str, str], str] = {
     ("twenty_members_churn_converges", "*"): (
         "under membership churn the group does not converge: members end with empty "
         "assignments, and DescribeGroups of the Stable group lists no members"),
+    ("describe_topic_by_id", "kafka-python"): (
+        "Metadata v12 naming an unknown topic id answers UNKNOWN_TOPIC_OR_PARTITION (3), not "
+        "UNKNOWN_TOPIC_ID (100)"),
+    # The Java column (kafka-clients 3.9.2), where what it shows differs from the rows above.
+    ("describe_topic_by_id", "java"): (
+        "Admin.describeTopics(TopicCollection.ofTopicIds) fails with IllegalStateException "
+        "'Use errors() when managing topic using topic name': the Metadata answer has a topic "
+        "with the zero topic id. kafka-clients sends the id with name \"\" (the schema default, "
+        "not null); Kafka looks a topic up by its id whenever the id is non-zero"),
+    ("list_and_describe_groups", "java"): (
+        "ListGroups omits a group that has a Stable member but no committed offsets "
+        "(Admin.listConsumerGroups returns none)"),
+    ("broker_restart_resumes_from_committed_offsets", "java"): (
+        "observed: 'committed offsets changed' across the restart; and " + _NO_DISK),
+    ("twenty_members_churn_converges", "java"): (
+        "the Java members converge (four members, three partitions each), but DescribeGroups "
+        "of the Stable group lists no members"),
     # Spark's connector (run with SPARK_KAFKA_JARS set; reproduced with confluent-kafka too).
     ("*", "spark"): (
         "the high watermark is the last batch's base offset + 1, so Spark plans short end "

@@ -20,7 +20,7 @@ HERE = Path(__file__).resolve().parent
 ORDER = {"fail": 0, "pass (listed peer failure)": 1, "peer failure": 2, "skip": 3, "pass": 4}
 SYMBOL = {"pass": "pass", "fail": "**FAIL**", "skip": "skip", "peer failure": "peer failure",
           "pass (listed peer failure)": "pass (listed peer failure)"}
-CLIENT_ORDER = ["raw", "kafka-python", "confluent-kafka", "aiokafka", "kcat", "spark"]
+CLIENT_ORDER = ["raw", "kafka-python", "confluent-kafka", "aiokafka", "kcat", "java", "spark"]
 
 
 def scenario_of(item: pytest.Item) -> tuple[str, str]:

@@ -1,10 +1,12 @@
-"""Admin verbs: topics, partitions, configs."""
+"""Admin verbs: topics (by name and by topic id), partitions, configs."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
-from compat_tests.clients.base import ClientError, Message
+from compat_tests.clients.base import ZERO_UUID, ClientError, Message, kafka_uuid
 from compat_tests.helpers import make_topic, wait_metadata
 
 
@@ -48,3 +50,18 @@ def test_alter_configs(client, setup_client, topic_name):
     client.alter_configs(topic_name, {"retention.ms": "7200000"})
     described = setup_client.describe_configs(topic_name)
     assert described.get("retention.ms") == "7200000", described.get("retention.ms")
+
+
+def test_describe_topic_by_id(client, setup_client, topic_name):
+    """KIP-516: a topic described by its id (Metadata v12+ / DescribeTopicPartitions with a
+    topic id, no name) is the topic described by name; an unknown id is UNKNOWN_TOPIC_ID."""
+    make_topic(client, setup_client, topic_name, 3)
+    by_name = client.describe_topic(topic_name)
+    assert by_name.name == topic_name and sorted(by_name.partitions) == [0, 1, 2], by_name
+    assert by_name.topic_id != ZERO_UUID, f"{topic_name} described with the zero topic id"
+    by_id = client.describe_topic_by_id(by_name.topic_id)
+    assert by_id == by_name
+    unknown = kafka_uuid(uuid.uuid4().bytes)
+    with pytest.raises(ClientError) as missing:
+        client.describe_topic_by_id(unknown)
+    assert missing.value.code == 100, f"{missing.value} (expected UNKNOWN_TOPIC_ID)"

@@ -4,7 +4,8 @@ static members, broker restarts, churn. Extends test_groups.py.
 Members here are child processes (so a scenario can SIGKILL one) that report what the
 application sees as JSON lines: every record, every assignment change, every commit. The
 Python clients run this module as their worker (`python -m compat_tests.test_groups_extended
---client NAME ...`); kcat is a process already (`kcat -G`). Workers commit the way careful
+--client NAME ...`), Java its own `worker` mode (clients/java/TrafkaCompat.java, reporting the
+same events); kcat is a process already (`kcat -G`). Workers commit the way careful
 applications do: synchronously, every 300 ms and when partitions are revoked, and only
 offsets of records already reported — so whatever a successor re-reads after a crash is
 exactly the redelivery since the last commit, and the scenarios can count it.
@@ -345,6 +346,10 @@ class Member:
             if assignor:
                 argv += ["-X", f"partition.assignment.strategy={assignor}"]
             argv.append(topic)
+        elif client == "java":
+            from compat_tests.clients import java_client
+            argv = java_client.worker_argv(bootstrap, group, f"compat-ext-{name}", session_ms, instance,
+                                           assignor, [topic])
         else:
             argv = [sys.executable, "-m", "compat_tests.test_groups_extended", "--client", client,
                     "--bootstrap", bootstrap, "--group", group, "--client-id", f"compat-ext-{name}",
@@ -428,7 +433,8 @@ class Member:
                     f"errors {self.errors[-3:]}, stderr {self.stderr[-3:]}, exit {self.proc.poll()}")
 
     def stacks(self) -> str:
-        """Every thread's stack of a Python member that seems stuck (faulthandler)."""
+        """Every thread's stack of a member that seems stuck (SIGUSR1: faulthandler in the
+        Python workers, a handler of its own in the Java one)."""
         if self.client == "kcat" or self.proc.poll() is not None:
             return ""
         with self.lock:
@@ -689,7 +695,7 @@ def test_cooperative_sticky_never_revokes_what_stays(client_name, client, broker
                                                     group_name):
     """cooperative-sticky (KIP-429): when a member joins and later leaves, partitions that
     stay with their owner are never revoked, and owners keep consuming throughout."""
-    if client_name not in ("confluent-kafka", "kafka-python"):
+    if client_name not in ("confluent-kafka", "kafka-python", "java"):
         raise NotSupportedByClient(f"{client_name} has no cooperative-sticky assignor")
     make_topic(client, setup_client, topic_name, 6)
     first = [Member(client_name, broker.bootstrap, group_name, topic_name, assignor="cooperative-sticky",

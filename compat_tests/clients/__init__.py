@@ -9,7 +9,7 @@ from compat_tests.clients.base import (
 __all__ = ["CLIENT_NAMES", "make_client", "Client", "ClientError", "Delivery", "GroupMember",
            "Message", "NotSupportedByClient", "OffsetOutOfRange", "Record"]
 
-CLIENT_NAMES = ("kafka-python", "confluent-kafka", "aiokafka", "kcat")
+CLIENT_NAMES = ("kafka-python", "confluent-kafka", "aiokafka", "kcat", "java")
 
 
 def make_client(name: str, bootstrap: str) -> Client:
@@ -28,4 +28,7 @@ def make_client(name: str, bootstrap: str) -> Client:
         if not kcat.available():
             raise NotSupportedByClient(f"kcat binary not found ({kcat.KCAT}); apt-get install kcat")
         return kcat.KcatClient(bootstrap)
+    if name == "java":
+        from compat_tests.clients.java_client import JavaClient
+        return JavaClient(bootstrap)  # skips (NotSupportedByClient) without a JDK or jars
     raise ValueError(f"unknown client {name!r}; known: {', '.join(CLIENT_NAMES)}")

@@ -14,6 +14,7 @@ Conventions all adapters follow:
 
 from __future__ import annotations
 
+import base64
 import threading
 import time
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ ERROR_NAMES = {
     42: "INVALID_REQUEST",
     68: "NON_EMPTY_GROUP",
     69: "GROUP_ID_NOT_FOUND",
+    100: "UNKNOWN_TOPIC_ID",
 }
 
 # Group tests run with the smallest session timeout Kafka allows by default: Tansu delays a
@@ -110,6 +112,23 @@ class Record:
 class TopicMetadata:
     error_code: int
     partitions: dict[int, int] = field(default_factory=dict)  # partition -> leader id
+
+
+def kafka_uuid(raw: bytes) -> str:
+    """A topic id as Kafka prints and parses it (Uuid.toString): URL-safe base64, unpadded."""
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+ZERO_UUID = kafka_uuid(bytes(16))  # "no topic id" on the wire
+
+
+@dataclass
+class TopicDescription:
+    """A topic as the admin API describes it, with its KIP-516 topic id."""
+
+    name: str
+    topic_id: str  # Kafka's form: URL-safe base64 of the 16 bytes, no padding
+    partitions: dict[int, int]  # partition -> leader id
 
 
 @dataclass
@@ -232,6 +251,12 @@ class Client:
 
     def alter_configs(self, name: str, configs: dict[str, str]) -> None:
         raise self._unsupported("altering configs")
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        raise self._unsupported("describing a topic with its topic id")
+
+    def describe_topic_by_id(self, topic_id: str) -> TopicDescription:
+        raise self._unsupported("describing a topic by id")
 
     # -- data
     def produce(self, topic: str, messages: Iterable[Message], acks: int | str = "all",

@@ -14,7 +14,7 @@ from confluent_kafka.admin import (
 from compat_tests.clients.base import (
     FETCH_WAIT_MS, HEARTBEAT_MS, LARGE_LIMIT, SESSION_TIMEOUT_MS, Client, ClientError,
     ClusterMetadata, Delivery, GroupInfo, GroupMember, GroupMemberInfo, Message, ThreadedGroupMember,
-    OffsetOutOfRange, Record, TopicMetadata, normalize_state)
+    NotSupportedByClient, OffsetOutOfRange, Record, TopicDescription, TopicMetadata, normalize_state)
 
 TIMESTAMP_TYPES = {ck.TIMESTAMP_CREATE_TIME: "CreateTime",
                    ck.TIMESTAMP_LOG_APPEND_TIME: "LogAppendTime"}
@@ -133,6 +133,16 @@ class ConfluentClient(Client):
         futures = self.admin.incremental_alter_configs([resource])
         for f in futures.values():
             _result(f)
+
+    def describe_topic(self, name) -> TopicDescription:
+        d = _result(self.admin.describe_topics(ck.TopicCollection([name]),
+                                               request_timeout=ADMIN_TIMEOUT_S)[name])
+        return TopicDescription(d.name, str(d.topic_id),
+                                {p.id: p.leader.id if p.leader else -1 for p in d.partitions})
+
+    def describe_topic_by_id(self, topic_id) -> TopicDescription:
+        raise NotSupportedByClient("confluent-kafka's describe_topics takes topic names only "
+                                   "(TopicCollection has no ids)")
 
     # -- data
     def produce(self, topic, messages: Iterable[Message], acks="all", compression="none",

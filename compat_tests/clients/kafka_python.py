@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import time
+import uuid
 from typing import Iterable
 
 import kafka.errors as kerr
@@ -13,8 +15,8 @@ from kafka.structs import OffsetAndMetadata
 from compat_tests.clients.base import (
     FETCH_WAIT_MS, HEARTBEAT_MS, LARGE_LIMIT, SESSION_TIMEOUT_MS, Client, ClientError,
     ClusterMetadata, Delivery, GroupInfo, GroupMember, GroupMemberInfo, Message, ThreadedGroupMember,
-    NotSupportedByClient, OffsetOutOfRange, Record, TopicMetadata, decode_consumer_assignment,
-    normalize_state)
+    NotSupportedByClient, OffsetOutOfRange, Record, TopicDescription, TopicMetadata,
+    decode_consumer_assignment, kafka_uuid, normalize_state)
 
 TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
 
@@ -117,6 +119,26 @@ class KafkaPythonClient(Client):
                                      raise_on_unknown=False)
         except kerr.KafkaError as exc:
             raise _client_error(exc) from exc
+
+    def describe_topic(self, name) -> TopicDescription:
+        return self._describe(name)
+
+    def describe_topic_by_id(self, topic_id) -> TopicDescription:
+        padded = topic_id + "=" * (-len(topic_id) % 4)
+        return self._describe(uuid.UUID(bytes=base64.urlsafe_b64decode(padded)))
+
+    def _describe(self, topic: str | uuid.UUID) -> TopicDescription:
+        """Metadata for one topic, named by name or by uuid.UUID (Metadata v12+, KIP-516)."""
+        try:
+            (t,) = self.admin.describe_topics([topic])
+        except kerr.KafkaError as exc:
+            raise _client_error(exc) from exc
+        if t["error_code"]:
+            raise ClientError(f"describe_topics: error {t['error_code']} for {topic}", t["error_code"])
+        topic_id = t["topic_id"]  # to_dict() gives the UUID's text form
+        raw = topic_id.bytes if isinstance(topic_id, uuid.UUID) else uuid.UUID(str(topic_id)).bytes
+        return TopicDescription(t["name"], kafka_uuid(raw),
+                                {p["partition_index"]: p["leader_id"] for p in t["partitions"]})
 
     # -- data
     def produce(self, topic, messages: Iterable[Message], acks="all", compression="none",

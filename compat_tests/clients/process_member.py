@@ -104,7 +104,11 @@ class ProcessMember(GroupMember):
 
 
 def spawn_member(client: str, bootstrap: str, topics: list[str], group: str) -> GroupMember:
-    """A member that can be SIGKILLed: kcat is a process already, the others run in a child."""
+    """A member that can be SIGKILLed: kcat is a process already, Java gets a JVM of its own,
+    the others run in a child."""
+    if client == "java":
+        from compat_tests.clients import java_client
+        return java_client.killable_member(bootstrap, topics, group)
     if client == "kcat":
         from compat_tests.clients import make_client
         return make_client(client, bootstrap).group_member(topics, group)

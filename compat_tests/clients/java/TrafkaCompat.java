@@ -1,0 +1,905 @@
+// The compat suite's Java column: Apache Kafka's own client (kafka-clients 3.9.2) behind
+// line-delimited JSON, so Python scenarios can drive it.
+//
+//   java TrafkaCompat serve BOOTSTRAP
+//       One request per stdin line, {"id": N, "op": "...", ...}; one answer per stdout line,
+//       {"id": N, ...result} or {"id": N, "error": "...", "code": K, "kind": "..."}. Requests
+//       run concurrently (a group member keeps polling while the scenario asks the admin
+//       client about its group). Group members started with "member_start" live on threads
+//       of this process and push {"ev": "member", "member": M, ...} lines as they change.
+//       "exit" closes everything cleanly; end of stdin without it halts at once (the parent
+//       died or killed us: no LeaveGroup, like a crash).
+//
+//   java TrafkaCompat worker --bootstrap B --group G [--client-id C] [--session-ms MS]
+//                            [--instance ID] [--assignor NAME] TOPIC...
+//       A consumer-group member reporting what the application sees as JSON lines, the same
+//       events as compat_tests/test_groups_extended.py's Python workers. SIGTERM commits,
+//       closes (LeaveGroup unless static) and exits; SIGKILL is the crash.
+//
+// Bytes (keys, values, header values) travel as base64, null as JSON null. Kafka errors
+// carry their protocol error code (Errors.forException).
+//
+// Why the values below: see compat_tests/clients/base.py (SESSION_TIMEOUT_MS, LARGE_LIMIT...).
+
+import com.google.gson.JsonArray;
+import com.google.gson.JsonElement;
+import com.google.gson.JsonNull;
+import com.google.gson.JsonObject;
+import com.google.gson.JsonParser;
+
+import java.io.BufferedReader;
+import java.io.FileDescriptor;
+import java.io.FileOutputStream;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Base64;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.admin.ConsumerGroupListing;
+import org.apache.kafka.clients.admin.ListConsumerGroupOffsetsSpec;
+import org.apache.kafka.clients.admin.MemberDescription;
+import org.apache.kafka.clients.admin.NewPartitions;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.NoOffsetForPartitionException;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.consumer.OffsetOutOfRangeException;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.Node;
+import org.apache.kafka.common.PartitionInfo;
+import org.apache.kafka.common.TopicCollection;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.Uuid;
+import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.UnknownServerException;
+import org.apache.kafka.common.errors.WakeupException;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.internals.RecordHeader;
+import org.apache.kafka.common.protocol.Errors;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+public final class TrafkaCompat {
+    static final int LARGE_LIMIT = 4 * 1024 * 1024;
+    static final int SESSION_TIMEOUT_MS = 6000;
+    static final int HEARTBEAT_MS = 1000;
+    static final int COMMIT_EVERY_MS = 300;
+    static final Duration CLOSE_TIMEOUT = Duration.ofSeconds(10);
+    static final long ADMIN_TIMEOUT_S = 30;
+
+    private static PrintStream out;
+
+    public static void main(String[] args) throws Exception {
+        // stdout carries the protocol; anything a library prints goes to stderr.
+        out = new PrintStream(new FileOutputStream(FileDescriptor.out), false, StandardCharsets.UTF_8);
+        System.setOut(System.err);
+        dumpStacksOnSigusr1();
+        if (args.length == 2 && args[0].equals("serve")) {
+            new Server(args[1]).run();
+        } else if (args.length > 0 && args[0].equals("worker")) {
+            Worker.main(Arrays.copyOfRange(args, 1, args.length));
+        } else {
+            System.err.println("usage: TrafkaCompat serve BOOTSTRAP | worker --bootstrap B --group G ... TOPIC...");
+            System.exit(2);
+        }
+    }
+
+    static void emit(String line) {
+        synchronized (TrafkaCompat.class) {
+            out.print(line);
+            out.print('\n');
+            out.flush();
+        }
+    }
+
+    static void emitAll(List<String> lines) {
+        if (lines.isEmpty()) return;
+        StringBuilder text = new StringBuilder();
+        for (String line : lines) text.append(line).append('\n');
+        synchronized (TrafkaCompat.class) {
+            out.print(text);
+            out.flush();
+        }
+    }
+
+    /** The Python workers dump their threads on SIGUSR1 (faulthandler); so does this one. */
+    static void dumpStacksOnSigusr1() {
+        try {
+            sun.misc.Signal.handle(new sun.misc.Signal("USR1"), sig -> {
+                StringBuilder dump = new StringBuilder();
+                for (Map.Entry<Thread, StackTraceElement[]> e : Thread.getAllStackTraces().entrySet()) {
+                    dump.append("Thread ").append(e.getKey().getName()).append('\n');
+                    for (StackTraceElement frame : e.getValue()) dump.append("    at ").append(frame).append('\n');
+                }
+                System.err.print(dump);
+                System.err.flush();
+            });
+        } catch (Throwable ignored) {
+            // not available on this JVM: no stack dumps, nothing else changes
+        }
+    }
+
+    // ------------------------------------------------------------------ JSON helpers
+
+    static String b64(byte[] bytes) {
+        return bytes == null ? null : Base64.getEncoder().encodeToString(bytes);
+    }
+
+    static byte[] bytes(JsonElement e) {
+        return e == null || e.isJsonNull() ? null : Base64.getDecoder().decode(e.getAsString());
+    }
+
+    static boolean present(JsonObject o, String key) {
+        return o.has(key) && !o.get(key).isJsonNull();
+    }
+
+    static List<String> strings(JsonElement e) {
+        List<String> out = new ArrayList<>();
+        for (JsonElement x : e.getAsJsonArray()) out.add(x.getAsString());
+        return out;
+    }
+
+    static JsonArray partitions(Collection<TopicPartition> tps) {
+        JsonArray out = new JsonArray();
+        for (TopicPartition tp : tps) {
+            JsonArray pair = new JsonArray();
+            pair.add(tp.topic());
+            pair.add(tp.partition());
+            out.add(pair);
+        }
+        return out;
+    }
+
+    static JsonObject record(ConsumerRecord<byte[], byte[]> r) {
+        JsonObject o = new JsonObject();
+        o.addProperty("topic", r.topic());
+        o.addProperty("partition", r.partition());
+        o.addProperty("offset", r.offset());
+        o.addProperty("key", b64(r.key()));
+        o.addProperty("value", b64(r.value()));
+        JsonArray headers = new JsonArray();
+        for (Header h : r.headers()) {
+            JsonArray pair = new JsonArray();
+            pair.add(h.key());
+            pair.add(b64(h.value()));
+            headers.add(pair);
+        }
+        o.add("headers", headers);
+        o.addProperty("timestamp", r.timestamp());
+        o.addProperty("timestamp_type", r.timestampType().name);
+        return o;
+    }
+
+    static Throwable unwrap(Throwable t) {
+        while ((t instanceof ExecutionException || t instanceof CompletionException) && t.getCause() != null) {
+            t = t.getCause();
+        }
+        return t;
+    }
+
+    /** {"error", "code" (Kafka's, when the exception names one), "kind"} for a failure. */
+    static JsonObject failure(Throwable t) {
+        Throwable cause = unwrap(t);
+        JsonObject o = new JsonObject();
+        o.addProperty("error", cause.getClass().getSimpleName() + ": " + cause.getMessage());
+        Errors code = Errors.forException(cause);
+        if (code != Errors.UNKNOWN_SERVER_ERROR || cause instanceof UnknownServerException) {
+            o.addProperty("code", code.code());
+        }
+        if (cause instanceof OffsetOutOfRangeException || cause instanceof NoOffsetForPartitionException) {
+            o.addProperty("kind", "offset_out_of_range");
+        }
+        if (!(cause instanceof org.apache.kafka.common.errors.ApiException)) {
+            // Not the broker's answer: where the client (or this adapter) gave up.
+            StringBuilder where = new StringBuilder();
+            StackTraceElement[] frames = cause.getStackTrace();
+            for (int i = 0; i < Math.min(6, frames.length); i++) where.append("\n    at ").append(frames[i]);
+            o.addProperty("error", o.get("error").getAsString() + where);
+        }
+        return o;
+    }
+
+    static Properties consumerProps(String bootstrap, String group, String reset, int fetchWaitMs) {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("client.id", "compat-java");
+        if (group != null) p.put("group.id", group);
+        p.put("enable.auto.commit", "false");
+        p.put("auto.offset.reset", reset);
+        p.put("fetch.max.wait.ms", Integer.toString(fetchWaitMs));
+        p.put("session.timeout.ms", Integer.toString(SESSION_TIMEOUT_MS));
+        p.put("heartbeat.interval.ms", Integer.toString(HEARTBEAT_MS));
+        p.put("max.partition.fetch.bytes", Integer.toString(LARGE_LIMIT));
+        p.put("fetch.max.bytes", Integer.toString(LARGE_LIMIT * 2));
+        p.put("check.crcs", "true");
+        p.put("request.timeout.ms", "15000");
+        return p;
+    }
+
+    static KafkaConsumer<byte[], byte[]> consumer(Properties p) {
+        return new KafkaConsumer<>(p, new ByteArrayDeserializer(), new ByteArrayDeserializer());
+    }
+
+    // ------------------------------------------------------------------ serve
+
+    static final class Server {
+        final String bootstrap;
+        final ExecutorService pool = Executors.newCachedThreadPool(runnable -> {
+            Thread t = new Thread(runnable, "compat-request");
+            t.setDaemon(true);
+            return t;
+        });
+        final Map<Integer, Member> members = new ConcurrentHashMap<>();
+        final AtomicInteger nextMember = new AtomicInteger(1);
+        private Admin admin;
+
+        Server(String bootstrap) {
+            this.bootstrap = bootstrap;
+        }
+
+        synchronized Admin admin() {
+            if (admin == null) {
+                Properties p = new Properties();
+                p.put("bootstrap.servers", bootstrap);
+                p.put("client.id", "compat-java-admin");
+                p.put("request.timeout.ms", "15000");
+                p.put("default.api.timeout.ms", "30000");
+                admin = Admin.create(p);
+            }
+            return admin;
+        }
+
+        void run() throws Exception {
+            BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+            String line;
+            while ((line = in.readLine()) != null) {
+                if (line.isBlank()) continue;
+                JsonObject request = JsonParser.parseString(line).getAsJsonObject();
+                if (request.get("op").getAsString().equals("exit")) {
+                    shutdown();
+                    JsonObject done = new JsonObject();
+                    done.addProperty("id", request.get("id").getAsLong());
+                    emit(done.toString());
+                    System.exit(0);
+                }
+                pool.submit(() -> handle(request));
+            }
+            Runtime.getRuntime().halt(3);
+        }
+
+        void shutdown() {
+            List<Thread> leaving = new ArrayList<>();
+            for (Member m : members.values()) {
+                Thread t = new Thread(m::leave);
+                t.start();
+                leaving.add(t);
+            }
+            for (Thread t : leaving) {
+                try {
+                    t.join(30_000);
+                } catch (InterruptedException ignored) {
+                    return;
+                }
+            }
+            synchronized (this) {
+                if (admin != null) admin.close(CLOSE_TIMEOUT);
+            }
+        }
+
+        void handle(JsonObject request) {
+            long id = request.get("id").getAsLong();
+            JsonObject answer;
+            try {
+                answer = dispatch(request.get("op").getAsString(), request);
+            } catch (Throwable t) {
+                answer = failure(t);
+            }
+            answer.addProperty("id", id);
+            emit(answer.toString());
+        }
+
+        JsonObject dispatch(String op, JsonObject r) throws Exception {
+            switch (op) {
+                case "metadata": return metadata(r);
+                case "create_topic": return createTopic(r);
+                case "delete_topic":
+                    admin().deleteTopics(List.of(r.get("name").getAsString())).all()
+                        .get(ADMIN_TIMEOUT_S, TimeUnit.SECONDS);
+                    return new JsonObject();
+                case "create_partitions":
+                    admin().createPartitions(Map.of(r.get("name").getAsString(),
+                            NewPartitions.increaseTo(r.get("total").getAsInt())))
+                        .all().get(ADMIN_TIMEOUT_S, TimeUnit.SECONDS);
+                    return new JsonObject();
+                case "describe_configs": return describeConfigs(r);
+                case "alter_configs": return alterConfigs(r);
+                case "describe_topic": return describeTopic(r);
+                case "produce": return produce(r);
+                case "consume": return consume(r);
+                case "commit": return commit(r);
+                case "committed": return committed(r);
+                case "list_offsets": return listOffsets(r);
+                case "member_start": return memberStart(r);
+                case "member_leave": {
+                    Member m = members.remove(r.get("member").getAsInt());
+                    if (m != null) m.leave();
+                    return new JsonObject();
+                }
+                case "list_groups": return listGroups();
+                case "describe_group": return describeGroup(r);
+                case "delete_group":
+                    admin().deleteConsumerGroups(List.of(r.get("group").getAsString())).all()
+                        .get(ADMIN_TIMEOUT_S, TimeUnit.SECONDS);
+                    return new JsonObject();
+                default:
+                    throw new IllegalArgumentException("unknown op " + op);
+            }
+        }
+
+        // -- cluster and admin
+
+        JsonObject metadata(JsonObject r) throws Exception {
+            List<String> topics = present(r, "topics") ? strings(r.get("topics")) : null;
+            if (topics != null && r.get("auto_create").getAsBoolean()) {
+                // Admin never asks for auto-creation; a producer's metadata request does.
+                Properties p = new Properties();
+                p.put("bootstrap.servers", bootstrap);
+                p.put("client.id", "compat-java");
+                p.put("max.block.ms", "5000");
+                try (KafkaProducer<byte[], byte[]> producer =
+                         new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer())) {
+                    for (String topic : topics) {
+                        try {
+                            producer.partitionsFor(topic);
+                        } catch (Exception ignored) {
+                            // reported below as the topic's error
+                        }
+                    }
+                }
+            }
+            JsonObject brokers = new JsonObject();
+            for (Node n : admin().describeCluster().nodes().get(ADMIN_TIMEOUT_S, TimeUnit.SECONDS)) {
+                JsonArray address = new JsonArray();
+                address.add(n.host());
+                address.add(n.port());
+                brokers.add(Integer.toString(n.id()), address);
+            }
+            if (topics == null) {
+                topics = new ArrayList<>(admin().listTopics().names().get(ADMIN_TIMEOUT_S, TimeUnit.SECONDS));
+            }
+            JsonObject described = new JsonObject();
+            if (!topics.isEmpty()) {
+                Map<String, org.apache.kafka.common.KafkaFuture<TopicDescription>> futures =
+                    admin().describeTopics(topics).topicNameValues();
+                for (String topic : topics) {
+                    JsonObject t = new JsonObject();
+                    try {
+                        TopicDescription d = futures.get(topic).get(ADMIN_TIMEOUT_S, TimeUnit.SECONDS);
+                        t.addProperty("error", 0);
+                        t.add("partitions", leaders(d.partitions()));
+                    } catch (ExecutionException e) {
+                        t.addProperty("error", Errors.forException(unwrap(e)).code());
+                        t.add("partitions", new JsonObject());
+                    }
+                    described.add(topic, t);
+                }
+            }
+            JsonObject o = new JsonObject();
+            o.add("brokers", brokers);
+            o.add("topics", described);
+            return o;
+        }
+
+        static JsonObject leaders(List<TopicPartitionInfo> partitions) {
+            JsonObject out = new JsonObject();
+            for (TopicPartitionInfo p : partitions) {
+                out.addProperty(Integer.toString(p.partition()), p.leader() == null ? -1 : p.leader().id());
+            }
+            return out;
+        }
+
+        JsonObject createTopic(JsonObject r) throws Exception {
+            NewTopic topic = new NewTopic(r.get("name").getAsString(), r.get("partitions").getAsInt(), (short) 1);
+            Map<String, String> configs = new HashMap<>();
+            for (Map.Entry<String, JsonElement> e : r.getAsJsonObject("configs").entrySet()) {
+                configs.put(e.getKey(), e.getValue().getAsString());
+            }
+            topic.configs(configs);
+            admin().createTopics(List.of(topic)).all().get(ADMIN_TIMEOUT_S, TimeUnit.SECONDS);
+            return new JsonObject();
+        }
+
+        JsonObject describeConfigs(JsonObject r) throws Exception {
+            ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, r.get("name").getAsString());
+            Config config = admin().describeConfigs(List.of(resource)).all()
+                .get(ADMIN_TIMEOUT_S, TimeUnit.SECONDS).get(resource);
+            JsonObject configs = new JsonObject();
+            for (ConfigEntry e : config.entries()) configs.addProperty(e.name(), e.value());
+            JsonObject o = new JsonObject();
+            o.add("configs", configs);
+            return o;
+        }
+
+        JsonObject alterConfigs(JsonObject r) throws Exception {
+            ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, r.get("name").getAsString());
+            List<AlterConfigOp> ops = new ArrayList<>();
+            for (Map.Entry<String, JsonElement> e : r.getAsJsonObject("configs").entrySet()) {
+                ops.add(new AlterConfigOp(new ConfigEntry(e.getKey(), e.getValue().getAsString()),
+                                          AlterConfigOp.OpType.SET));
+            }
+            admin().incrementalAlterConfigs(Map.of(resource, ops)).all().get(ADMIN_TIMEOUT_S, TimeUnit.SECONDS);
+            return new JsonObject();
+        }
+
+        /** By name, or by topic id (KIP-516: Admin.describeTopics(TopicCollection.ofTopicIds)). */
+        JsonObject describeTopic(JsonObject r) throws Exception {
+            TopicDescription d;
+            if (present(r, "topic_id")) {
+                Uuid id = Uuid.fromString(r.get("topic_id").getAsString());
+                d = admin().describeTopics(TopicCollection.ofTopicIds(List.of(id))).topicIdValues().get(id)
+                    .get(ADMIN_TIMEOUT_S, TimeUnit.SECONDS);
+            } else {
+                String name = r.get("name").getAsString();
+                d = admin().describeTopics(TopicCollection.ofTopicNames(List.of(name))).topicNameValues().get(name)
+                    .get(ADMIN_TIMEOUT_S, TimeUnit.SECONDS);
+            }
+            JsonObject o = new JsonObject();
+            o.addProperty("name", d.name());
+            o.addProperty("topic_id", d.topicId().toString());
+            o.add("partitions", leaders(d.partitions()));
+            return o;
+        }
+
+        // -- data
+
+        JsonObject produce(JsonObject r) throws Exception {
+            String acks = r.get("acks").getAsString();
+            Properties p = new Properties();
+            p.put("bootstrap.servers", bootstrap);
+            p.put("client.id", "compat-java");
+            p.put("acks", acks);
+            p.put("compression.type", r.get("compression").getAsString());
+            p.put("linger.ms", "5");
+            p.put("max.request.size", Integer.toString(LARGE_LIMIT));
+            p.put("max.block.ms", "15000");
+            if (present(r, "idempotent")) {
+                p.put("enable.idempotence", Boolean.toString(r.get("idempotent").getAsBoolean()));
+            } else if (!acks.equals("all")) {
+                p.put("enable.idempotence", "false");
+            }
+            String topic = r.get("topic").getAsString();
+            List<Future<RecordMetadata>> futures = new ArrayList<>();
+            try (KafkaProducer<byte[], byte[]> producer =
+                     new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer())) {
+                for (JsonElement e : r.getAsJsonArray("messages")) {
+                    JsonObject m = e.getAsJsonObject();
+                    List<Header> headers = new ArrayList<>();
+                    for (JsonElement h : m.getAsJsonArray("headers")) {
+                        JsonArray pair = h.getAsJsonArray();
+                        headers.add(new RecordHeader(pair.get(0).getAsString(), bytes(pair.get(1))));
+                    }
+                    Integer partition = present(m, "partition") ? m.get("partition").getAsInt() : null;
+                    Long timestamp = present(m, "timestamp") ? m.get("timestamp").getAsLong() : null;
+                    futures.add(producer.send(new ProducerRecord<>(
+                        topic, partition, timestamp, bytes(m.get("key")), bytes(m.get("value")), headers)));
+                }
+                producer.flush();
+                JsonArray deliveries = new JsonArray();
+                for (Future<RecordMetadata> f : futures) {
+                    RecordMetadata md = f.get(30, TimeUnit.SECONDS);
+                    JsonArray d = new JsonArray();
+                    d.add(md.partition());
+                    d.add(md.hasOffset() ? md.offset() : null);
+                    deliveries.add(d);
+                }
+                JsonObject o = new JsonObject();
+                o.add("deliveries", deliveries);
+                return o;
+            }
+        }
+
+        JsonObject consume(JsonObject r) throws Exception {
+            String topic = r.get("topic").getAsString();
+            int n = r.get("n").getAsInt();
+            String group = present(r, "group") ? r.get("group").getAsString() : null;
+            String reset = r.get("reset").getAsString();
+            long deadline = System.nanoTime() + r.get("timeout_ms").getAsLong() * 1_000_000L;
+            Properties p = consumerProps(bootstrap, group, reset, r.get("fetch_wait_ms").getAsInt());
+            p.put("max.poll.records", Integer.toString(Math.max(1, Math.min(n, 500))));
+            List<ConsumerRecord<byte[], byte[]>> got = new ArrayList<>();
+            Map<TopicPartition, OffsetAndMetadata> next = new HashMap<>();
+            try (KafkaConsumer<byte[], byte[]> c = consumer(p)) {
+                if (group != null) {
+                    c.subscribe(List.of(topic));
+                } else if (present(r, "start")) {
+                    Map<TopicPartition, Long> start = new LinkedHashMap<>();
+                    for (Map.Entry<String, JsonElement> e : r.getAsJsonObject("start").entrySet()) {
+                        start.put(new TopicPartition(topic, Integer.parseInt(e.getKey())), e.getValue().getAsLong());
+                    }
+                    c.assign(start.keySet());
+                    start.forEach(c::seek);
+                } else {
+                    List<PartitionInfo> infos = List.of();
+                    while (infos.isEmpty() && System.nanoTime() < deadline) {
+                        infos = c.partitionsFor(topic);
+                        if (infos == null) infos = List.of();
+                        if (infos.isEmpty()) Thread.sleep(100);
+                    }
+                    List<TopicPartition> tps = new ArrayList<>();
+                    for (PartitionInfo info : infos) tps.add(new TopicPartition(topic, info.partition()));
+                    c.assign(tps);
+                    if (reset.equals("latest")) c.seekToEnd(tps);
+                    else c.seekToBeginning(tps);
+                }
+                while (got.size() < n && System.nanoTime() < deadline) {
+                    for (ConsumerRecord<byte[], byte[]> rec : c.poll(Duration.ofMillis(200))) {
+                        if (got.size() >= n) break;
+                        got.add(rec);
+                        next.put(new TopicPartition(rec.topic(), rec.partition()), new OffsetAndMetadata(rec.offset() + 1));
+                    }
+                }
+                // Only what was handed back counts as consumed.
+                if (group != null && r.get("commit").getAsBoolean() && !got.isEmpty()) c.commitSync(next);
+            }
+            JsonArray records = new JsonArray();
+            for (ConsumerRecord<byte[], byte[]> rec : got) records.add(record(rec));
+            JsonObject o = new JsonObject();
+            o.add("records", records);
+            return o;
+        }
+
+        JsonObject commit(JsonObject r) throws Exception {
+            String topic = r.get("topic").getAsString();
+            Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+            for (Map.Entry<String, JsonElement> e : r.getAsJsonObject("offsets").entrySet()) {
+                offsets.put(new TopicPartition(topic, Integer.parseInt(e.getKey())),
+                            new OffsetAndMetadata(e.getValue().getAsLong()));
+            }
+            try (KafkaConsumer<byte[], byte[]> c =
+                     consumer(consumerProps(bootstrap, r.get("group").getAsString(), "earliest", 100))) {
+                c.commitSync(offsets);
+            }
+            return new JsonObject();
+        }
+
+        JsonObject committed(JsonObject r) throws Exception {
+            String group = r.get("group").getAsString();
+            String topic = r.get("topic").getAsString();
+            List<TopicPartition> tps = new ArrayList<>();
+            for (JsonElement e : r.getAsJsonArray("partitions")) tps.add(new TopicPartition(topic, e.getAsInt()));
+            Map<TopicPartition, OffsetAndMetadata> got = admin()
+                .listConsumerGroupOffsets(Map.of(group, new ListConsumerGroupOffsetsSpec().topicPartitions(tps)))
+                .partitionsToOffsetAndMetadata(group).get(ADMIN_TIMEOUT_S, TimeUnit.SECONDS);
+            JsonObject offsets = new JsonObject();
+            for (TopicPartition tp : tps) {
+                OffsetAndMetadata om = got.get(tp);
+                offsets.addProperty(Integer.toString(tp.partition()),
+                                    om == null || om.offset() < 0 ? null : om.offset());
+            }
+            JsonObject o = new JsonObject();
+            o.add("offsets", offsets);
+            return o;
+        }
+
+        JsonObject listOffsets(JsonObject r) throws Exception {
+            TopicPartition tp = new TopicPartition(r.get("topic").getAsString(), r.get("partition").getAsInt());
+            JsonElement spec = r.get("spec");
+            OffsetSpec offsetSpec;
+            if (spec.getAsJsonPrimitive().isString()) {
+                offsetSpec = spec.getAsString().equals("earliest") ? OffsetSpec.earliest() : OffsetSpec.latest();
+            } else {
+                offsetSpec = OffsetSpec.forTimestamp(spec.getAsLong());
+            }
+            long offset = admin().listOffsets(Map.of(tp, offsetSpec)).partitionResult(tp)
+                .get(ADMIN_TIMEOUT_S, TimeUnit.SECONDS).offset();
+            JsonObject o = new JsonObject();
+            o.addProperty("offset", offset >= 0 ? offset : null);
+            return o;
+        }
+
+        // -- groups
+
+        JsonObject memberStart(JsonObject r) {
+            int id = nextMember.getAndIncrement();
+            Properties p = consumerProps(bootstrap, r.get("group").getAsString(), "earliest", 100);
+            Member m = new Member(id, consumer(p), strings(r.get("topics")));
+            members.put(id, m);
+            m.thread.start();
+            JsonObject o = new JsonObject();
+            o.addProperty("member", id);
+            return o;
+        }
+
+        JsonObject listGroups() throws Exception {
+            JsonArray groups = new JsonArray();
+            for (ConsumerGroupListing g : admin().listConsumerGroups().all().get(ADMIN_TIMEOUT_S, TimeUnit.SECONDS)) {
+                groups.add(g.groupId());
+            }
+            JsonObject o = new JsonObject();
+            o.add("groups", groups);
+            return o;
+        }
+
+        JsonObject describeGroup(JsonObject r) throws Exception {
+            String group = r.get("group").getAsString();
+            ConsumerGroupDescription g = admin().describeConsumerGroups(List.of(group)).describedGroups().get(group)
+                .get(ADMIN_TIMEOUT_S, TimeUnit.SECONDS);
+            JsonArray members = new JsonArray();
+            for (MemberDescription m : g.members()) {
+                JsonObject member = new JsonObject();
+                member.addProperty("member_id", m.consumerId());
+                member.addProperty("client_id", m.clientId());
+                member.add("assignment", partitions(m.assignment().topicPartitions()));
+                members.add(member);
+            }
+            JsonObject o = new JsonObject();
+            o.addProperty("group_id", g.groupId());
+            o.addProperty("state", g.state().toString());
+            // The admin API exposes only whether the protocol type is empty (a "simple" group).
+            o.addProperty("protocol_type", g.isSimpleConsumerGroup() ? "" : "consumer");
+            o.add("members", members);
+            return o;
+        }
+    }
+
+    /** A subscribed consumer polled by its own thread, pushing assignment and records. */
+    static final class Member {
+        final int id;
+        final KafkaConsumer<byte[], byte[]> consumer;
+        final List<String> topics;
+        final Thread thread;
+        private volatile boolean stop;
+
+        Member(int id, KafkaConsumer<byte[], byte[]> consumer, List<String> topics) {
+            this.id = id;
+            this.consumer = consumer;
+            this.topics = topics;
+            this.thread = new Thread(this::run, "compat-member-" + id);
+            this.thread.setDaemon(true);
+        }
+
+        void run() {
+            Set<TopicPartition> last = null;
+            try {
+                consumer.subscribe(topics);
+                while (!stop) {
+                    JsonObject event = new JsonObject();
+                    try {
+                        ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofMillis(100));
+                        if (!records.isEmpty()) {
+                            JsonArray batch = new JsonArray();
+                            for (ConsumerRecord<byte[], byte[]> rec : records) batch.add(record(rec));
+                            event.add("records", batch);
+                        }
+                    } catch (WakeupException e) {
+                        continue;
+                    } catch (Exception e) {
+                        event.addProperty("error", e.getClass().getSimpleName() + ": " + e.getMessage());
+                    }
+                    Set<TopicPartition> now = new HashSet<>(consumer.assignment());
+                    if (!now.equals(last)) {
+                        event.add("assignment", partitions(now));
+                        last = now;
+                    }
+                    if (event.size() > 0) {
+                        event.addProperty("ev", "member");
+                        event.addProperty("member", id);
+                        emit(event.toString());
+                    }
+                    if (event.has("error")) Thread.sleep(100);
+                }
+            } catch (Throwable t) {
+                JsonObject event = new JsonObject();
+                event.addProperty("ev", "member");
+                event.addProperty("member", id);
+                event.addProperty("error", "member loop ended: " + t);
+                emit(event.toString());
+            } finally {
+                consumer.close(CLOSE_TIMEOUT);
+            }
+        }
+
+        void leave() {
+            stop = true;
+            consumer.wakeup();
+            try {
+                thread.join(30_000);
+            } catch (InterruptedException ignored) {
+                Thread.currentThread().interrupt();
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ worker
+
+    /** See test_groups_extended.py: commits every 300 ms and on revocation, reports everything. */
+    static final class Worker {
+        final KafkaConsumer<byte[], byte[]> consumer;
+        final Map<TopicPartition, Long> pending = new HashMap<>();
+        volatile boolean stop;
+
+        Worker(KafkaConsumer<byte[], byte[]> consumer) {
+            this.consumer = consumer;
+        }
+
+        static void main(String[] args) throws Exception {
+            Map<String, String> opts = new HashMap<>();
+            List<String> topics = new ArrayList<>();
+            for (int i = 0; i < args.length; i++) {
+                if (args[i].startsWith("--")) opts.put(args[i].substring(2), args[++i]);
+                else topics.add(args[i]);
+            }
+            int sessionMs = Integer.parseInt(opts.getOrDefault("session-ms", Integer.toString(SESSION_TIMEOUT_MS)));
+            Properties p = consumerProps(opts.get("bootstrap"), opts.get("group"), "earliest", 100);
+            p.put("client.id", opts.getOrDefault("client-id", "compat-ext"));
+            p.put("session.timeout.ms", Integer.toString(sessionMs));
+            p.put("request.timeout.ms", Integer.toString(Math.max(30000, sessionMs + 5000)));
+            if (opts.containsKey("instance")) p.put("group.instance.id", opts.get("instance"));
+            if (opts.containsKey("assignor")) {
+                Map<String, String> assignors = Map.of(
+                    "range", "org.apache.kafka.clients.consumer.RangeAssignor",
+                    "roundrobin", "org.apache.kafka.clients.consumer.RoundRobinAssignor",
+                    "cooperative-sticky", "org.apache.kafka.clients.consumer.CooperativeStickyAssignor");
+                p.put("partition.assignment.strategy", assignors.get(opts.get("assignor")));
+            }
+            Worker w = new Worker(consumer(p));
+            CountDownLatch done = new CountDownLatch(1);
+            Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+                w.stop = true;
+                w.consumer.wakeup();
+                try {
+                    done.await(30, TimeUnit.SECONDS);
+                } catch (InterruptedException ignored) {
+                    // exiting anyway
+                }
+            }));
+            try {
+                w.run(topics);
+            } catch (Throwable t) {
+                emit(event("fatal", "msg", t.toString()));
+                throw t;
+            } finally {
+                emit(event("closed"));
+                done.countDown();
+            }
+        }
+
+        static String event(String kind, Object... kv) {
+            JsonObject o = new JsonObject();
+            o.addProperty("ev", kind);
+            for (int i = 0; i < kv.length; i += 2) {
+                Object v = kv[i + 1];
+                if (v instanceof JsonElement) o.add((String) kv[i], (JsonElement) v);
+                else o.addProperty((String) kv[i], String.valueOf(v));
+            }
+            return o.toString();
+        }
+
+        static JsonArray parts(Collection<TopicPartition> tps) {
+            JsonArray out = new JsonArray();
+            for (int p : new TreeSet<>(tps.stream().map(TopicPartition::partition).toList())) out.add(p);
+            return out;
+        }
+
+        void run(List<String> topics) {
+            consumer.subscribe(topics, new ConsumerRebalanceListener() {
+                @Override
+                public void onPartitionsRevoked(Collection<TopicPartition> revoked) {
+                    if (revoked.isEmpty()) return;
+                    commit(revoked);
+                    emit(event("revoked", "parts", parts(revoked)));
+                }
+
+                @Override
+                public void onPartitionsAssigned(Collection<TopicPartition> assigned) {
+                    if (!assigned.isEmpty()) emit(event("assigned", "parts", parts(assigned)));
+                }
+
+                @Override
+                public void onPartitionsLost(Collection<TopicPartition> lost) {
+                    if (lost.isEmpty()) return;
+                    emit(event("lost", "parts", parts(lost)));
+                    pending.keySet().removeAll(lost);
+                }
+            });
+            long last = System.nanoTime();
+            try {
+                while (!stop) {
+                    ConsumerRecords<byte[], byte[]> records;
+                    try {
+                        records = consumer.poll(Duration.ofMillis(100));
+                    } catch (WakeupException e) {
+                        continue;
+                    } catch (Exception e) {
+                        emit(event("error", "msg", e.toString()));
+                        sleep(100);
+                        continue;
+                    }
+                    List<String> lines = new ArrayList<>();
+                    for (ConsumerRecord<byte[], byte[]> rec : records) {
+                        JsonObject o = new JsonObject();
+                        o.addProperty("ev", "rec");
+                        o.addProperty("p", rec.partition());
+                        o.addProperty("o", rec.offset());
+                        lines.add(o.toString());
+                        pending.put(new TopicPartition(rec.topic(), rec.partition()), rec.offset() + 1);
+                    }
+                    emitAll(lines);
+                    if (System.nanoTime() - last >= COMMIT_EVERY_MS * 1_000_000L) {
+                        commit(null);
+                        last = System.nanoTime();
+                    }
+                }
+                commit(null);
+            } finally {
+                consumer.close(CLOSE_TIMEOUT);
+            }
+        }
+
+        /** Commit what was reported (of `only`, when given); a pending wakeup is retried once. */
+        void commit(Collection<TopicPartition> only) {
+            Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+            pending.forEach((tp, o) -> {
+                if (only == null || only.contains(tp)) offsets.put(tp, new OffsetAndMetadata(o));
+            });
+            if (offsets.isEmpty()) return;
+            for (int attempt = 0; attempt < 2; attempt++) {
+                try {
+                    consumer.commitSync(offsets);
+                    JsonObject committed = new JsonObject();
+                    offsets.forEach((tp, om) -> committed.addProperty(Integer.toString(tp.partition()), om.offset()));
+                    emit(event("commit", "offsets", committed));
+                    pending.keySet().removeAll(offsets.keySet());
+                    return;
+                } catch (WakeupException e) {
+                    // the shutdown hook's wakeup landed here instead of in poll(): once more
+                } catch (Exception e) {
+                    emit(event("error", "msg", "commit: " + e));
+                    return;
+                }
+            }
+        }
+
+        static void sleep(long ms) {
+            try {
+                Thread.sleep(ms);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+    }
+}
