@@ -171,24 +171,31 @@ def _finish(stream: io.BytesIO) -> bytes:
     return stream.getvalue()
 
 
-def encode_response(api_key: int, api_version: int, correlation_id: int, body: dict[str, Any]) -> bytes:
-    """Size prefix + response header + body.
-
-    The header is v1 (a tag buffer after the correlation id) for flexible versions, v0
-    otherwise — and always v0 for ApiVersions (KIP-511).
-    """
+def _encode_response_stream(api_key: int, api_version: int, correlation_id: int, body: dict[str, Any],
+                            regions: list | None) -> io.BytesIO:
+    """Size prefix placeholder + response header + body, written to a stream; `regions`
+    (when a list) collects the region-valued `records` fields (see `wire.primitives.Region`)."""
     stream = io.BytesIO()
     try:
         stream.write(_PREFIX_AND_ID.pack(0, correlation_id))
         flexible_header, struct_ = _codec(api_key, api_version, "response")
         if flexible_header:
             stream.write(b"\x00")
-        struct_._build(body, stream, None, "")
+        struct_._build(body, stream, regions, "")
     except _ENCODE_ERRORS as exc:
         raise EncodeError(
             f"cannot encode response: {exc}", api_key=api_key, api_version=api_version, correlation_id=correlation_id
         ) from None
-    return _finish(stream)
+    return stream
+
+
+def encode_response(api_key: int, api_version: int, correlation_id: int, body: dict[str, Any]) -> bytes:
+    """Size prefix + response header + body.
+
+    The header is v1 (a tag buffer after the correlation id) for flexible versions, v0
+    otherwise — and always v0 for ApiVersions (KIP-511).
+    """
+    return _finish(_encode_response_stream(api_key, api_version, correlation_id, body, None))
 
 
 def encode_response_parts(api_key: int, api_version: int, correlation_id: int,
@@ -200,18 +207,8 @@ def encode_response_parts(api_key: int, api_version: int, correlation_id: int,
     The regions in the returned parts are the caller's to send (and to release, if
     they hold anything); on EncodeError nothing has been taken from `body`.
     """
-    stream = io.BytesIO()
     regions: list[tuple[int, Region]] = []  # (offset in stream, region), filled by `Records`
-    try:
-        stream.write(_PREFIX_AND_ID.pack(0, correlation_id))
-        flexible_header, struct_ = _codec(api_key, api_version, "response")
-        if flexible_header:
-            stream.write(b"\x00")
-        struct_._build(body, stream, regions, "")
-    except _ENCODE_ERRORS as exc:
-        raise EncodeError(
-            f"cannot encode response: {exc}", api_key=api_key, api_version=api_version, correlation_id=correlation_id
-        ) from None
+    stream = _encode_response_stream(api_key, api_version, correlation_id, body, regions)
     if not regions:
         return [_finish(stream)]
     size = stream.tell() - 4 + sum(len(region) for _at, region in regions)
