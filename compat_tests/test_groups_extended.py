@@ -763,7 +763,10 @@ def test_cooperative_sticky_leave_is_one_round_for_the_stayer(client_name, clien
         before = wait_settled(members, 4, "two members owning two partitions each", sizes=[2, 2])
         generation = group_generation(setup_client, broker.bootstrap, group_name)
         mark = time.monotonic()
-        leaver.stop() if how == "close" else leaver.unsubscribe()
+        if how == "close":
+            leaver.stop()
+        else:
+            leaver.unsubscribe()
         wait_settled([stayer], 4, "the stayer owning all four partitions", sizes=[4], timeout=SESSION_S + REJOIN_SLACK_S)
         time.sleep(3 * HEARTBEAT_MS / 1000 + 1)  # long enough for a needless second round to show
         changes = [(kind, sorted(parts)) for t, kind, parts in stayer.history() if t >= mark]
