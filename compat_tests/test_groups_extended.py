@@ -131,6 +131,15 @@ def _run_kafka_python(args, stop: threading.Event, out: _Out) -> None:
     last = time.monotonic()
     try:
         while not stop.is_set():
+            if args.unsubscribe.is_set():
+                if consumer.subscription():
+                    # kafka-python's unsubscribe() leaves the group without calling the
+                    # listener, so what was read is committed first.
+                    commit()
+                    consumer.unsubscribe()
+                    out.emit(ev="unsubscribed")
+                time.sleep(0.1)  # poll() needs a subscription
+                continue
             try:
                 # Not 100 ms: kafka-python 3.0.12 can lose a SyncGroup answer that arrives
                 # after poll() gave up waiting mid-rebalance (the member then never
@@ -198,8 +207,13 @@ def _run_confluent(args, stop: threading.Event, out: _Out) -> None:
 
     consumer.subscribe(args.topics, on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
     last = time.monotonic()
+    unsubscribed = False
     try:
         while not stop.is_set():
+            if args.unsubscribe.is_set() and not unsubscribed:
+                consumer.unsubscribe()  # revokes (on_revoke commits), then LeaveGroup
+                unsubscribed = True
+                out.emit(ev="unsubscribed")
             events = []
             for msg in consumer.consume(num_messages=500, timeout=0.1):
                 if msg.error() is not None:
@@ -297,6 +311,9 @@ def worker_main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    # SIGUSR2: unsubscribe() and stay alive (kafka-python and confluent-kafka workers).
+    args.unsubscribe = threading.Event()
+    signal.signal(signal.SIGUSR2, lambda *_: args.unsubscribe.set())
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # stack dump when a member hangs
     log_dir = os.environ.get("COMPAT_GROUP_WORKER_LOG_DIR")  # client debug logs, for diagnosis
     if log_dir:
@@ -446,6 +463,12 @@ class Member:
         return f"--- {self.name} stacks ---\n" + "\n".join(dump)
 
     # -- endings
+    def unsubscribe(self) -> None:
+        """consumer.unsubscribe() in a process that stays alive (it leaves the group)."""
+        if self.client not in ("kafka-python", "confluent-kafka"):
+            raise NotSupportedByClient(f"the {self.client} worker has no unsubscribe")
+        self.proc.send_signal(signal.SIGUSR2)
+
     def stop(self, timeout: float = 30) -> None:
         """A clean shutdown: the member commits and (unless static) leaves the group."""
         if self.proc.poll() is None:
@@ -723,6 +746,45 @@ def test_cooperative_sticky_never_revokes_what_stays(client_name, client, broker
         produce(setup_client, topic_name, 6, 10, "coop")
         reads = wait_all_read(members, sent_to(topic_name, 6))
         assert_duplicates_bounded(reads, {})
+    finally:
+        stop_all(members)
+
+
+@pytest.mark.parametrize("how", ["close", "unsubscribe"])
+@pytest.mark.timeout(150)
+def test_cooperative_sticky_leave_is_one_round_for_the_stayer(client_name, client, broker, setup_client, topic_name,
+                                                             group_name, how):
+    """cooperative-sticky, two members on four partitions; one leaves (close, or
+    unsubscribe() in a process that stays). The leaver revoked its partitions before its
+    LeaveGroup, so the stayer rejoins once and is handed them in that one round: one
+    assign callback with exactly the freed partitions, nothing revoked or lost, and one
+    generation more at the broker (Kafka: removeMemberAndUpdateGroup, one DelayedJoin)."""
+    if client_name not in ("confluent-kafka", "kafka-python"):
+        raise NotSupportedByClient(f"{client_name} has no cooperative-sticky assignor")
+    make_topic(client, setup_client, topic_name, 4)
+    members = [Member(client_name, broker.bootstrap, group_name, topic_name, assignor="cooperative-sticky",
+                      name=f"m{i}") for i in range(2)]
+    stayer, leaver = members
+    try:
+        before = wait_settled(members, 4, "two members owning two partitions each", sizes=[2, 2])
+        generation = group_generation(setup_client, broker.bootstrap, group_name)
+        mark = time.monotonic()
+        if how == "close":
+            leaver.stop()
+        else:
+            leaver.unsubscribe()
+        wait_settled([stayer], 4, "the stayer owning all four partitions", sizes=[4], timeout=SESSION_S + REJOIN_SLACK_S)
+        time.sleep(3 * HEARTBEAT_MS / 1000 + 1)  # long enough for a needless second round to show
+        changes = [(kind, sorted(parts)) for t, kind, parts in stayer.history() if t >= mark]
+        assert changes == [("assigned", sorted(before[1]))], (
+            f"after the other member's {how}, the stayer's rebalance callbacks were {changes}; "
+            f"one round handing it {sorted(before[1])} was expected")
+        if generation is not None:
+            now = group_generation(setup_client, broker.bootstrap, group_name)
+            assert now == generation + 1, f"generation {generation} -> {now}: the leave took {now - generation} rounds"
+        produce(setup_client, topic_name, 4, 10, "after")
+        reads = wait_all_read([stayer], sent_to(topic_name, 4))
+        assert sum(reads.values()) >= 40
     finally:
         stop_all(members)
 
