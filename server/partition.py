@@ -25,7 +25,6 @@ How this works:
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from dataclasses import dataclass
 
@@ -167,6 +166,8 @@ class Partition:
 
     def _record_producers(self, headers: list[tuple[int, BatchHeader]], base_offset: int,
                           log_append_time: int) -> None:
+        if len(headers) == 1 and headers[0][1].producer_id < 0:
+            return  # the common plain produce: nothing to remember
         offset = base_offset
         for _pos, header in headers:
             if header.producer_id >= 0:
@@ -227,7 +228,3 @@ class Partition:
         if len(self.producers):
             write_snapshot(self.log.directory, end, self.producers.snapshot_entries())
         delete_snapshots(self.log.directory, below=end)
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000

@@ -15,6 +15,8 @@ bound is checked from the batch's max timestamp unless that is out of bounds.
 
 from __future__ import annotations
 
+import time
+
 from storage import LogConfig
 from storage.config import LONG_MAX
 from wire.errors import ErrorCode
@@ -36,7 +38,7 @@ def _timestamp_bounds(config: LogConfig) -> tuple[int, int]:
 
 
 def validate_records(records: bytes | bytearray | memoryview, headers: list[tuple[int, BatchHeader]],
-                     config: LogConfig, now_ms: int, partition_name: str) -> None:
+                     config: LogConfig, partition_name: str) -> None:
     """Raise InvalidRecord (code INVALID_RECORD, or INVALID_TIMESTAMP when a timestamp is
     among the reasons, as Kafka does) listing every offending record."""
     need_key = config.compact
@@ -45,6 +47,7 @@ def validate_records(records: bytes | bytearray | memoryview, headers: list[tupl
     check_after = after != LONG_MAX
     if not (need_key or check_before or check_after):
         return
+    now_ms = time.time_ns() // 1_000_000
     low = now_ms - before if check_before else None
     high = now_ms + after if check_after else None
     errors: list[tuple[int, str]] = []

@@ -30,7 +30,6 @@ from wire.registry import ApiKey
 from server.context import RequestContext
 from server.topics import INTERNAL_TOPICS
 from server.errors import InvalidRecord, InvalidTopic, KafkaError, Unsupported, error_code_for
-from server.partition import now_ms
 from server.validation import validate_records
 
 API_KEY = ApiKey.PRODUCE
@@ -52,7 +51,8 @@ def _partition_response(index: int, code: ErrorCode, message: str | None = None,
         "base_offset": base_offset,
         "log_append_time_ms": log_append_time,
         "log_start_offset": log_start_offset,
-        "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in record_errors or ()],
+        "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in record_errors]
+        if record_errors else [],
         "error_message": message,
     }
 
@@ -89,7 +89,7 @@ async def _produce_partition(ctx: RequestContext, topic: str, index: int, record
             if header.is_transactional or header.is_control:
                 raise Unsupported("transactions are not supported by this broker")
             record_count += header.record_count
-        validate_records(records, headers, config, now_ms(), partition.name)
+        validate_records(records, headers, config, partition.name)
         outcome = await partition.append_records(records, headers, record_count)
         return _partition_response(index, ErrorCode.NONE, None, outcome.base_offset, outcome.log_append_time,
                                    outcome.log_start_offset)
