@@ -181,24 +181,15 @@ class GroupMember:
         raise NotImplementedError
 
 
-class ThreadedGroupMember(GroupMember):
-    """A member whose consumer is polled by a thread of its own (`_run`, until `_stop` is
-    set; the client libraries' consumers are not thread-safe), publishing what it consumed
-    and its assignment under a lock. Subclasses set up their consumer, then `_start()`."""
+class PublishingGroupMember(GroupMember):
+    """A member whose consumer runs elsewhere (a thread, another process) and publishes what
+    it consumed and its assignment here, under a lock."""
 
-    def __init__(self, thread_name: str) -> None:
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._records: list[Record] = []
         self._assignment: frozenset = frozenset()
         self._error: str | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name=thread_name)
-
-    def _start(self) -> None:
-        self._thread.start()
-
-    def _run(self) -> None:
-        raise NotImplementedError
 
     def assignment(self) -> frozenset[tuple[str, int]]:
         with self._lock:
@@ -207,6 +198,23 @@ class ThreadedGroupMember(GroupMember):
     def records(self) -> list[Record]:
         with self._lock:
             return list(self._records)
+
+
+class ThreadedGroupMember(PublishingGroupMember):
+    """A member whose consumer is polled by a thread of its own (`_run`, until `_stop` is
+    set; the client libraries' consumers are not thread-safe), publishing what it consumed
+    and its assignment under a lock. Subclasses set up their consumer, then `_start()`."""
+
+    def __init__(self, thread_name: str) -> None:
+        super().__init__()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name=thread_name)
+
+    def _start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        raise NotImplementedError
 
     def error(self) -> str | None:
         return self._error

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Iterable
 
 from compat_tests.clients.base import (
-    FETCH_WAIT_MS, Client, ClientError, ClusterMetadata, Delivery, GroupInfo, GroupMember,
+    FETCH_WAIT_MS, Client, ClientError, ClusterMetadata, Delivery, GroupInfo, GroupMember, PublishingGroupMember,
     GroupMemberInfo, Message, NotSupportedByClient, OffsetOutOfRange, Record, TopicDescription,
     TopicMetadata, normalize_state)
 
@@ -251,16 +251,13 @@ class _Jvm:
         self.proc.wait()
 
 
-class _Member(GroupMember):
+class _Member(PublishingGroupMember):
     """A subscribed KafkaConsumer on a thread of the JVM; its events arrive on the JVM's stdout."""
 
     def __init__(self, jvm: _Jvm, topics: list[str], group: str, own_jvm: bool = False) -> None:
+        super().__init__()
         self._jvm = jvm
         self._own_jvm = own_jvm
-        self._lock = threading.Lock()
-        self._records: list[Record] = []
-        self._assignment: frozenset = frozenset()
-        self._error: str | None = None
         self._id = jvm.call("member_start", topics=list(topics), group=group)["member"]
         with jvm._lock:  # the reader waits: early events stay in order before later ones
             jvm.members[self._id] = self
@@ -275,14 +272,6 @@ class _Member(GroupMember):
                 self._assignment = _partitions(event["assignment"])
             if "error" in event:
                 self._error = event["error"]
-
-    def assignment(self) -> frozenset[tuple[str, int]]:
-        with self._lock:
-            return self._assignment
-
-    def records(self) -> list[Record]:
-        with self._lock:
-            return list(self._records)
 
     def error(self) -> str | None:
         with self._lock:
