@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from wire.errors import ErrorCode
 
-from server.errors import InvalidRequest, error_code_for
+from server.errors import InvalidRequest, logged_error_code
 
 if TYPE_CHECKING:
     from server.context import RequestContext
@@ -82,11 +82,7 @@ def answer_resources(ctx: RequestContext, request: dict, alter, what: str) -> di
                 raise InvalidRequest("resource appears more than once in the request")
             alter(ctx, resource, validate_only)
         except Exception as exc:
-            code = error_code_for(exc)
-            if code == ErrorCode.UNKNOWN_SERVER_ERROR:
-                log.exception("%s %s failed", what, key)
-            else:
-                log.info("%s %s from %s: %s (%s)", what, key, ctx.client_id, code.name, exc)
+            code = logged_error_code(exc, log, f"{what} {key}", ctx.client_id)
             response.update(error_code=code, error_message=str(exc))
         responses.append(response)
     return {"throttle_time_ms": 0, "responses": responses}

@@ -7,6 +7,8 @@ Handlers raise (or catch) these and put `error_code_for(exc)` into the response;
 
 from __future__ import annotations
 
+import logging
+
 from storage import errors as storage_errors
 from wire.errors import ErrorCode
 
@@ -113,3 +115,16 @@ def error_code_for(exc: BaseException) -> ErrorCode:
     if isinstance(exc, OSError):
         return ErrorCode.KAFKA_STORAGE_ERROR
     return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def logged_error_code(exc: BaseException, logger: logging.Logger, what: str, client_id: str | None,
+                      level: int = logging.INFO) -> ErrorCode:
+    """`error_code_for(exc)`, logged: an unexpected failure (UNKNOWN_SERVER_ERROR) with its
+    traceback, an expected one as one line naming the client. For handlers that answer a
+    failure per partition or resource and go on with the rest."""
+    code = error_code_for(exc)
+    if code == ErrorCode.UNKNOWN_SERVER_ERROR:
+        logger.error("%s failed", what, exc_info=exc)
+    else:
+        logger.log(level, "%s from %s: %s (%s)", what, client_id, code.name, exc)
+    return code

@@ -96,11 +96,6 @@ class Partition:
         if end > self.high_watermark:
             self.high_watermark = end
 
-    def reset_high_watermark(self) -> None:
-        """After the log shrank (truncation) or was recovered."""
-        self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
-        self.maybe_advance_high_watermark()
-
     # ---- leadership -----------------------------------------------------------------
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
         """KIP-320: a client names the epoch it believes current; -1 means "not checked"."""

@@ -121,11 +121,6 @@ class LeaderEpochFileCache:
         return epochs[-1] if epochs else None
 
     @property
-    def latest_entry(self) -> EpochEntry | None:
-        epochs, starts = self._epochs, self._starts
-        return EpochEntry(epochs[-1], starts[-1]) if epochs else None
-
-    @property
     def earliest_entry(self) -> EpochEntry | None:
         epochs, starts = self._epochs, self._starts
         return EpochEntry(epochs[0], starts[0]) if epochs else None

@@ -21,7 +21,7 @@ from wire.registry import ApiKey
 from server.context import RequestContext
 from server.topics import INTERNAL_TOPICS
 from server.errors import (InvalidPartitions, InvalidRequest, KafkaError, PolicyViolation, UnknownTopicOrPartition,
-                           error_code_for)
+                           logged_error_code)
 
 API_KEY = ApiKey.CREATE_PARTITIONS
 MAY_BLOCK = False
@@ -78,11 +78,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                 broker.create_partitions(name, topic["count"])
                 log.info("CreatePartitions %s from %s: now %d partitions", name, ctx.client_id, topic["count"])
         except Exception as exc:
-            code = error_code_for(exc)
-            if code == ErrorCode.UNKNOWN_SERVER_ERROR:
-                log.exception("CreatePartitions %s failed", name)
-            else:
-                log.info("CreatePartitions %s from %s: %s (%s)", name, ctx.client_id, code.name, exc)
+            code = logged_error_code(exc, log, f"CreatePartitions {name}", ctx.client_id)
             result.update(error_code=code, error_message=str(exc))
         results.append(result)
     return {"throttle_time_ms": 0, "results": results}

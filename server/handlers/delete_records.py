@@ -24,7 +24,7 @@ from wire.registry import ApiKey
 
 from server.context import RequestContext
 from server.topics import INTERNAL_TOPICS
-from server.errors import InvalidTopic, PolicyViolation, error_code_for
+from server.errors import InvalidTopic, PolicyViolation, logged_error_code
 
 API_KEY = ApiKey.DELETE_RECORDS
 MAY_BLOCK = False
@@ -68,12 +68,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             try:
                 answer["low_watermark"] = await _delete(ctx, name, index, item["offset"])
             except Exception as exc:
-                code = error_code_for(exc)
-                if code == ErrorCode.UNKNOWN_SERVER_ERROR:
-                    log.exception("DeleteRecords %s-%d failed", name, index)
-                else:
-                    log.info("DeleteRecords %s-%d from %s: %s (%s)", name, index, ctx.client_id, code.name, exc)
-                answer["error_code"] = code
+                answer["error_code"] = logged_error_code(exc, log, f"DeleteRecords {name}-{index}", ctx.client_id)
             partitions.append(answer)
         topics.append({"name": name, "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}

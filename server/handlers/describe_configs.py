@@ -27,7 +27,7 @@ from wire.registry import ApiKey
 from server.topics import validate_topic_name
 from server.config import SETTINGS
 from server.context import RequestContext
-from server.errors import InvalidRequest, UnknownTopicOrPartition, error_code_for
+from server.errors import InvalidRequest, UnknownTopicOrPartition, logged_error_code
 from server.config_resources import broker_id_of, log4j_level, loggers
 from server.topic_configs import ConfigSource, ResourceType, broker_source, describe_topic, explicit_configs
 
@@ -120,12 +120,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         try:
             result["configs"] = describe(ctx, resource, synonyms, documentation)
         except Exception as exc:
-            code = error_code_for(exc)
-            if code == ErrorCode.UNKNOWN_SERVER_ERROR:
-                log.exception("DescribeConfigs %s failed", resource)
-            else:
-                log.info("DescribeConfigs %s/%s from %s: %s (%s)", resource["resource_type"],
-                         resource["resource_name"], ctx.client_id, code.name, exc)
+            code = logged_error_code(exc, log, f"DescribeConfigs {resource['resource_type']}/"
+                                               f"{resource['resource_name']}", ctx.client_id)
             result.update(error_code=code, error_message=str(exc))
         results.append(result)
     return {"throttle_time_ms": 0, "results": results}

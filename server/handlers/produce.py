@@ -29,7 +29,7 @@ from wire.registry import ApiKey
 
 from server.context import RequestContext
 from server.topics import INTERNAL_TOPICS
-from server.errors import InvalidRecord, InvalidTopic, KafkaError, Unsupported, error_code_for
+from server.errors import InvalidRecord, InvalidTopic, KafkaError, Unsupported, logged_error_code
 from server.validation import validate_records
 
 API_KEY = ApiKey.PRODUCE
@@ -100,11 +100,7 @@ async def _produce_partition(ctx: RequestContext, topic: str, index: int, record
         log.warning("produce to %s-%d from %s: %s: %s", topic, index, ctx.client_id, exc.code.name, exc)
         return _partition_response(index, exc.code, str(exc), record_errors=exc.record_errors)
     except Exception as exc:  # mapped in one place; unknown errors are logged with a trace
-        code = error_code_for(exc)
-        if code == ErrorCode.UNKNOWN_SERVER_ERROR:
-            log.exception("produce to %s-%d failed", topic, index)
-        else:
-            log.warning("produce to %s-%d from %s: %s (%s)", topic, index, ctx.client_id, code.name, exc)
+        code = logged_error_code(exc, log, f"produce to {topic}-{index}", ctx.client_id, logging.WARNING)
         return _partition_response(index, code, str(exc))
 
 
