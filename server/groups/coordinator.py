@@ -64,16 +64,16 @@ import heapq
 import itertools
 import logging
 import math
-import time
 import uuid
 from collections.abc import Hashable
 from dataclasses import dataclass
 
 import trio
 
-from wire.errors import CorruptRecords, ErrorCode
-from wire.records import Record, build_batch, iter_records
+from wire.errors import ErrorCode
+from wire.records import Record
 
+from server.coordinator_log import BadRecord, CoordinatorLog, wall_ms
 from server.errors import error_code_for
 from server.groups import records as rec
 from server.groups.group import (
@@ -92,15 +92,9 @@ OFFSETS_TOPIC = "__consumer_offsets"
 # Kafka's offsets topic uses 100 MiB segments (offsets.topic.segment.bytes).
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600"}
 MAX_METADATA_BYTES = 4096  # offset.metadata.max.bytes
-# Tombstones per batch when many offsets go at once (retention, group deletion).
-_WRITE_CHUNK = 500
 
 S = GroupState
 E = ErrorCode
-
-
-def wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class _Timers:
@@ -174,47 +168,27 @@ class GroupCoordinator:
         self.max_group_size = cfg.get("group.max.size")
         self.retention_ms = cfg.get("offsets.retention.minutes") * 60_000
         self.retention_check_ms = max(cfg.get("offsets.retention.check.interval.ms"), 1)
-        self.partitions = max(cfg.get("offsets.topic.num.partitions"), 1)
+        self.log = CoordinatorLog(broker, OFFSETS_TOPIC, cfg.get("offsets.topic.num.partitions"), OFFSETS_TOPIC_CONFIGS)
+        self.log.now_ms = lambda: self.now_ms()
         self.groups: dict[str, Group] = {}
         self.now_ms = wall_ms
         self.loaded = False
         self._timers = _Timers()
         self._nursery: trio.Nursery | None = None
-        self._write_locks: dict[int, trio.Lock] = {}
         self._members_to_arm: list[tuple[Group, Member]] = []
 
     # ------------------------------------------------------------------ lifecycle
+    @property
+    def partitions(self) -> int:
+        return self.log.partitions
+
     def load(self) -> None:
         """Blocking, at start-up: create __consumer_offsets if missing and rebuild groups
         and committed offsets from it."""
-        meta = self.broker.topics.get(OFFSETS_TOPIC)
-        if meta is None:
-            meta = self.broker.create_topic(OFFSETS_TOPIC, self.partitions, dict(OFFSETS_TOPIC_CONFIGS))
-        self.partitions = meta.partitions
+        self.log.ensure_topic()
         offsets: dict[str, dict[tuple[str, int], rec.OffsetValue]] = {}
         groups: dict[str, rec.GroupValue] = {}
-        skipped = 0
-        count = 0
-        for partition in range(self.partitions):
-            plog = self.broker.partition(OFFSETS_TOPIC, partition).log
-            for header, data in plog.iter_batches(plog.log_start_offset):
-                if header.is_control:
-                    continue
-                try:
-                    for record in iter_records(data):
-                        count += 1
-                        try:
-                            self._replay(record, offsets, groups)
-                        except rec.BadRecord as exc:
-                            skipped += 1
-                            log.warning("%s-%d offset %d: skipping record: %s", OFFSETS_TOPIC, partition,
-                                        record.offset, exc)
-                except CorruptRecords as exc:
-                    # Recovery checked the CRCs, so this is a batch we cannot decode; losing
-                    # its commits beats refusing to start.
-                    skipped += 1
-                    log.error("%s-%d: skipping undecodable batch at offset %d: %s", OFFSETS_TOPIC, partition,
-                              header.base_offset, exc)
+        counts = self.log.replay(lambda _partition, _header, record: self._replay(record, offsets, groups))
         now = self.now_ms()
         for group_id in {g for g, per_group in offsets.items() if per_group} | set(groups):
             group = Group(group_id, now)
@@ -227,13 +201,13 @@ class GroupCoordinator:
         self.loaded = True
         log.info("loaded %d groups (%d with members) and %d committed offsets from %d records of %s%s",
                  len(self.groups), sum(1 for g in self.groups.values() if g.members),
-                 sum(len(g.offsets) for g in self.groups.values()), count, OFFSETS_TOPIC,
-                 f" ({skipped} unreadable records skipped)" if skipped else "")
+                 sum(len(g.offsets) for g in self.groups.values()), counts.records, OFFSETS_TOPIC,
+                 f" ({counts.skipped} unreadable records skipped)" if counts.skipped else "")
 
     @staticmethod
     def _replay(record: Record, offsets: dict, groups: dict) -> None:
         if record.key is None:
-            raise rec.BadRecord("record without a key")
+            raise BadRecord("record without a key")
         key = rec.decode_key(record.key)
         if isinstance(key, rec.OffsetKey):
             per_group = offsets.setdefault(key.group, {})
@@ -758,21 +732,14 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ offsets
     def _lock(self, partition: int) -> trio.Lock:
-        lock = self._write_locks.get(partition)
-        if lock is None:
-            lock = self._write_locks[partition] = trio.Lock()
-        return lock
+        return self.log.lock(partition)
 
     def partition_for(self, group_id: str) -> int:
-        return rec.partition_for(group_id, self.partitions)
+        return self.log.partition_for(group_id)
 
     async def _append(self, partition: int, entries: list[tuple[bytes, bytes | None]]) -> None:
         """Append key/value records (value None: tombstone) to one offsets partition."""
-        now = self.now_ms()
-        for start in range(0, len(entries), _WRITE_CHUNK):
-            chunk = entries[start:start + _WRITE_CHUNK]
-            batch = build_batch([Record(i, now, k, v) for i, (k, v) in enumerate(chunk)])
-            await self.broker.append((OFFSETS_TOPIC, partition), batch, len(chunk))
+        await self.log.append(partition, entries)
 
     @staticmethod
     def _write_error(exc: BaseException, what: str) -> ErrorCode:

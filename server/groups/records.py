@@ -27,6 +27,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from server.coordinator_log import BadRecord
+
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -37,8 +39,6 @@ OFFSET_VALUE_VERSION = 3
 GROUP_VALUE_VERSION = 3
 
 
-class BadRecord(ValueError):
-    """A key or value that is not in any format we know (skipped at load, with a warning)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,22 +247,6 @@ def decode_group_value(raw: bytes) -> GroupValue:
         members.append(MemberValue(member_id, instance_id, client_id, client_host, rebalance_timeout,
                                    session_timeout, subscription, assignment))
     return GroupValue(protocol_type, generation, protocol, leader, state_ts, members)
-
-
-def java_string_hash(text: str) -> int:
-    """Java's String.hashCode (over UTF-16 code units), as a signed int32."""
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def partition_for(group_id: str, partitions: int) -> int:
-    """The __consumer_offsets partition of a group, as Kafka computes it
-    (Utils.abs(groupId.hashCode) % partitions), so a group lands where Kafka puts it."""
-    h = java_string_hash(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
 def subscribed_topics(metadata: bytes) -> set[str] | None:

@@ -7,6 +7,7 @@ import trio
 from conftest import consumer_assignment
 from server.groups import CommittedOffset, GroupState
 from server.groups import records as rec
+from server.coordinator_log import partition_for_key
 from server.groups.coordinator import OFFSETS_TOPIC
 from wire.errors import ErrorCode as E
 from wire.records import Record, build_batch, iter_records
@@ -147,7 +148,7 @@ def test_groups_spread_over_offsets_partitions_like_kafka(group_env):
 
     env.run(before)
     used = {p for p in range(4) if env.broker.logs.log(OFFSETS_TOPIC, p).log_end_offset > 0}
-    assert used == {rec.partition_for(n, 4) for n in names}
+    assert used == {partition_for_key(n, 4) for n in names}
     env.restart()
     for i, name in enumerate(names):
         assert env.groups.fetch_offsets(name, [("t", 0)])[1][("t", 0)].offset == i

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from server.groups import records as rec
+from server.coordinator_log import java_string_hash, partition_for_key
 
 names = st.text(min_size=0, max_size=40)
 nullable = st.none() | names
@@ -80,11 +81,11 @@ def test_bad_keys_raise(raw):
 
 def test_partition_for_matches_java_hashcode():
     # Java: "abc".hashCode() == 96354; "polygenelubricants".hashCode() == Integer.MIN_VALUE.
-    assert rec.java_string_hash("abc") == 96354
-    assert rec.java_string_hash("polygenelubricants") == -(2**31)
-    assert rec.partition_for("polygenelubricants", 50) == 0  # Utils.abs(MIN_VALUE) is 0
-    assert rec.java_string_hash("é😀") == (((0xE9 * 31) + 0xD83D) * 31 + 0xDE00)
-    assert rec.partition_for("abc", 50) == 96354 % 50
+    assert java_string_hash("abc") == 96354
+    assert java_string_hash("polygenelubricants") == -(2**31)
+    assert partition_for_key("polygenelubricants", 50) == 0  # Utils.abs(MIN_VALUE) is 0
+    assert java_string_hash("é😀") == (((0xE9 * 31) + 0xD83D) * 31 + 0xDE00)
+    assert partition_for_key("abc", 50) == 96354 % 50
 
 
 def test_subscription_and_assignment_topics():
