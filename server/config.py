@@ -83,7 +83,13 @@ SETTINGS: dict[str, Setting] = {
         _s("offsets.retention.minutes", int, "10080", "Keep committed offsets of empty groups this long."),
         _s("offsets.retention.check.interval.ms", int, "600000", "How often expired offsets are removed."),
         _s("offsets.topic.num.partitions", int, "1", "Partitions of __consumer_offsets."),
-        _s("transactional.id.expiration.ms", int, "604800000", "Forget idle producer ids after this long."),
+        _s("transactional.id.expiration.ms", int, "604800000", "Forget idle transactional ids (and their producer ids) after this long."),
+        _s("transaction.max.timeout.ms", int, "900000", "Largest transaction.timeout.ms a producer may ask for."),
+        _s("transaction.state.log.num.partitions", int, "1", "Partitions of __transaction_state."),
+        _s("transaction.state.log.segment.bytes", int, "104857600", "segment.bytes of __transaction_state."),
+        _s("transaction.abort.timed.out.transaction.cleanup.interval.ms", int, "10000", "How often transactions past their timeout are aborted."),
+        _s("transaction.remove.expired.transaction.cleanup.interval.ms", int, "3600000", "How often expired transactional ids are removed."),
+        _s("transaction.partition.verification.enable", _bool, "true", "KIP-890: a transactional batch is accepted only for a partition added to its transaction."),
         _s("shutdown.timeout.ms", int, "10000", "How long in-flight requests get to finish on SIGTERM."),
     ]
 }
