@@ -7,10 +7,12 @@ knows the log end offset only; the high watermark is the server's, and so is wha
 exist (server/topics.py). Calls block on disk; the server runs
 the long ones (fsync-heavy appends, retention, compaction, open/close) in worker threads.
 File formats follow Apache Kafka's: `{base:020d}.log` segments holding record batches as
-they travel on the wire, sparse `.index` and `.timeindex` files, checkpoint files.
+they travel on the wire, sparse `.index` and `.timeindex` files, `.txnindex` files of
+aborted transactions (`PartitionLog.append_aborted_txn` / `collect_aborted_txns`),
+checkpoint files.
 Module map: config (LogConfig, the topic config table), log (PartitionLog), segment,
-index, leader_epoch (leader-epoch-checkpoint), recovery, retention, compaction, topics
-(partition directory names), manager (LogManager), producer_snapshot (Kafka's .snapshot
+index, txn_index (.txnindex: aborted transactions), leader_epoch (leader-epoch-checkpoint),
+recovery, retention, compaction, topics (partition directory names), manager (LogManager), producer_snapshot (Kafka's .snapshot
 files), errors.
 """
 
@@ -36,9 +38,11 @@ from storage.leader_epoch import (
 )
 from storage.log import AppendResult, PartitionLog
 from storage.segment import read_exact
+from storage.txn_index import AbortedTxn, TransactionIndex
 from storage.manager import LogManager
 
 __all__ = [
+    "AbortedTxn",
     "AppendResult",
     "BROKER_SYNONYMS",
     "CONFIG_TYPE_IDS",
@@ -59,6 +63,7 @@ __all__ = [
     "StorageError",
     "TOPIC_CONFIGS",
     "TopicExists",
+    "TransactionIndex",
     "UNDEFINED_EPOCH",
     "UNDEFINED_EPOCH_OFFSET",
     "UnknownTopicOrPartition",

@@ -60,6 +60,7 @@ from storage.files import fsync_dir, read_checkpoint, reserve_blocks, write_chec
 from storage.index import FLUSH_PENDING_AT
 from storage.leader_epoch import LeaderEpochFileCache
 from storage.recovery import load_segments, scan_segment
+from storage.txn_index import AbortedTxn, collect_into
 from storage.segment import (
     LOCATE_WINDOW,
     OFFSET_FIELDS,
@@ -147,6 +148,8 @@ class PartitionLog:
     Directory layout (`<data_dir>/<topic>-<partition>/`)::
 
         {base:020d}.log / .index / .timeindex   the segments (LogSegment, OffsetIndex, TimeIndex)
+        {base:020d}.txnindex                    aborted transactions whose ABORT marker the
+                                                segment holds (TransactionIndex; few segments)
         log-start-offset-checkpoint             "0\\n<offset>\\n": the log start offset set by
                                                 DeleteRecords and retention
         cleaner-offset-checkpoint               "0\\n<offset>\\n": offsets below it have been
@@ -155,6 +158,12 @@ class PartitionLog:
 
     Every batch's partitionLeaderEpoch is the leader epoch it was appended in (`append`'s
     ``leader_epoch``), and `leader_epoch_cache` knows where each epoch starts.
+
+    Transactions: the server appends markers like any batch, then records each aborted
+    transaction (`append_aborted_txn`) in the transaction index of the segment holding its
+    ABORT marker; a read_committed fetch asks `collect_aborted_txns`. The server also sets
+    `first_unstable_offset` (the oldest ongoing transaction's first offset), which the
+    cleaner never cleans at or past.
 
     Use `PartitionLog.open`. Thread-safety: one appender at a time (appends serialize on an
     internal lock anyway), any number of concurrent readers.
@@ -183,6 +192,13 @@ class PartitionLog:
         self._closed = False
         # Earliest KIP-534 delete horizon among batches the cleaner kept tombstones in.
         self.next_delete_horizon_ms: int | None = None
+        # Set by the server: the first offset of the oldest ongoing transaction, None when
+        # there is none. The cleaner stops below it (Kafka's firstUncleanableOffset).
+        self.first_unstable_offset: int | None = None
+        # Whether any segment has a .txnindex: without one, the read_committed lookup
+        # returns at once. Recomputed whenever the segment list changes (not on a roll,
+        # which adds a segment without one).
+        self._has_aborted_txns = False
 
     @property
     def config(self) -> LogConfig:
@@ -340,6 +356,7 @@ class PartitionLog:
     def _set_segments(self, segments) -> None:
         segments = tuple(segments)
         bases = [s.base_offset for s in segments]
+        self._has_aborted_txns = any(s.txn_index.exists for s in segments)
         # Running maximum of the closed segments' largest timestamps: non-decreasing, so
         # bisecting it finds the first segment reaching a timestamp (ListOffsets).
         closed_max: list[int] = []
@@ -363,6 +380,9 @@ class PartitionLog:
         self._segments = segments
         self._bases = bases
         self._arm()
+
+    def _recheck_aborted_txns(self) -> None:
+        self._has_aborted_txns = any(s.txn_index.exists for s in self._segments)
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
@@ -1017,6 +1037,7 @@ class PartitionLog:
             self._set_segments(kept)
             fsync_dir(self.directory)
             self._truncate_epochs(self.leader_epoch_cache.truncate_from_end, new_end)
+            self._recheck_aborted_txns()  # the segment's txn index lost its entries past the cut
             self._arm()
             log.info("%s: truncated to offset %d (log end offset %d)", self.name, offset, new_end)
 
@@ -1036,6 +1057,52 @@ class PartitionLog:
         self._truncate_epochs(lambda _offset: self.leader_epoch_cache.clear(), offset)
         self._arm()
         log.info("%s: truncated fully, restarting at offset %d", self.name, offset)
+
+    # ------------------------------------------------------------------ aborted transactions
+
+    def append_aborted_txn(self, txn: AbortedTxn) -> None:
+        """Record an aborted transaction in the transaction index of the segment holding its
+        ABORT marker (``txn.last_offset``; normally the active segment), right after the
+        marker was appended (Kafka's LogSegment.updateTxnIndex). ValueError if the marker
+        is not in the log, or ends before an entry already recorded there."""
+        with self._lock:
+            self._check_open()
+            if not self.log_start_offset <= txn.last_offset < self.log_end_offset:
+                raise ValueError(f"{self.name}: ABORT marker at {txn.last_offset} outside the log "
+                                 f"[{self.log_start_offset}, {self.log_end_offset})")
+            if txn.first_offset > txn.last_offset:
+                raise ValueError(f"{self.name}: aborted transaction {txn} ends before it starts")
+            i = max(bisect_right(self._bases, txn.last_offset) - 1, 0)
+            self._segments[i].txn_index.append(txn)
+            self._has_aborted_txns = True
+
+    def collect_aborted_txns(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [start_offset, upper_bound): every entry with
+        last_offset >= start_offset and first_offset < upper_bound, oldest first, from the
+        segment holding ``start_offset`` onward (Kafka's LocalLog.collectAbortedTransactions,
+        which a read_committed fetch answers with). No lock; no file I/O and no segment walk
+        when the partition has no aborted transaction."""
+        if not self._has_aborted_txns:
+            return []
+        segments, bases = self._view
+        out: list[AbortedTxn] = []
+        for segment in segments[max(bisect_right(bases, start_offset) - 1, 0):]:
+            index = segment.txn_index
+            if index.exists and collect_into(index.entries, start_offset, upper_bound, out):
+                break
+        return out
+
+    def truncate_aborted_txns(self, from_offset: int) -> None:
+        """Forget every aborted transaction whose marker is at or past ``from_offset`` (the
+        server's start-up replay then records again those it finds from there on)."""
+        with self._lock:
+            self._check_open()
+            if not self._has_aborted_txns:
+                return
+            segments = self._segments
+            for segment in segments[max(bisect_right(self._bases, from_offset) - 1, 0):]:
+                segment.txn_index.truncate_to(from_offset)
+            self._recheck_aborted_txns()
 
     # ------------------------------------------------------------------ compaction support
 

@@ -16,7 +16,9 @@ How this works, in order:
 3. At the first bad batch the segment is cut there and every later segment is deleted: a
    restart serves every batch before the damage and nothing after it. What was cut is
    logged on the "storage" logger.
-4. Indexes are rebuilt from the scan wherever the files disagree with it.
+4. Indexes are rebuilt from the scan wherever the files disagree with it. A scanned
+   segment's transaction index loses the entries at or past its recovered end (their ABORT
+   markers are not in the log); the server's start-up replay re-adds what it must.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from storage.segment import (
     segment_name,
 )
 from storage.segment import OFFSET_FIELDS
+from storage.txn_index import TXNINDEX_SUFFIX
 from wire.records import CRC_START, HEADER_SIZE, LOG_OVERHEAD, crc32c, header_fields
 
 log = logging.getLogger("storage")
@@ -50,7 +53,7 @@ log = logging.getLogger("storage")
 _SCAN_FIELDS = header_fields("base_offset", "length", "partition_leader_epoch", "magic", "crc",
                              "last_offset_delta", "max_timestamp", "records_count")
 _CHUNK = 8 * 1024 * 1024
-_NAME = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
+_NAME = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)$")
 
 
 @dataclass
@@ -220,12 +223,12 @@ def _finish_swaps(directory: Path) -> None:
             for other in replaced:
                 if other == base:
                     continue
-                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX):
                     unlink_quietly(directory / (segment_name(other) + suffix))
             log.warning("%s: finished an interrupted compaction swap of segments %s", directory, replaced)
         else:
             log.warning("%s: undid an interrupted compaction swap at %d", directory, base)
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX):
             unlink_quietly(directory / (segment_name(base) + suffix + CLEANED_SUFFIX))
         unlink_quietly(marker)
     for leftover in list(directory.glob("*" + CLEANED_SUFFIX)) + list(directory.glob("*.tmp")) + list(directory.glob("*.deleted")):
@@ -250,6 +253,7 @@ def load_segments(
     """
     _finish_swaps(directory)
     bases: set[int] = set()
+    txn_indexes: set[int] = set()
     orphans: list[Path] = []
     for entry in os.listdir(directory):
         match = _NAME.match(entry)
@@ -259,13 +263,15 @@ def load_segments(
             bases.add(int(match.group(1)))
         else:
             orphans.append(directory / entry)
+            if match.group(2) == "txnindex":
+                txn_indexes.add(int(match.group(1)))
     for path in orphans:
         if int(path.name[:20]) not in bases:
             unlink_quietly(path)
     ordered = sorted(bases)
     segments: list[LogSegment] = []
     for base in ordered:
-        segments.append(LogSegment.open_existing(directory, base))
+        segments.append(LogSegment.open_existing(directory, base, txn_index=base in txn_indexes))
 
     cut_at: int | None = None  # index of the segment where damage was found
     prev_next: int | None = None  # next offset after the previous segment, when known
@@ -288,6 +294,12 @@ def load_segments(
             max_leader_epoch=max_leader_epoch, epochs_from=epochs_from,
         )
         apply_scan(segment, scan, active=last or scan.error is not None)
+        # Entries whose ABORT marker did not survive (a crash between the two writes, or
+        # the cut below) go too (Kafka rebuilds the index while recovering a segment).
+        dropped_txns = segment.txn_index.truncate_to(scan.next_offset)
+        if dropped_txns:
+            log.warning("%s: %d aborted transaction(s) at or past offset %d dropped from %s: their markers are "
+                        "not in the log", name, dropped_txns, scan.next_offset, segment.txn_index.path.name)
         if scan.error is not None:
             log.warning(
                 "%s: segment %s cut at position %d (offset %d), %d bytes dropped: %s",

@@ -1,4 +1,5 @@
-"""One segment of a partition log: a `.log` file and its two sparse indexes.
+"""One segment of a partition log: a `.log` file, its two sparse indexes and, when it holds
+an ABORT marker, its transaction index.
 
 How this works: a segment is appended to by one writer (the partition's append path, under
 the partition lock) and read by any number of threads with `os.pread` on the shared file
@@ -21,8 +22,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from storage.files import blocks_past_end
+from storage.files import blocks_past_end, unlink_quietly
 from storage.index import OffsetIndex, TimeIndex
+from storage.txn_index import TXNINDEX_SUFFIX, TransactionIndex
 from wire.records import HEADER_SIZE, LOG_OVERHEAD, header_fields
 
 log = logging.getLogger("storage")
@@ -120,7 +122,8 @@ class IndexMismatch(Exception):
 
 
 class LogSegment:
-    """`{base:020d}.log` + `.index` + `.timeindex`, named by the first offset they may hold.
+    """`{base:020d}.log` + `.index` + `.timeindex` (+ `.txnindex`, only once an aborted
+    transaction ends here: storage.txn_index), named by the first offset they may hold.
 
     As Kafka's LogSegment, it appends (`append`, `append_batches`: write at its size, an
     index entry every index.interval.bytes), locates reads (`first_batch`, `locate`,
@@ -137,7 +140,7 @@ class LogSegment:
     sizes, and recovery finds batch boundaries from the batchLength fields.
     """
 
-    def __init__(self, directory: Path, base_offset: int, fd: int, size: int) -> None:
+    def __init__(self, directory: Path, base_offset: int, fd: int, size: int, *, txn_index: bool = False) -> None:
         self.directory = directory
         self.base_offset = base_offset
         self.fd = fd
@@ -146,6 +149,8 @@ class LogSegment:
         self.log_path = directory / (name + LOG_SUFFIX)
         self.offset_index = OffsetIndex(directory / (name + INDEX_SUFFIX), base_offset)
         self.time_index = TimeIndex(directory / (name + TIMEINDEX_SUFFIX), base_offset)
+        # ``txn_index``: a .txnindex file exists (loaded when first asked for).
+        self.txn_index = TransactionIndex(directory / (name + TXNINDEX_SUFFIX), base_offset, exists=txn_index)
         self.indexes_loaded = False
         # Known exactly for scanned/appended segments, None for segments opened from their
         # indexes after a clean shutdown until something needs it.
@@ -188,17 +193,21 @@ class LogSegment:
         segment = cls(directory, base_offset, fd, 0)
         for index in (segment.offset_index, segment.time_index):
             index.delete_file()
+        unlink_quietly(segment.txn_index.path)  # a leftover of an older segment at this offset
         segment.indexes_loaded = True
         segment.next_offset = base_offset
         segment.created_ms = now_ms
         return segment
 
     @classmethod
-    def open_existing(cls, directory: Path, base_offset: int) -> "LogSegment":
-        path = directory / (segment_name(base_offset) + LOG_SUFFIX)
-        fd = os.open(path, os.O_RDWR)
+    def open_existing(cls, directory: Path, base_offset: int, *, txn_index: bool | None = None) -> "LogSegment":
+        """``txn_index``: whether a .txnindex file exists, if the caller knows (None: look)."""
+        name = segment_name(base_offset)
+        fd = os.open(directory / (name + LOG_SUFFIX), os.O_RDWR)
         size = os.fstat(fd).st_size
-        return cls(directory, base_offset, fd, size)
+        if txn_index is None:
+            txn_index = os.path.exists(directory / (name + TXNINDEX_SUFFIX))
+        return cls(directory, base_offset, fd, size, txn_index=txn_index)
 
     @property
     def index_entries(self) -> int:
@@ -339,6 +348,7 @@ class LogSegment:
         self.next_offset = new_end
         self.offset_index.truncate_to_position(position)
         self.time_index.truncate_to_offset(new_end)
+        self.txn_index.truncate_to(new_end)  # the ABORT markers cut with the batches
         self.reset_append_state()
         return new_end
 
@@ -497,6 +507,7 @@ class LogSegment:
             self.dirty = False
         self.offset_index.sync()
         self.time_index.sync()
+        self.txn_index.flush()
 
     def on_close_for_appends(self) -> None:
         """The segment stops being active: its time index gets the final maximum (Kafka does
@@ -524,6 +535,7 @@ class LogSegment:
                 os.unlink(path)
             except FileNotFoundError:
                 pass
+        self.txn_index.delete()
 
     # -- reader pinning and retirement ---------------------------------------------------
 

@@ -7,7 +7,7 @@ import struct
 
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from wire.records import iter_headers
+from wire.records import Record, build_batch, build_txn_marker, control_type, iter_headers, iter_records
 
 NO_PRODUCER = -1
 
@@ -82,3 +82,29 @@ def read_all(plog, max_bytes: int = 1 << 20) -> bytes:
         out += data
         offset = headers[-1].next_offset
     return bytes(out)
+
+
+# -- transactions: batches built by wire.records (kafka-python's builder cannot make markers)
+
+def txn_batch(producer_id: int, records: list[tuple[bytes | None, bytes | None]], *, producer_epoch: int = 0,
+              base_sequence: int = 0, timestamp: int = 1_700_000_000_000) -> bytearray:
+    """A transactional batch of ``producer_id`` (base offset 0, as a producer sends it)."""
+    return build_batch([Record(i, timestamp, key, value) for i, (key, value) in enumerate(records)],
+                       producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+                       is_transactional=True)
+
+
+def txn_marker(producer_id: int, commit: bool, *, producer_epoch: int = 0,
+               timestamp: int = 1_700_000_000_000) -> bytearray:
+    """A COMMIT or ABORT marker of ``producer_id``, as WriteTxnMarkers has it appended."""
+    return build_txn_marker(commit, producer_id=producer_id, producer_epoch=producer_epoch, timestamp=timestamp)
+
+
+def stored_records(data: bytes) -> list[tuple[int, bytes | None, bytes | None, str]]:
+    """(offset, key, value, kind) of every record, kind being "data", "COMMIT" or "ABORT"."""
+    out = []
+    for pos, header in iter_headers(data, check_crc=True):
+        for record in iter_records(bytes(data[pos:pos + header.size])):
+            kind = control_type(record)
+            out.append((record.offset, record.key, record.value, "data" if kind is None else kind.name))
+    return out
