@@ -1,4 +1,5 @@
-"""The broker's state: the topic registry, partitions and their logs, producer ids, groups.
+"""The broker's state: the topic registry, partitions and their logs, producer ids, groups,
+transactions.
 
 How this works: one `Broker` per process, shared by every connection task. Handlers reach
 a partition through `partition()`, the one lookup that checks existence, leadership and the
@@ -32,6 +33,7 @@ from server.groups import GroupCoordinator
 from server.partition import AppendOutcome, Partition
 from server.producers import ProducerIdManager
 from server.topics import INTERNAL_TOPICS, TopicMeta, TopicRegistry, validate_topic_name
+from server.txn import TransactionCoordinator
 
 __all__ = ["AppendOutcome", "Broker", "INTERNAL_TOPICS", "validate_topic_name"]
 
@@ -56,6 +58,7 @@ class Broker:
         self.started_ms = now_ms()
         self.shutting_down = False
         self.groups = GroupCoordinator(self)
+        self.txn = TransactionCoordinator(self)
 
     # ---- lifecycle ----------------------------------------------------------------
     def topic_defaults(self) -> LogConfig:
@@ -114,10 +117,12 @@ class Broker:
             log.info("producer state rebuilt from %d batch headers", headers)
         self.producers.load()
         self.groups.load()
+        self.txn.load()
 
     def _add_partition(self, meta: TopicMeta, index: int, plog) -> Partition:
         partition = Partition(meta.name, index, meta.topic_id, plog, node_id=self.node_id,
-                              producer_ids=self.producers, replicas=meta.replicas(index, self.node_id))
+                              producer_ids=self.producers, replicas=meta.replicas(index, self.node_id),
+                              verification=self.config.get("transaction.partition.verification.enable"))
         self.partitions = {**self.partitions, (meta.name, index): partition}
         return partition
 

@@ -91,6 +91,7 @@ async def run_broker(config, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as root:
             connections = await root.start(_connection_nursery)
             await root.start(broker.groups.run)
+            await root.start(broker.txn.run)
             await root.start(broker.run_background)
             addresses = await root.start(server.serve, config.listen_host, config.listen_port, connections.nursery)
             host, port = config.advertised

@@ -25,6 +25,7 @@ How this works:
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -32,7 +33,8 @@ import trio
 
 from storage import PartitionLog
 from storage.producer_snapshot import delete_snapshots, load_latest, write_snapshot
-from wire.records import BatchHeader
+from storage.txn_index import AbortedTxn
+from wire.records import BatchHeader, ControlType, build_txn_marker, parse_header, read_txn_marker
 
 from server.errors import FencedLeaderEpoch, UnknownLeaderEpoch
 from server.producers import DuplicateBatch, PartitionProducers, ProducerIdManager
@@ -52,10 +54,10 @@ class AppendOutcome:
 
 class Partition:
     __slots__ = ("topic", "index", "topic_id", "log", "leader_epoch", "leader_id", "replicas", "isr",
-                 "high_watermark", "producers", "waiters", "lock", "name")
+                 "high_watermark", "producers", "waiters", "lock", "name", "verification")
 
     def __init__(self, topic: str, index: int, topic_id: uuid.UUID, plog: PartitionLog, *, node_id: int,
-                 producer_ids: ProducerIdManager, replicas: list[int] | None = None) -> None:
+                 producer_ids: ProducerIdManager, replicas: list[int] | None = None, verification: bool = True) -> None:
         self.topic = topic
         self.index = index
         self.topic_id = topic_id
@@ -69,6 +71,8 @@ class Partition:
         latest = plog.leader_epoch_cache.latest_epoch
         self.leader_epoch = latest if latest is not None else 0
         self.producers = PartitionProducers(producer_ids, self.name)
+        # transaction.partition.verification.enable (KIP-890 part 1)
+        self.verification = verification
         self.waiters: set[trio.Event] = set()
         self.lock = trio.Lock()
         self.high_watermark = plog.log_end_offset
@@ -88,6 +92,14 @@ class Partition:
     @property
     def config(self):
         return self.log.config
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Where read_committed consumers stop: the first offset of the oldest open
+        transaction, or the high watermark when none is open below it."""
+        first = self.producers.first_unstable
+        hw = self.high_watermark
+        return hw if first is None or first > hw else first
 
     def maybe_advance_high_watermark(self) -> None:
         """The high watermark is the smallest log end offset in the ISR; with this broker
@@ -119,8 +131,11 @@ class Partition:
 
     # ---- writes -------------------------------------------------------------------
     async def append_records(self, records: bytearray, headers: list[tuple[int, BatchHeader]],
-                             record_count: int) -> AppendOutcome:
-        """Append validated batches as the leader; idempotence checks inside, under the lock."""
+                             record_count: int, *, from_client: bool = True) -> AppendOutcome:
+        """Append validated batches as the leader; idempotence checks inside, under the lock.
+        Batches the broker wrote itself (`from_client=False`: a coordinator's transactional
+        offset commit) skip the sequence checks, as Kafka's coordinator-origin appends do,
+        but still open their producer's transaction."""
         plog = self.log
         always = plog.config.flush_policy == "always"
         lock = self.lock
@@ -128,13 +143,13 @@ class Partition:
             # No await between the producer check, the write and the record: nothing can
             # interleave, and taking the lock would cost two scheduler passes (measured:
             # p99 halved at 1 000 partitions without it).
-            outcome = self._append_locked(records, headers, record_count)
+            outcome = self._append_locked(records, headers, record_count, from_client)
         else:
             async with lock:
                 if always:
-                    outcome = await self._append_locked_async(records, headers, record_count)
+                    outcome = await self._append_locked_async(records, headers, record_count, from_client)
                 else:
-                    outcome = self._append_locked(records, headers, record_count)
+                    outcome = self._append_locked(records, headers, record_count, from_client)
         if not outcome.duplicate:
             self.maybe_advance_high_watermark()
             self.wake()
@@ -147,6 +162,8 @@ class Partition:
             header = headers[0][1]
             if header.producer_id < 0:
                 return None
+            if header.is_transactional or producers.ongoing:
+                producers.check_transactional(header, self.verification)
             try:
                 producers.check(header)
             except DuplicateBatch as dup:
@@ -156,6 +173,8 @@ class Partition:
                 return AppendOutcome(cached.base_offset, cached.log_append_time, self.log.log_start_offset, True)
             return None
         for _pos, header in headers:
+            if header.producer_id >= 0:
+                producers.check_transactional(header, self.verification)
             producers.check(header)  # a duplicate among several batches is an error, not a retry
         return None
 
@@ -168,17 +187,19 @@ class Partition:
             if header.producer_id >= 0:
                 self.producers.record(header, offset, log_append_time)
             offset += header.last_offset_delta + 1
+        if self.producers.ongoing:
+            self.log.first_unstable_offset = self.producers.first_unstable
 
-    def _append_locked(self, records, headers, record_count) -> AppendOutcome:
-        duplicate = self._check_producers(headers)
+    def _append_locked(self, records, headers, record_count, from_client: bool = True) -> AppendOutcome:
+        duplicate = self._check_producers(headers) if from_client else None
         if duplicate is not None:
             return duplicate
         base, _last, append_time, log_start = self.log.append(records, record_count, leader_epoch=self.leader_epoch)
         self._record_producers(headers, base, append_time)
         return AppendOutcome(base, append_time, log_start)
 
-    async def _append_locked_async(self, records, headers, record_count) -> AppendOutcome:
-        duplicate = self._check_producers(headers)
+    async def _append_locked_async(self, records, headers, record_count, from_client: bool = True) -> AppendOutcome:
+        duplicate = self._check_producers(headers) if from_client else None
         if duplicate is not None:
             return duplicate
         base, _last, append_time, log_start = await trio.to_thread.run_sync(
@@ -187,8 +208,41 @@ class Partition:
         return AppendOutcome(base, append_time, log_start)
 
     async def append_internal(self, batch: bytearray, record_count: int) -> AppendOutcome:
-        """Append a batch the broker built itself (coordinator records): no producer state."""
-        return await self.append_records(batch, [], record_count)
+        """Append a batch the broker built itself (coordinator records). A transactional one
+        (a transactional offset commit) opens its producer's transaction here like any."""
+        header = parse_header(batch)
+        return await self.append_records(batch, [(0, header)] if header.producer_id >= 0 else [], record_count,
+                                         from_client=False)
+
+    async def write_txn_marker(self, producer_id: int, producer_epoch: int, commit: bool,
+                               coordinator_epoch: int) -> AppendOutcome:
+        """Append a COMMIT or ABORT marker (WriteTxnMarkers) and close the producer's
+        transaction here: the last stable offset moves on, and an aborted transaction goes
+        into the aborted-transaction index that read_committed fetches consult."""
+        async with self.lock:
+            self.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+            batch = build_txn_marker(commit, producer_id=producer_id, producer_epoch=producer_epoch,
+                                     timestamp=time.time_ns() // 1_000_000, coordinator_epoch=coordinator_epoch)
+            plog = self.log
+            if plog.config.flush_policy == "always":
+                base, _last, append_time, log_start = await trio.to_thread.run_sync(
+                    lambda: plog.append(batch, 1, leader_epoch=self.leader_epoch))
+            else:
+                base, _last, append_time, log_start = plog.append(batch, 1, leader_epoch=self.leader_epoch)
+            self._complete_txn(producer_id, producer_epoch, commit, coordinator_epoch, base)
+        self.maybe_advance_high_watermark()
+        self.wake()
+        return AppendOutcome(base, append_time, log_start)
+
+    def _complete_txn(self, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int,
+                      marker_offset: int) -> None:
+        first = self.producers.complete_txn(producer_id, epoch, coordinator_epoch)
+        if first is not None and not commit:
+            # Kafka's AbortedTxn: the LSO recorded is the one after this transaction closed.
+            after = self.producers.first_unstable
+            self.log.append_aborted_txn(AbortedTxn(producer_id, first, marker_offset,
+                                                   marker_offset + 1 if after is None else after))
+        self.log.first_unstable_offset = self.producers.first_unstable
 
     # ---- waiting readers ------------------------------------------------------------
     def wake(self) -> None:
@@ -211,10 +265,22 @@ class Partition:
             start = offset
         read = 0
         if start < plog.log_end_offset:
-            for header, _data in plog.iter_batches(start):
+            # The aborted-transaction index past the snapshot is rebuilt from the markers
+            # read here (an unclean stop may have lost its tail, or kept entries of a tail
+            # that recovery cut off).
+            plog.truncate_aborted_txns(start)
+            for header, data in plog.iter_batches(start):
                 read += 1
-                if header.producer_id >= 0:
-                    self.producers.record(header, header.base_offset)
+                if header.producer_id < 0:
+                    continue
+                if header.is_control:
+                    marker = read_txn_marker(data)
+                    if marker is not None:
+                        self._complete_txn(header.producer_id, header.producer_epoch, marker[0] == ControlType.COMMIT,
+                                           marker[1], header.base_offset)
+                    continue
+                self.producers.record(header, header.base_offset)
+        plog.first_unstable_offset = self.producers.first_unstable
         return read
 
     def save_producer_state(self) -> None:

@@ -51,6 +51,7 @@ class CachedBatch:
 class PartitionProducerState:
     epoch: int
     batches: collections.deque = field(default_factory=lambda: collections.deque(maxlen=MAX_CACHED_BATCHES))
+    coordinator_epoch: int = -1  # of the last transaction marker seen for this producer here
 
 
 class DuplicateBatch(Exception):
@@ -132,12 +133,20 @@ class PartitionProducers:
     """One partition's idempotent-producer state: per producer id, its epoch and the last
     five batches appended (see the module docstring). Used under the partition's lock."""
 
-    __slots__ = ("ids", "_states", "name")
+    __slots__ = ("ids", "_states", "name", "ongoing", "verified", "first_unstable")
 
     def __init__(self, ids: ProducerIdManager, name: str = "") -> None:
         self.ids = ids
         self.name = name
         self._states: dict[int, PartitionProducerState] = {}
+        # Transactions open on this partition: producer id -> offset of its first batch in
+        # the transaction. The smallest is the first unstable offset, where read_committed
+        # consumers stop (the last stable offset).
+        self.ongoing: dict[int, int] = {}
+        self.first_unstable: int | None = None
+        # KIP-890: producer id -> epoch the transaction coordinator confirmed this partition
+        # is in its transaction; consumed by the first transactional batch, cleared by a marker.
+        self.verified: dict[int, int] = {}
 
     def __len__(self) -> int:
         return len(self._states)
@@ -176,11 +185,32 @@ class PartitionProducers:
                     ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                 )
 
+    def check_transactional(self, header: BatchHeader, verification: bool) -> None:
+        """A transactional batch continues its producer's open transaction here, or starts one
+        the coordinator confirmed (KIP-890); a plain batch from a producer with an open
+        transaction is refused. INVALID_TXN_STATE otherwise, as in Kafka."""
+        pid = header.producer_id
+        if not header.is_transactional:
+            if pid in self.ongoing:
+                raise KafkaError(f"producer {pid} wrote a non-transactional batch to {self.name} inside its transaction",
+                                 ErrorCode.INVALID_TXN_STATE)
+            return
+        if pid in self.ongoing or not verification:
+            return
+        if self.verified.get(pid) != header.producer_epoch:
+            raise KafkaError(f"producer {pid} epoch {header.producer_epoch}: {self.name} is not in its transaction",
+                             ErrorCode.INVALID_TXN_STATE)
+
     def record(self, header: BatchHeader, base_offset: int, log_append_time: int = -1) -> None:
         """Remember an appended batch (also used to rebuild state from the log)."""
         pid = header.producer_id
         if pid < 0:
             return
+        if header.is_transactional and pid not in self.ongoing:
+            self.ongoing[pid] = base_offset
+            self.verified.pop(pid, None)
+            if self.first_unstable is None or base_offset < self.first_unstable:
+                self.first_unstable = base_offset
         self._remember(pid, header.producer_epoch, header.base_sequence, header.last_sequence, base_offset,
                        base_offset + header.last_offset_delta, log_append_time)
 
@@ -193,8 +223,37 @@ class PartitionProducers:
         state.batches.append(CachedBatch(first_sequence, last_sequence, base_offset, last_offset, log_append_time))
         self.ids.saw_epoch(pid, epoch)
 
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
+        """A marker from an older producer epoch or an older coordinator is refused."""
+        state = self._states.get(producer_id)
+        known = state.epoch if state is not None else -1
+        if epoch < known:
+            raise KafkaError(f"marker for producer {producer_id} has epoch {epoch}, older than {known} on {self.name}",
+                             ErrorCode.INVALID_PRODUCER_EPOCH)
+        if state is not None and coordinator_epoch < state.coordinator_epoch:
+            raise KafkaError(f"marker for producer {producer_id} from coordinator epoch {coordinator_epoch}, older "
+                             f"than {state.coordinator_epoch} on {self.name}", ErrorCode.TRANSACTION_COORDINATOR_FENCED)
+
+    def complete_txn(self, producer_id: int, epoch: int, coordinator_epoch: int) -> int | None:
+        """A COMMIT/ABORT marker was appended: close the producer's transaction here. Returns
+        the offset where it began (None: no transaction was open here)."""
+        first = self.ongoing.pop(producer_id, None)
+        self.verified.pop(producer_id, None)
+        if first is not None and first == self.first_unstable:
+            self.first_unstable = min(self.ongoing.values(), default=None)
+        state = self._states.get(producer_id)
+        if state is None or epoch > state.epoch:
+            # A marker under a bumped epoch starts the producer over (sequence 0 next).
+            state = self._states[producer_id] = PartitionProducerState(epoch)
+        state.coordinator_epoch = coordinator_epoch
+        self.ids.saw_epoch(producer_id, epoch)
+        return first
+
     def clear(self) -> None:
         self._states.clear()
+        self.ongoing.clear()
+        self.verified.clear()
+        self.first_unstable = None
 
     def describe(self) -> list[tuple[int, int, CachedBatch]]:
         """(producer id, epoch, last batch) of each producer with state here."""
@@ -203,15 +262,29 @@ class PartitionProducers:
     # ---- snapshots (Kafka's .snapshot files) ------------------------------------------
     def snapshot_entries(self) -> list[SnapshotEntry]:
         entries = []
-        for pid, epoch, last in self.describe():
-            entries.append(SnapshotEntry(pid, epoch, last.last_sequence, last.last_offset,
-                                         last.last_offset - last.base_offset, last.log_append_time))
+        for pid, state in self._states.items():
+            txn_first = self.ongoing.get(pid, -1)
+            if state.batches:
+                last = state.batches[-1]
+                entries.append(SnapshotEntry(pid, state.epoch, last.last_sequence, last.last_offset,
+                                             last.last_offset - last.base_offset, last.log_append_time,
+                                             state.coordinator_epoch, txn_first))
+            else:  # known only by a marker: its epoch and coordinator epoch still matter
+                entries.append(SnapshotEntry(pid, state.epoch, -1, -1, 0, -1, state.coordinator_epoch, txn_first))
         return entries
 
     def load_snapshot(self, entries: list[SnapshotEntry]) -> None:
         """Kafka keeps each producer's last batch only; so does the state loaded from it."""
         for e in entries:
-            count = e.offset_delta + 1
-            first = (e.last_sequence - e.offset_delta) % SEQUENCE_WRAP if e.last_sequence >= 0 else -1
-            self._remember(e.producer_id, e.epoch, first, e.last_sequence, e.last_offset - count + 1, e.last_offset,
-                           e.timestamp)
+            if e.last_sequence >= 0 or e.last_offset >= 0:
+                count = e.offset_delta + 1
+                first = (e.last_sequence - e.offset_delta) % SEQUENCE_WRAP if e.last_sequence >= 0 else -1
+                self._remember(e.producer_id, e.epoch, first, e.last_sequence, e.last_offset - count + 1,
+                               e.last_offset, e.timestamp)
+            else:
+                self._states[e.producer_id] = PartitionProducerState(e.epoch)
+                self.ids.saw_epoch(e.producer_id, e.epoch)
+            self._states[e.producer_id].coordinator_epoch = e.coordinator_epoch
+            if e.current_txn_first_offset >= 0:
+                self.ongoing[e.producer_id] = e.current_txn_first_offset
+        self.first_unstable = min(self.ongoing.values(), default=None)

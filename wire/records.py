@@ -660,3 +660,19 @@ def build_txn_marker(
         is_control=True,
         partition_leader_epoch=partition_leader_epoch,
     )
+
+
+def read_txn_marker(batch: bytes | bytearray | memoryview) -> tuple[ControlType, int] | None:
+    """(COMMIT or ABORT, coordinator epoch) of a transaction marker batch; None for a
+    control batch that is not a transaction marker."""
+    for record in iter_records(batch):
+        kind = control_type(record)
+        if kind not in (ControlType.COMMIT, ControlType.ABORT):
+            return None
+        value = record.value
+        if value is None or len(value) < _END_TXN_VALUE.size:
+            raise CorruptRecords(f"transaction marker at offset {record.offset} has a value of "
+                                 f"{0 if value is None else len(value)} bytes")
+        _version, coordinator_epoch = _END_TXN_VALUE.unpack_from(value)
+        return kind, coordinator_epoch
+    return None

@@ -11,7 +11,11 @@ decoded. Rules kept here:
   [log start, log end]; fetching at the high watermark returns no records and waits;
 - partitions are looked up with `Broker.partition`, which checks the client's
   current_leader_epoch (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH, KIP-320);
-- last_stable_offset = high watermark (no transactions), preferred_read_replica = -1;
+- isolation_level 1 (read_committed) reads stop at the last stable offset (the first offset
+  of the oldest open transaction) and the answer lists the aborted transactions in the
+  range read (producer id, first offset) from the partition's aborted-transaction index,
+  which the clients use to drop aborted records; read_uncommitted gets null there. Every
+  answer reports the last stable offset; preferred_read_replica = -1;
 - fetch sessions (KIP-227) are declined: the answer always has session_id 0, which tells
   clients to keep sending full fetches; a request naming a session we never gave gets
   FETCH_SESSION_ID_NOT_FOUND.
@@ -74,14 +78,15 @@ class _Regions:
         self.items.clear()
 
 
-def _partition(index: int, code: ErrorCode, hw: int = -1, log_start: int = -1, records=_EMPTY) -> dict:
+def _partition(index: int, code: ErrorCode, hw: int = -1, log_start: int = -1, records=_EMPTY,
+               lso: int | None = None, aborted: list[dict] | None = None) -> dict:
     return {
         "partition_index": index,
         "error_code": code,
         "high_watermark": hw,
-        "last_stable_offset": hw,
+        "last_stable_offset": hw if lso is None else lso,
         "log_start_offset": log_start,
-        "aborted_transactions": None,
+        "aborted_transactions": aborted,
         "preferred_read_replica": -1,
         "records": records,
     }
@@ -102,8 +107,13 @@ def _read(plog, offset: int, limit: int, zero_copy: bool, upto: int, min_one_bat
         segment.unpin()
 
 
+def _aborted(plog, offset: int, upto: int) -> list[dict]:
+    return [{"producer_id": t.producer_id, "first_offset": t.first_offset}
+            for t in plog.collect_aborted_txns(offset, upto)]
+
+
 def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[dict]]], max_bytes: int,
-              regions: _Regions | None = None):
+              regions: _Regions | None = None, read_committed: bool = False):
     """One pass over the request: (response topics, bytes of records, any error).
 
     Limits (KIP-74): each partition reads at most partition_max_bytes and the whole
@@ -128,28 +138,34 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
                 errors = True
                 continue
             hw = partition.high_watermark
+            lso = hw if partition.producers.first_unstable is None else partition.last_stable_offset
+            upto = lso if read_committed else hw
             start = partition.log.log_start_offset
             offset = part["fetch_offset"]
-            if offset == hw:
+            if offset == upto:
                 # The common case of a caught-up consumer: nothing to read (a literal, not
                 # _partition(): with 1000 partitions per fetch this loop is the cost).
                 results.append({"partition_index": index, "error_code": _NONE, "high_watermark": hw,
-                                "last_stable_offset": hw, "log_start_offset": start, "aborted_transactions": None,
+                                "last_stable_offset": lso, "log_start_offset": start,
+                                "aborted_transactions": [] if read_committed else None,
                                 "preferred_read_replica": -1, "records": _EMPTY})
                 continue
             if offset < start or offset > partition.log_end_offset:
-                results.append(_partition(index, ErrorCode.OFFSET_OUT_OF_RANGE, hw, start))
+                results.append(_partition(index, ErrorCode.OFFSET_OUT_OF_RANGE, hw, start, lso=lso))
                 errors = True
                 continue
             records = _EMPTY
-            if budget > 0 and offset < hw:
+            aborted = None
+            if budget > 0 and offset < upto:
                 limit = min(part["partition_max_bytes"], budget)
                 try:
-                    records, size = _read(partition.log, offset, limit, regions is not None, hw, first_data)
+                    records, size = _read(partition.log, offset, limit, regions is not None, upto, first_data)
+                    if read_committed:
+                        aborted = _aborted(partition.log, offset, upto)
                 except Exception as exc:
                     code = error_code_for(exc)
                     log.warning("fetch %s-%d at %d: %s (%s)", name, index, offset, code.name, exc)
-                    results.append(_partition(index, code, hw, start))
+                    results.append(_partition(index, code, hw, start, lso=lso))
                     errors = True
                     continue
                 if size:
@@ -158,7 +174,9 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
                     total += size
             if type(records) is FileRegion:
                 regions.add(records)
-            results.append(_partition(index, _NONE, hw, start, records))
+            if read_committed and aborted is None:
+                aborted = []
+            results.append(_partition(index, _NONE, hw, start, records, lso, aborted))
         entry = {"partitions": results}
         if by_id:
             entry["topic_id"] = topic_id
@@ -185,10 +203,11 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     deadline = trio.current_time() + wait_s
     waiting_on = None  # built on the first wait: most fetches of a busy consumer do not wait
     regions = _Regions()
+    read_committed = request.get("isolation_level", 0) == 1
     try:
         while True:
             regions.release()  # a pass that led to a wait pinned nothing we still need
-            responses, total, errors = _read_all(ctx, topics, max_bytes, regions)
+            responses, total, errors = _read_all(ctx, topics, max_bytes, regions, read_committed)
             remaining = deadline - trio.current_time()
             if total >= min_bytes or errors or remaining <= 0 or broker.shutting_down:
                 break

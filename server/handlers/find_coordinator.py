@@ -3,7 +3,8 @@
 Implements v0-6. v0-3 ask for one key (key_type from v1: 0 group, 1 transaction); v4+
 batch several `coordinator_keys` and get one answer per key. The answer is this broker's
 node id and advertised address. An unknown key type is INVALID_REQUEST; while the group
-coordinator is not loaded the answer is COORDINATOR_NOT_AVAILABLE, which clients retry.
+coordinator (or the transaction
+coordinator) is not loaded the answer is COORDINATOR_NOT_AVAILABLE, which clients retry.
 Not implemented: key type 2 (share groups, KIP-932; clients only send it at v6 when they
 use share consumers).
 """
@@ -27,6 +28,8 @@ def _answer(ctx: RequestContext, key: str, key_type: int) -> dict:
         code, message = ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}"
     elif key_type == GROUP and (broker.groups is None or not broker.groups.loaded):
         code, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group coordinator is loading"
+    elif key_type == TRANSACTION and not broker.txn.loaded:
+        code, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, "the transaction coordinator is loading"
     else:
         host, port = broker.config.advertised
         return {"key": key, "node_id": broker.node_id, "host": host, "port": port,

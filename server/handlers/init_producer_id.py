@@ -1,11 +1,12 @@
-"""InitProducerId (22): producer ids and epochs for idempotent producers.
+"""InitProducerId (22): producer ids and epochs for idempotent and transactional producers.
 
-Implements v0-5. Without producer_id (or -1) a new id at epoch 0; with the current id
-and epoch (v3+, KIP-360) the epoch is bumped so the producer can reset its sequences
-after an error. A stale epoch is PRODUCER_FENCED. Transactions are not implemented: a
-transactional_id gets UNSUPPORTED_VERSION, the code Kafka uses for "not supported" — a
-fatal and explicit error, never an authorization error (which would send a user looking for
-an ACL that does not exist) nor a coordinator that never answers.
+Implements v0-5. Idempotent (no transactional_id): without producer_id (or -1) a new id at
+epoch 0; with the current id and epoch (v3+, KIP-360) the epoch is bumped so the producer
+can reset its sequences after an error; a stale epoch is PRODUCER_FENCED. Transactional:
+the transaction coordinator (server/txn/coordinator.py) keeps one producer id per
+transactional.id and bumps its epoch on every call, fencing older instances; an ongoing
+transaction is aborted first (CONCURRENT_TRANSACTIONS, retried by clients);
+transaction_timeout_ms outside (0, transaction.max.timeout.ms] is INVALID_TRANSACTION_TIMEOUT.
 """
 
 from __future__ import annotations
@@ -25,11 +26,14 @@ log = logging.getLogger("trafka.producers")
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
-    if request.get("transactional_id") is not None:
-        log.warning("client %s asked for transactional id %r: transactions are not supported",
-                    ctx.client_id, request["transactional_id"])
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.UNSUPPORTED_VERSION, "producer_id": -1,
-                "producer_epoch": -1}
+    tid = request.get("transactional_id")
+    if tid is not None:
+        result = await ctx.broker.txn.init_producer_id(tid, request["transaction_timeout_ms"],
+                                                       request.get("producer_id", -1), request.get("producer_epoch", -1))
+        if result.error not in (ErrorCode.NONE, ErrorCode.CONCURRENT_TRANSACTIONS):
+            log.info("InitProducerId from %s for transactional id %r: %s", ctx.client_id, tid, result.error.name)
+        return {"throttle_time_ms": 0, "error_code": result.error, "producer_id": result.producer_id,
+                "producer_epoch": result.producer_epoch}
     try:
         pid, epoch = ctx.broker.producers.init_producer(request.get("producer_id", -1), request.get("producer_epoch", -1))
     except KafkaError as exc:

@@ -1,7 +1,8 @@
 """ListOffsets (2): earliest, latest, by timestamp, and max timestamp.
 
-Implements v1-9. Special timestamps: -2 earliest (log start offset), -1 latest (high
-watermark; the same as the last stable offset here, as there are no transactions), -3
+Implements v1-9. isolation_level (v2+) 1 (read_committed) sees the log up to the last
+stable offset, 0 up to the high watermark. Special timestamps: -2 earliest (log start
+offset), -1 latest (the high watermark, or the last stable offset for read_committed), -3
 max timestamp (v7+, KIP-734), -4 earliest local (KIP-405; the log start offset, as all
 data is local), -5 earliest pending upload (KIP-1005; none, so -1). A timestamp ≥ 0
 gives the first offset whose timestamp is at or after it (below the high watermark), or -1
@@ -28,10 +29,10 @@ def _answer(index: int, code: ErrorCode, timestamp: int = -1, offset: int = -1, 
             "leader_epoch": epoch if code == ErrorCode.NONE and offset >= 0 else -1, "old_style_offsets": []}
 
 
-def lookup(partition, timestamp: int) -> tuple[int, int]:
+def lookup(partition, timestamp: int, read_committed: bool = False) -> tuple[int, int]:
     """(timestamp, offset) for one partition and one ListOffsets timestamp."""
     plog = partition.log
-    hw = partition.high_watermark
+    hw = partition.last_stable_offset if read_committed else partition.high_watermark
     if timestamp == LATEST:
         return -1, hw
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
@@ -52,6 +53,7 @@ def lookup(partition, timestamp: int) -> tuple[int, int]:
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
     broker = ctx.broker
+    read_committed = request.get("isolation_level", 0) == 1
     topics = []
     for topic in request["topics"]:
         name = topic["name"]
@@ -63,7 +65,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                 partition = broker.partition(name, index, part.get("current_leader_epoch", -1))
                 if timestamp < EARLIEST_PENDING_UPLOAD:
                     raise InvalidRequest(f"unknown special timestamp {timestamp}")
-                ts, offset = lookup(partition, timestamp)
+                ts, offset = lookup(partition, timestamp, read_committed)
             except Exception as exc:
                 answers.append(_answer(index, error_code_for(exc)))
                 continue

@@ -12,9 +12,11 @@ magic 2 before they are stored; v3+ carry magic 2 batches). Per partition:
 - a batch over the topic's max.message.bytes → MESSAGE_TOO_LARGE;
 - idempotent batches pass the sequence checks inside the partition's append, under its
   lock; a retried batch gets its original offsets back and is not written twice;
-- transactions are not implemented: a transactional produce (or batch) is answered
-  UNSUPPORTED_VERSION, the code Kafka uses for "not supported" — never an authorization
-  error.
+- transactional batches (KIP-98): before a producer's first transactional batch on a
+  partition, the transaction coordinator confirms the partition is in its transaction
+  (KIP-890 part 1; else INVALID_TXN_STATE, and CONCURRENT_TRANSACTIONS is answered
+  NOT_ENOUGH_REPLICAS, which every client retries, as Kafka does); control batches come
+  only from the coordinator's markers, never from clients (INVALID_RECORD).
 acks 0, 1 and -1 behave alike on one broker except that acks=0 gets no response — and,
 as Kafka does, an error under acks=0 closes the connection, the producer's only signal.
 """
@@ -29,7 +31,7 @@ from wire.registry import ApiKey
 
 from server.context import RequestContext
 from server.topics import INTERNAL_TOPICS
-from server.errors import InvalidRecord, InvalidTopic, KafkaError, Unsupported, logged_error_code
+from server.errors import InvalidRecord, InvalidTopic, KafkaError, logged_error_code
 from server.validation import validate_records
 
 API_KEY = ApiKey.PRODUCE
@@ -66,7 +68,25 @@ def _to_magic2(records: bytearray, version: int) -> bytearray:
     return records
 
 
-async def _produce_partition(ctx: RequestContext, topic: str, index: int, records) -> dict:
+def _verify(ctx: RequestContext, partition, header, transactional_id: str | None) -> None:
+    """KIP-890 part 1: ask the transaction coordinator, once per producer transaction and
+    partition, whether the partition was added to the transaction."""
+    producers = partition.producers
+    pid, epoch = header.producer_id, header.producer_epoch
+    if pid in producers.ongoing or producers.verified.get(pid) == epoch:
+        return
+    code = ctx.broker.txn.verify_partition(transactional_id, pid, epoch, (partition.topic, partition.index))
+    if code == ErrorCode.NONE:
+        producers.verified[pid] = epoch
+        return
+    if code == ErrorCode.CONCURRENT_TRANSACTIONS:
+        code = ErrorCode.NOT_ENOUGH_REPLICAS  # retriable for every client, as Kafka answers it
+    raise KafkaError(f"transactional batch of producer {pid} epoch {epoch} for {partition.name} not verified "
+                     f"for transactional id {transactional_id!r}", code)
+
+
+async def _produce_partition(ctx: RequestContext, topic: str, index: int, records,
+                             transactional_id: str | None = None) -> dict:
     broker = ctx.broker
     try:
         partition = broker.partition(topic, index)
@@ -86,9 +106,13 @@ async def _produce_partition(ctx: RequestContext, topic: str, index: int, record
             if header.compression > 4:
                 raise KafkaError(f"compression codec {header.compression} is unknown",
                                  ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
-            if header.is_transactional or header.is_control:
-                raise Unsupported("transactions are not supported by this broker")
+            if header.is_control:
+                raise KafkaError("control batches are written by transaction markers, not by clients",
+                                 ErrorCode.INVALID_RECORD)
             record_count += header.record_count
+        header = headers[0][1] if headers else None
+        if header is not None and header.is_transactional and partition.verification:
+            _verify(ctx, partition, header, transactional_id)
         validate_records(records, headers, config, partition.name)
         outcome = await partition.append_records(records, headers, record_count)
         return _partition_response(index, ErrorCode.NONE, None, outcome.base_offset, outcome.log_append_time,
@@ -106,17 +130,8 @@ async def _produce_partition(ctx: RequestContext, topic: str, index: int, record
 
 async def handle(ctx: RequestContext, request: dict) -> dict | None:
     acks = request["acks"]
-    if request.get("transactional_id") is not None:
-        log.warning("transactional produce (transactional.id %r) from %s: transactions are not supported",
-                    request["transactional_id"], ctx.client_id)
-        code = ErrorCode.UNSUPPORTED_VERSION
-        responses = [
-            {"name": t["name"], "partition_responses": [_partition_response(p["index"], code,
-                                                                            "transactions are not supported by this broker")
-                                                        for p in t["partition_data"]]}
-            for t in request["topic_data"]
-        ]
-    elif acks not in (-1, 0, 1):
+    transactional_id = request.get("transactional_id")
+    if acks not in (-1, 0, 1):
         responses = [
             {"name": t["name"], "partition_responses": [_partition_response(p["index"], ErrorCode.INVALID_REQUIRED_ACKS)
                                                         for p in t["partition_data"]]}
@@ -126,7 +141,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
         responses = []
         for topic_data in request["topic_data"]:
             name = topic_data["name"]
-            partitions = [await _produce_partition(ctx, name, p["index"], p["records"])
+            partitions = [await _produce_partition(ctx, name, p["index"], p["records"], transactional_id)
                           for p in topic_data["partition_data"]]
             responses.append({"name": name, "partition_responses": partitions})
     if acks == 0:

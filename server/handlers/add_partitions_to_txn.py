@@ -1,0 +1,69 @@
+"""AddPartitionsToTxn (24): add partitions to a producer's transaction before it writes to them.
+
+Implements v0-5. v0-3 carry one transaction (the producer's own request); v4+ (KIP-890)
+batch several, each either adding its partitions or, with verify_only, asking whether they
+are already in the transaction (the form a partition leader sends its coordinator before
+a producer's first transactional write; on one broker Produce asks in-process). Partitions
+of topics that do not exist answer UNKNOWN_TOPIC_OR_PARTITION and the others of the same
+transaction OPERATION_NOT_ATTEMPTED, as Kafka does; otherwise every partition carries the
+coordinator's answer (server/txn/coordinator.py): NONE, CONCURRENT_TRANSACTIONS (retried
+by clients), PRODUCER_FENCED, INVALID_PRODUCER_ID_MAPPING, INVALID_TXN_STATE...
+"""
+
+from __future__ import annotations
+
+import logging
+
+from wire.errors import ErrorCode
+from wire.registry import ApiKey
+
+from server.context import RequestContext
+
+API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
+MAY_BLOCK = False
+
+log = logging.getLogger("trafka.txn")
+
+
+def _results(partitions: dict[str, list[int]], codes) -> list[dict]:
+    return [{"name": topic, "results_by_partition": [{"partition_index": p, "partition_error_code": codes(topic, p)}
+                                                     for p in indexes]}
+            for topic, indexes in partitions.items()]
+
+
+async def _one(ctx: RequestContext, tid: str, pid: int, epoch: int, topics: list[dict], verify_only: bool) -> list[dict]:
+    broker = ctx.broker
+    partitions: dict[str, list[int]] = {}
+    for t in topics:
+        partitions.setdefault(t["name"], []).extend(t["partitions"])
+    unknown = set()
+    for topic, indexes in partitions.items():
+        meta = broker.topics.get(topic)
+        for p in indexes:
+            if meta is None or not 0 <= p < meta.partitions:
+                unknown.add((topic, p))
+    if unknown:
+        log.info("AddPartitionsToTxn from %s for %r: unknown partitions %s", ctx.client_id, tid, sorted(unknown))
+        return _results(partitions, lambda t, p: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if (t, p) in unknown
+                        else ErrorCode.OPERATION_NOT_ATTEMPTED)
+    txn = broker.txn
+    if verify_only:
+        return _results(partitions, lambda t, p: txn.verify_partition(tid, pid, epoch, (t, p)))
+    code = await txn.add_partitions(tid, pid, epoch, {(t, p) for t, ps in partitions.items() for p in ps})
+    if code not in (ErrorCode.NONE, ErrorCode.CONCURRENT_TRANSACTIONS):
+        log.info("AddPartitionsToTxn from %s for %r (producer %d epoch %d): %s", ctx.client_id, tid, pid, epoch,
+                 code.name)
+    return _results(partitions, lambda t, p: code)
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    if ctx.api_version <= 3:
+        results = await _one(ctx, request["v3_and_below_transactional_id"], request["v3_and_below_producer_id"],
+                             request["v3_and_below_producer_epoch"], request["v3_and_below_topics"], False)
+        return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": results}
+    out = []
+    for txn in request["transactions"]:
+        results = await _one(ctx, txn["transactional_id"], txn["producer_id"], txn["producer_epoch"], txn["topics"],
+                             txn["verify_only"])
+        out.append({"transactional_id": txn["transactional_id"], "topic_results": results})
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results_by_transaction": out}

@@ -1,0 +1,39 @@
+"""DescribeTransactions (65): the state of transactional ids (kafka-transactions.sh describe).
+
+Implements v0. Each id answers its state by Kafka's name (Empty, Ongoing, PrepareCommit,
+...), timeout, start time (-1 when no transaction runs), producer id and epoch, and the
+partitions of its transaction; an id the coordinator does not know answers
+TRANSACTIONAL_ID_NOT_FOUND.
+"""
+
+from __future__ import annotations
+
+from wire.errors import ErrorCode
+from wire.registry import ApiKey
+
+from server.context import RequestContext
+
+API_KEY = ApiKey.DESCRIBE_TRANSACTIONS
+MAY_BLOCK = False
+
+
+def _state(ctx: RequestContext, tid: str) -> dict:
+    txn = ctx.broker.txn
+    if not txn.loaded:
+        return {"error_code": ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, "transactional_id": tid,
+                "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
+                "producer_id": -1, "producer_epoch": -1, "topics": []}
+    m = txn.describe(tid)
+    if m is None:
+        return {"error_code": ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, "transactional_id": tid,
+                "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
+                "producer_id": -1, "producer_epoch": -1, "topics": []}
+    return {"error_code": ErrorCode.NONE, "transactional_id": tid, "transaction_state": m.state.kafka_name,
+            "transaction_timeout_ms": m.timeout_ms, "transaction_start_time_ms": m.start_ms,
+            "producer_id": m.producer_id, "producer_epoch": m.producer_epoch,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in m.partitions_by_topic().items()]}
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    return {"throttle_time_ms": 0,
+            "transaction_states": [_state(ctx, tid) for tid in request["transactional_ids"] or []]}

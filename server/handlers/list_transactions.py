@@ -1,0 +1,29 @@
+"""ListTransactions (66): the transactional ids this coordinator knows (kafka-transactions.sh list).
+
+Implements v0-1. Filters: states by Kafka's names (case-insensitive; names that are not a
+state come back in unknown_state_filters), producer ids, and (v1, KIP-994) transactions
+running longer than duration_filter ms (-1: no filter).
+"""
+
+from __future__ import annotations
+
+from wire.errors import ErrorCode
+from wire.registry import ApiKey
+
+from server.context import RequestContext
+
+API_KEY = ApiKey.LIST_TRANSACTIONS
+MAY_BLOCK = False
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    txn = ctx.broker.txn
+    if not txn.loaded:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                "unknown_state_filters": [], "transaction_states": []}
+    states = set(request.get("state_filters") or [])
+    producer_ids = set(request.get("producer_id_filters") or [])
+    found, unknown = txn.list(states or None, producer_ids or None, request.get("duration_filter", -1))
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "unknown_state_filters": unknown,
+            "transaction_states": [{"transactional_id": m.transactional_id, "producer_id": m.producer_id,
+                                    "transaction_state": m.state.kafka_name} for m in found]}

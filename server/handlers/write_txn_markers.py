@@ -1,0 +1,36 @@
+"""WriteTxnMarkers (27): a transaction coordinator has this leader append COMMIT/ABORT markers.
+
+Implements v0-1. Each marker names a producer, its epoch, the result and the partitions;
+each partition answers on its own (UNKNOWN_TOPIC_OR_PARTITION for a deleted one,
+INVALID_PRODUCER_EPOCH for a marker older than the producer's epoch there,
+TRANSACTION_COORDINATOR_FENCED for an older coordinator). It is the same path the
+coordinator of this broker uses in-process (server/txn/markers.py); it is served for the
+cluster, where coordinators send it to other brokers.
+"""
+
+from __future__ import annotations
+
+from wire.registry import ApiKey
+
+from server.context import RequestContext
+from server.txn.markers import write_marker
+
+API_KEY = ApiKey.WRITE_TXN_MARKERS
+MAY_BLOCK = False
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    broker = ctx.broker
+    markers = []
+    for marker in request["markers"]:
+        pid, epoch = marker["producer_id"], marker["producer_epoch"]
+        commit, coordinator_epoch = marker["transaction_result"], marker["coordinator_epoch"]
+        topics = []
+        for topic in marker["topics"]:
+            partitions = []
+            for index in topic["partition_indexes"]:
+                code = await write_marker(broker, topic["name"], index, pid, epoch, commit, coordinator_epoch)
+                partitions.append({"partition_index": index, "error_code": code})
+            topics.append({"name": topic["name"], "partitions": partitions})
+        markers.append({"producer_id": pid, "topics": topics})
+    return {"markers": markers}
