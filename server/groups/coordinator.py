@@ -268,7 +268,8 @@ class GroupCoordinator:
             for (group_id, tp), committed in pending.items():
                 pending_by_group.setdefault(group_id, {}).setdefault(producer_id, {})[tp] = committed
         offsets = loader.offsets
-        for group_id in {g for g, per_group in offsets.items() if per_group} | set(loader.groups) | set(pending_by_group):
+        loaded = {g for g, per_group in offsets.items() if per_group} | set(loader.groups) | set(pending_by_group)
+        for group_id in loaded:
             group = Group(group_id, now)
             value = loader.groups.get(group_id)
             if value is not None:
@@ -350,6 +351,7 @@ class GroupCoordinator:
             out[str(group.state)] = out.get(str(group.state), 0) + 1
         out["members"] = sum(len(g.members) for g in self.groups.values())
         out["offsets"] = sum(len(g.offsets) for g in self.groups.values())
+        out["pending_txn_offsets"] = sum(len(p) for g in self.groups.values() for p in g.pending_txn_offsets.values())
         return out
 
     def _spawn(self, fn, *args) -> None:
