@@ -40,6 +40,17 @@ GroupCoordinator's, decision for decision, because the clients are written again
   updates memory. OffsetFetch answers from memory. Offsets of a group that has been Empty
   for offsets.retention.minutes (or of a simple group, per commit time) are removed with
   tombstones, and an Empty group with no offsets left is deleted.
+- Transactional offsets (TxnOffsetCommit, exactly-once consume-transform-produce). The
+  producer's offsets are checked like a commit (v3+ carry the consumer's member id and
+  generation, KIP-447; a group nobody joined is created Empty) and appended as one
+  transactional batch under the producer's id and epoch. They are *pending*, per producer:
+  OffsetFetch does not return them, and with require_stable answers UNSTABLE_OFFSET_COMMIT
+  for their partitions. When the transaction coordinator has written the producer's COMMIT
+  marker to the offsets partition it calls `complete_txn`: the offsets become committed
+  unless a plain commit written after them already replaced them (each offset remembers
+  its position in the log, Kafka's ordering rule); an ABORT drops them. Retention keeps
+  an offset a transaction is about to replace and a group with an open transaction;
+  OffsetDelete, DeleteGroups and topic deletion drop pending offsets with their tombstones.
 
 Timers are trio deadlines in one heap (`_Timers`) served by `run()`: session expiry,
 pending-member expiry, the end of a join phase, the pending-sync timeout, retention. Tests
@@ -50,12 +61,14 @@ Durability: every change clients rely on is appended to __consumer_offsets (reco
 Kafka's formats, server/groups/records.py) before it is acknowledged; `load()` replays the
 topic at start-up, so offsets and Stable groups (members, generation, assignments) come
 back after a restart and members that keep heartbeating carry on without a rebalance.
+Replay resolves transactional offsets by the markers in the log; those whose marker is
+not written yet stay pending until the transaction coordinator completes them.
 Writes to one offsets partition are serialized by a lock held across the append and the
 in-memory update, so memory and log agree on order.
 
 Not implemented: the KIP-848 consumer protocol (ConsumerGroupHeartbeat is not
-advertised), transactional offset commits (there are no transactions, so there are never
-pending offsets and require_stable needs no wait).
+advertised). Plain commits in flight are not reported as unstable to require_stable
+fetches (Kafka's pendingOffsetCommits); only transactional ones are.
 """
 
 from __future__ import annotations
@@ -71,7 +84,7 @@ from dataclasses import dataclass
 import trio
 
 from wire.errors import ErrorCode
-from wire.records import Record
+from wire.records import BatchHeader, ControlType, Record
 
 from server.coordinator_log import BadRecord, CoordinatorLog, wall_ms
 from server.errors import error_code_for
@@ -156,6 +169,64 @@ class _Join:
     skip_assignment_ok: bool  # v9+ (KIP-814): a returning static leader can be told to skip
 
 
+class _Loader:
+    """Replay of __consumer_offsets, in log order, into the state `load()` builds groups from.
+
+    Records of a transactional batch are pending under (offsets partition, producer id)
+    until that producer's marker on the same partition: COMMIT makes them committed unless
+    a plain commit later in the log already replaced them, ABORT drops them, and without a
+    marker they stay pending (the transaction coordinator writes it later). A plain
+    tombstone deletes the committed offset and any pending one for the partition, as the
+    in-memory deletions do (Kafka's GroupMetadataManager.doLoadGroupsAndOffsets, with the
+    KIP-848 coordinator's rule for tombstones)."""
+
+    def __init__(self) -> None:
+        self.offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+        self.groups: dict[str, rec.GroupValue] = {}
+        self.pending: dict[tuple[int, int], dict[tuple[str, tuple[str, int]], CommittedOffset]] = {}
+
+    def on_record(self, partition: int, header: BatchHeader, record: Record) -> None:
+        if record.key is None:
+            raise BadRecord("record without a key")
+        key = rec.decode_key(record.key)
+        if not isinstance(key, rec.OffsetKey):
+            if record.value is None:
+                self.groups.pop(key.group, None)
+            else:
+                self.groups[key.group] = rec.decode_group_value(record.value)
+            return
+        tp = (key.topic, key.partition)
+        committed = None
+        if record.value is not None:
+            v = rec.decode_offset_value(record.value)
+            committed = CommittedOffset(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, header.base_offset)
+        if header.is_transactional:
+            pending = self.pending.setdefault((partition, header.producer_id), {})
+            if committed is None:
+                pending.pop((key.group, tp), None)
+            else:
+                pending[(key.group, tp)] = committed
+            return
+        per_group = self.offsets.setdefault(key.group, {})
+        if committed is not None:
+            per_group[tp] = committed
+            return
+        per_group.pop(tp, None)
+        for (p, _producer_id), pending in self.pending.items():
+            if p == partition:
+                pending.pop((key.group, tp), None)
+
+    def on_marker(self, partition: int, header: BatchHeader, kind: ControlType) -> None:
+        pending = self.pending.pop((partition, header.producer_id), None)
+        if not pending or kind != ControlType.COMMIT:
+            return
+        for (group_id, tp), committed in pending.items():
+            per_group = self.offsets.setdefault(group_id, {})
+            current = per_group.get(tp)
+            if current is None or current.older_than(committed):
+                per_group[tp] = committed
+
+
 class GroupCoordinator:
     """All groups of this broker (it coordinates every group: there is one broker)."""
 
@@ -176,6 +247,9 @@ class GroupCoordinator:
         self._timers = _Timers()
         self._nursery: trio.Nursery | None = None
         self._members_to_arm: list[tuple[Group, Member]] = []
+        # producer id -> groups holding its pending transactional offsets (Kafka's
+        # openGroupsForProducer), so a transaction marker finds them without a scan
+        self._txn_groups: dict[int, set[str]] = {}
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -183,42 +257,36 @@ class GroupCoordinator:
         return self.log.partitions
 
     def load(self) -> None:
-        """Blocking, at start-up: create __consumer_offsets if missing and rebuild groups
-        and committed offsets from it."""
+        """Blocking, at start-up: create __consumer_offsets if missing and rebuild groups,
+        committed offsets and pending transactional offsets from it."""
         self.log.ensure_topic()
-        offsets: dict[str, dict[tuple[str, int], rec.OffsetValue]] = {}
-        groups: dict[str, rec.GroupValue] = {}
-        counts = self.log.replay(lambda _partition, _header, record: self._replay(record, offsets, groups))
+        loader = _Loader()
+        counts = self.log.replay(loader.on_record, loader.on_marker)
         now = self.now_ms()
-        for group_id in {g for g, per_group in offsets.items() if per_group} | set(groups):
+        pending_by_group: dict[str, dict[int, dict[tuple[str, int], CommittedOffset]]] = {}
+        for (_partition, producer_id), pending in loader.pending.items():
+            for (group_id, tp), committed in pending.items():
+                pending_by_group.setdefault(group_id, {}).setdefault(producer_id, {})[tp] = committed
+        offsets = loader.offsets
+        loaded = {g for g, per_group in offsets.items() if per_group} | set(loader.groups) | set(pending_by_group)
+        for group_id in loaded:
             group = Group(group_id, now)
-            value = groups.get(group_id)
+            value = loader.groups.get(group_id)
             if value is not None:
                 self._restore_group(group, value)
-            for tp, v in offsets.get(group_id, {}).items():
-                group.offsets[tp] = CommittedOffset(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp)
+            group.offsets.update(offsets.get(group_id, {}))
+            for producer_id, pending in pending_by_group.get(group_id, {}).items():
+                group.pending_txn_offsets[producer_id] = pending
+                self._txn_groups.setdefault(producer_id, set()).add(group_id)
             self.groups[group_id] = group
         self.loaded = True
-        log.info("loaded %d groups (%d with members) and %d committed offsets from %d records of %s%s",
+        log.info("loaded %d groups (%d with members), %d committed offsets and %d pending transactional offsets "
+                 "from %d records of %s%s",
                  len(self.groups), sum(1 for g in self.groups.values() if g.members),
-                 sum(len(g.offsets) for g in self.groups.values()), counts.records, OFFSETS_TOPIC,
+                 sum(len(g.offsets) for g in self.groups.values()),
+                 sum(len(p) for g in self.groups.values() for p in g.pending_txn_offsets.values()),
+                 counts.records, OFFSETS_TOPIC,
                  f" ({counts.skipped} unreadable records skipped)" if counts.skipped else "")
-
-    @staticmethod
-    def _replay(record: Record, offsets: dict, groups: dict) -> None:
-        if record.key is None:
-            raise BadRecord("record without a key")
-        key = rec.decode_key(record.key)
-        if isinstance(key, rec.OffsetKey):
-            per_group = offsets.setdefault(key.group, {})
-            if record.value is None:
-                per_group.pop((key.topic, key.partition), None)
-            else:
-                per_group[(key.topic, key.partition)] = rec.decode_offset_value(record.value)
-        elif record.value is None:
-            groups.pop(key.group, None)
-        else:
-            groups[key.group] = rec.decode_group_value(record.value)
 
     def _restore_group(self, group: Group, value: rec.GroupValue) -> None:
         group.protocol_type = value.protocol_type or None
@@ -283,6 +351,7 @@ class GroupCoordinator:
             out[str(group.state)] = out.get(str(group.state), 0) + 1
         out["members"] = sum(len(g.members) for g in self.groups.values())
         out["offsets"] = sum(len(g.offsets) for g in self.groups.values())
+        out["pending_txn_offsets"] = sum(len(p) for g in self.groups.values() for p in g.pending_txn_offsets.values())
         return out
 
     def _spawn(self, fn, *args) -> None:
@@ -737,9 +806,10 @@ class GroupCoordinator:
     def partition_for(self, group_id: str) -> int:
         return self.log.partition_for(group_id)
 
-    async def _append(self, partition: int, entries: list[tuple[bytes, bytes | None]]) -> None:
-        """Append key/value records (value None: tombstone) to one offsets partition."""
-        await self.log.append(partition, entries)
+    async def _append(self, partition: int, entries: list[tuple[bytes, bytes | None]]) -> int:
+        """Append key/value records (value None: tombstone) to one offsets partition;
+        returns the offset of the first."""
+        return await self.log.append(partition, entries)
 
     @staticmethod
     def _write_error(exc: BaseException, what: str) -> ErrorCode:
@@ -795,10 +865,9 @@ class GroupCoordinator:
         self._touch(group, member)
         return E.NONE
 
-    async def commit_offsets(self, *, group_id: str, generation_id: int, member_id: str,
-                             group_instance_id: str | None,
-                             offsets: dict[tuple[str, int], CommittedOffset]) -> dict[tuple[str, int], ErrorCode]:
-        """Validate and durably store committed offsets; one error code per partition."""
+    def _valid_offsets(self, offsets: dict[tuple[str, int], CommittedOffset]
+                       ) -> tuple[dict[tuple[str, int], ErrorCode], dict[tuple[str, int], CommittedOffset]]:
+        """Per-partition checks of a commit: the errors, and the offsets that passed."""
         results: dict[tuple[str, int], ErrorCode] = {}
         valid: dict[tuple[str, int], CommittedOffset] = {}
         topics = self.broker.topics
@@ -810,6 +879,25 @@ class GroupCoordinator:
                 results[tp] = E.OFFSET_METADATA_TOO_LARGE
             else:
                 valid[tp] = committed
+        return results, valid
+
+    def _offset_entries(self, group_id: str, valid: dict[tuple[str, int], CommittedOffset]
+                        ) -> list[tuple[bytes, bytes]]:
+        """The records of a commit, stamped with the commit time."""
+        now = self.now_ms()
+        entries = []
+        for (topic, p), committed in valid.items():
+            committed.commit_timestamp = now
+            entries.append((rec.encode_offset_key(rec.OffsetKey(group_id, topic, p)),
+                            rec.encode_offset_value(rec.OffsetValue(committed.offset, committed.leader_epoch,
+                                                                    committed.metadata or "", now))))
+        return entries
+
+    async def commit_offsets(self, *, group_id: str, generation_id: int, member_id: str,
+                             group_instance_id: str | None,
+                             offsets: dict[tuple[str, int], CommittedOffset]) -> dict[tuple[str, int], ErrorCode]:
+        """Validate and durably store committed offsets; one error code per partition."""
+        results, valid = self._valid_offsets(offsets)
         if not valid:
             return results
         partition = self.partition_for(group_id)
@@ -824,24 +912,125 @@ class GroupCoordinator:
                 for tp in valid:
                     results[tp] = error
                 return results
-            now = self.now_ms()
-            entries = []
-            for (topic, p), committed in valid.items():
-                committed.commit_timestamp = now
-                entries.append((rec.encode_offset_key(rec.OffsetKey(group_id, topic, p)),
-                                rec.encode_offset_value(rec.OffsetValue(committed.offset, committed.leader_epoch,
-                                                                        committed.metadata or "", now))))
+            entries = self._offset_entries(group_id, valid)
             try:
-                await self._append(partition, entries)
+                base_offset = await self._append(partition, entries)
             except Exception as exc:
                 code = self._write_error(exc, f"commit of group {group_id}")
                 for tp in valid:
                     results[tp] = code
                 return results
+            for committed in valid.values():
+                committed.log_offset = base_offset
             group.offsets.update(valid)
             for tp in valid:
                 results[tp] = E.NONE
         return results
+
+    def _txn_commit_check(self, group: Group, generation_id: int, member_id: str,
+                          instance_id: str | None) -> ErrorCode:
+        """Kafka's validateOffsetCommit for transactional commits: v3+ producers send the
+        consumer's group metadata (KIP-447) and are checked like members (without the
+        heartbeat and the rebalance check); older ones send none and are not checked."""
+        if group.is_(S.DEAD):
+            return E.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and group.is_(S.EMPTY):
+            return E.NONE
+        if generation_id >= 0 or member_id or instance_id is not None:
+            if instance_id is not None:
+                current = group.static_member_id(instance_id)
+                if current is None:
+                    return E.UNKNOWN_MEMBER_ID
+                if current != member_id:
+                    return E.FENCED_INSTANCE_ID
+            if member_id not in group.members:
+                return E.UNKNOWN_MEMBER_ID
+            if generation_id != group.generation_id:
+                return E.ILLEGAL_GENERATION
+        return E.NONE
+
+    async def commit_txn_offsets(self, *, group_id: str, producer_id: int, producer_epoch: int, generation_id: int,
+                                 member_id: str, group_instance_id: str | None,
+                                 offsets: dict[tuple[str, int], CommittedOffset]) -> dict[tuple[str, int], ErrorCode]:
+        """TxnOffsetCommit: store offsets as part of the producer's transaction, in one
+        transactional batch; they stay pending (invisible to OffsetFetch) until
+        `complete_txn` is told the transaction's marker was written. One error code per
+        partition. The caller has checked that the offsets partition is in the
+        producer's transaction."""
+        results, valid = self._valid_offsets(offsets)
+        if not valid:
+            return results
+        partition = self.partition_for(group_id)
+        async with self._lock(partition):
+            group = self.groups.get(group_id)
+            # Kafka creates the group for a transactional commit: a producer may commit
+            # for a group no consumer has joined yet.
+            error = self._txn_commit_check(group or Group(group_id, self.now_ms()), generation_id, member_id,
+                                           group_instance_id)
+            if error != E.NONE:
+                log.debug("group %s: transactional commit from producer %d (member %s, generation %d) refused: %s",
+                          group_id, producer_id, member_id or "-", generation_id, error.name)
+                for tp in valid:
+                    results[tp] = error
+                return results
+            if group is None:
+                group = self._new_group(group_id)
+            entries = self._offset_entries(group_id, valid)
+            # Pending before the append, as Kafka's prepareTxnOffsetCommit: require_stable
+            # fetches see the partition as unstable while the write is in flight.
+            pending = group.pending_txn_offsets.setdefault(producer_id, {})
+            pending.update(valid)
+            self._txn_groups.setdefault(producer_id, set()).add(group_id)
+            try:
+                base_offset = await self.log.append(partition, entries, producer_id=producer_id,
+                                                    producer_epoch=producer_epoch)
+            except Exception as exc:
+                code = self._write_error(exc, f"transactional commit of group {group_id}")
+                mine = group.pending_txn_offsets.get(producer_id)
+                if mine is not None:
+                    for tp, committed in valid.items():
+                        if mine.get(tp) is committed:
+                            del mine[tp]
+                    if not mine:
+                        del group.pending_txn_offsets[producer_id]
+                for tp in valid:
+                    results[tp] = code
+                return results
+            for committed in valid.values():
+                committed.log_offset = base_offset
+            for tp in valid:
+                results[tp] = E.NONE
+        return results
+
+    def complete_txn(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
+        """A COMMIT or ABORT marker of `producer_id` was written to
+        __consumer_offsets-`offsets_partition`: the producer's pending offsets of the
+        groups on that partition become committed (unless a later plain commit replaced
+        them) or are dropped (Kafka's handleTxnCompletion)."""
+        group_ids = self._txn_groups.pop(producer_id, None)
+        if not group_ids:
+            return
+        elsewhere = set()
+        for group_id in group_ids:
+            if self.partition_for(group_id) != offsets_partition:
+                elsewhere.add(group_id)
+                continue
+            group = self.groups.get(group_id)
+            if group is None or group.is_(S.DEAD):
+                continue
+            applied = group.complete_txn(producer_id, commit)
+            log.debug("group %s: transaction of producer %d %s (%d offsets committed)", group_id, producer_id,
+                      "committed" if commit else "aborted", applied)
+        if elsewhere:
+            self._txn_groups[producer_id] = elsewhere
+
+    def pending_txn_partitions(self, group_id: str) -> set[tuple[str, int]]:
+        """Partitions of the group with a transactional offset not committed or aborted
+        yet: OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for them."""
+        group = self.groups.get(group_id)
+        if group is None or group.is_(S.DEAD):
+            return set()
+        return group.pending_txn_partitions()
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None
                       ) -> tuple[ErrorCode, dict[tuple[str, int], CommittedOffset | None]]:
@@ -866,6 +1055,7 @@ class GroupCoordinator:
             return self._write_error(exc, what)
         for tp in tps:
             group.offsets.pop(tp, None)
+        group.drop_pending_txn_offsets(tps)
         return E.NONE
 
     async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]
@@ -888,7 +1078,7 @@ class GroupCoordinator:
                         deletable.append(tp)
             else:
                 return E.NON_EMPTY_GROUP, {}
-            present = [tp for tp in deletable if tp in group.offsets]
+            present = [tp for tp in deletable if tp in group.offsets or group.has_pending_txn_offset(tp)]
             if present:
                 code = await self._drop_offsets(group, partition, present, f"offset delete of group {group_id}")
                 if code != E.NONE:
@@ -902,13 +1092,15 @@ class GroupCoordinator:
         (Kafka's cleanupGroupMetadata on deleted partitions), so a topic created again under
         the same name does not hand its consumers the old positions. Returns how many went."""
         removed = 0
+        def offsets_of_topic(group: Group) -> list[tuple[str, int]]:
+            return [tp for tp in group.offsets.keys() | group.pending_txn_partitions() if tp[0] == topic]
+
         for group in list(self.groups.values()):
-            gone = [tp for tp in group.offsets if tp[0] == topic]
-            if not gone:
+            if not offsets_of_topic(group):
                 continue
             partition = self.partition_for(group.group_id)
             async with self._lock(partition):
-                gone = [tp for tp in group.offsets if tp[0] == topic]
+                gone = offsets_of_topic(group)
                 if not gone:
                     continue
                 what = f"dropping offsets of deleted topic {topic} in group {group.group_id}"
@@ -943,8 +1135,13 @@ class GroupCoordinator:
                         if tp[0] not in topics and o.commit_timestamp + retention <= now]
                 else:
                     expired = []
+                # An offset a transaction is about to replace is kept, and so is a group
+                # with an open transaction (the KIP-848 coordinator's rule; Kafka's
+                # classic one keeps the group via hasOffsets).
+                if group.pending_txn_offsets:
+                    expired = [tp for tp in expired if not group.has_pending_txn_offset(tp)]
                 drop_group = (group.is_(S.EMPTY) and len(expired) == len(group.offsets)
-                              and not group.pending_members)
+                              and not group.pending_members and not group.pending_txn_offsets)
                 also = [(rec.encode_group_key(rec.GroupKey(group.group_id)), None)] if drop_group else []
                 if not expired and not also:
                     continue
@@ -992,7 +1189,10 @@ class GroupCoordinator:
                     continue
                 # Dead first, so nobody joins while the tombstones are written.
                 group.transition(S.DEAD, self.now_ms())
-                entries = [(rec.encode_offset_key(rec.OffsetKey(group_id, t, p)), None) for t, p in group.offsets]
+                # Pending transactional offsets go too (tombstoned, so a later COMMIT
+                # marker does not bring them back on replay), as Kafka's DeleteGroups does.
+                gone = group.offsets.keys() | group.pending_txn_partitions()
+                entries = [(rec.encode_offset_key(rec.OffsetKey(group_id, t, p)), None) for t, p in sorted(gone)]
                 entries.append((rec.encode_group_key(rec.GroupKey(group_id)), None))
                 try:
                     await self._append(partition, entries)

@@ -2,9 +2,12 @@
 
 Implements v1-9. v1-7 ask for one group (topics null from v2: every committed partition);
 v8+ batch groups. A partition without a committed offset answers offset -1, leader epoch
--1, metadata "" and no error, as does an unknown group. require_stable (v7+) needs no
-wait: without transactions there are never pending offsets. v9's member id and epoch
-belong to the KIP-848 protocol and are ignored for classic groups, as Kafka does.
+-1, metadata "" and no error, as does an unknown group. Offsets of a transaction that has
+not ended yet (TxnOffsetCommit) are never returned; with require_stable (v7+) a partition
+that has one answers UNSTABLE_OFFSET_COMMIT instead of the older committed offset, so a
+consumer taking over from an exactly-once producer retries until the transaction ends
+(KIP-447). v9's member id and epoch belong to the KIP-848 protocol and are ignored for
+classic groups, as Kafka does.
 """
 
 from __future__ import annotations
@@ -18,34 +21,37 @@ API_KEY = ApiKey.OFFSET_FETCH
 MAY_BLOCK = False
 
 
-def _fetch_group(ctx: RequestContext, group_id: str, topics: list[dict] | None) -> tuple[ErrorCode, list[dict]]:
+def _fetch_group(ctx: RequestContext, group_id: str, topics: list[dict] | None,
+                 require_stable: bool) -> tuple[ErrorCode, list[dict]]:
     groups = ctx.broker.groups
     if groups is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
     wanted = None if topics is None else [(t["name"], p) for t in topics for p in t["partition_indexes"]]
     code, offsets = groups.fetch_offsets(group_id, wanted)
+    unstable = groups.pending_txn_partitions(group_id) if require_stable else set()
     by_topic: dict[str, list[dict]] = {}
     for topic in (t["name"] for t in topics) if topics is not None else sorted({t for t, _ in offsets}):
         by_topic.setdefault(topic, [])
     items = wanted if wanted is not None else sorted(offsets)
     for tp in items:
-        committed = offsets.get(tp)
+        committed = None if tp in unstable else offsets.get(tp)
         by_topic[tp[0]].append({
             "partition_index": tp[1],
             "committed_offset": committed.offset if committed else -1,
             "committed_leader_epoch": committed.leader_epoch if committed else -1,
             "metadata": committed.metadata if committed else "",
-            "error_code": ErrorCode.NONE,
+            "error_code": ErrorCode.UNSTABLE_OFFSET_COMMIT if tp in unstable else ErrorCode.NONE,
         })
     return code, [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
+    require_stable = bool(request.get("require_stable", False))
     if ctx.api_version >= 8:
         out = []
         for group in request["groups"]:
-            code, topics = _fetch_group(ctx, group["group_id"], group.get("topics"))
+            code, topics = _fetch_group(ctx, group["group_id"], group.get("topics"), require_stable)
             out.append({"group_id": group["group_id"], "topics": topics, "error_code": code})
         return {"throttle_time_ms": 0, "groups": out}
-    code, topics = _fetch_group(ctx, request["group_id"], request.get("topics"))
+    code, topics = _fetch_group(ctx, request["group_id"], request.get("topics"), require_stable)
     return {"throttle_time_ms": 0, "topics": topics, "error_code": code}
