@@ -1,5 +1,5 @@
 """Produce through the `Partition`: idempotence under the partition lock, per-record errors
-(KIP-467), unsupported transactions, producer-state snapshots across restarts.
+(KIP-467), producer-state snapshots across restarts.
 
 All over real sockets against a broker subprocess; record errors also through librdkafka,
 which is what turns them into per-message delivery errors.
@@ -181,30 +181,6 @@ def test_librdkafka_fails_only_the_invalid_records(tmp_path):
     invalid = confluent_kafka.KafkaError.INVALID_RECORD
     assert codes[1] == invalid and codes[3] == invalid, codes
     assert codes[0] not in (None, invalid) and codes[2] not in (None, invalid) and codes[4] not in (None, invalid), codes
-
-
-def test_transactions_are_answered_unsupported_not_unauthorized(tmp_path):
-    """Transactions are not implemented yet: the answer says "unsupported", never an
-    authorization failure, for InitProducerId with a transactional id and for Produce."""
-    with BrokerProcess(tmp_path / "data") as broker:
-        _create(broker, "t")
-        init = raw_request("127.0.0.1", broker.port, ApiKey.INIT_PRODUCER_ID, 4,
-                           {"transactional_id": "tx-1", "transaction_timeout_ms": 60000, "producer_id": -1,
-                            "producer_epoch": -1})
-        batch = build_batch([Record(0, 1_700_000_000_000, b"k", b"v")], producer_id=1, producer_epoch=0,
-                            base_sequence=0, is_transactional=True)
-        produce = raw_request("127.0.0.1", broker.port, ApiKey.PRODUCE, PRODUCE_V,
-                              {"transactional_id": "tx-1", "acks": -1, "timeout_ms": 1000,
-                               "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": bytes(batch)}]}]})
-        plain = raw_request("127.0.0.1", broker.port, ApiKey.PRODUCE, PRODUCE_V,
-                            {"transactional_id": None, "acks": -1, "timeout_ms": 1000,
-                             "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": bytes(batch)}]}]})
-    unauthorized = {ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                    ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
-    assert init["error_code"] == ErrorCode.UNSUPPORTED_VERSION
-    assert _partition_answer(produce)["error_code"] == ErrorCode.UNSUPPORTED_VERSION
-    assert _partition_answer(plain)["error_code"] == ErrorCode.UNSUPPORTED_VERSION
-    assert not {init["error_code"], _partition_answer(produce)["error_code"]} & unauthorized
 
 
 def test_a_new_data_directory_is_not_called_unclean(tmp_path):
