@@ -99,7 +99,10 @@ class Partition:
         transaction, or the high watermark when none is open below it."""
         first = self.producers.first_unstable
         hw = self.high_watermark
-        return hw if first is None or first > hw else first
+        if first is None or first >= hw:
+            return hw
+        # Retention or DeleteRecords may have removed the start of an open transaction.
+        return max(first, self.log.log_start_offset)
 
     def maybe_advance_high_watermark(self) -> None:
         """The high watermark is the smallest log end offset in the ISR; with this broker
