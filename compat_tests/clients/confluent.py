@@ -347,7 +347,10 @@ class _TxnProducer(TxnProducer):
         conf = {**client._common(), "transactional.id": transactional_id, "linger.ms": 5}
         if transaction_timeout_ms is not None:
             conf["transaction.timeout.ms"] = transaction_timeout_ms
-        self._producer = ck.Producer(conf)
+            # librdkafka refuses socket.timeout.ms > transaction.timeout.ms + 100
+            conf["socket.timeout.ms"] = min(conf["socket.timeout.ms"],
+                                            transaction_timeout_ms + 100)
+        self._producer = self._do(ck.Producer, conf)
         self._reports: list = []
         self._do(self._producer.init_transactions, TXN_BLOCK_MS / 1000)
 
