@@ -369,7 +369,7 @@ def test_consume_transform_produce_exactly_once_across_broker_kill(
     setup_client.close()
     for topic in (source, sink):
         wait_metadata(setup_client, topic, lambda t: t.error_code == 0
-                      and sorted(t.partitions) == partitions, timeout=20,
+                      and sorted(t.partitions) == partitions, timeout=10,
                       what=f"{topic} after the broker was killed and started again")
     # A new instance of the application: initTransactions aborts the killed transaction.
     producer = _txn_producer(client, setup_client, tid)

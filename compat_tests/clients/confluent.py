@@ -410,5 +410,6 @@ class _TxnProducer(TxnProducer):
         self._do(self._producer.abort_transaction, TXN_BLOCK_MS / 1000)
 
     def close(self) -> None:
-        self._producer.flush(2)
-        self._producer = None  # dropping the handle destroys it
+        if self._producer is not None:
+            self._producer.flush(2)
+            self._producer = None  # dropping the handle destroys it
