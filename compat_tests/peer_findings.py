@@ -108,10 +108,11 @@ TANSU: dict[tuple[str, str], str] = {
     ("zombie_producer_is_fenced", "*"): (
         "the zombie is fenced (PRODUCER_FENCED), but " + _ABORTED_DELIVERED
         + ": its aborted transaction's records are read as committed"),
-    ("open_transaction_holds_read_committed_at_lso", "*"): (
+    # kcat has no ListOffsets with an isolation level: behind tansu-tagfix it passes.
+    **{("open_transaction_holds_read_committed_at_lso", client): (
         "read_committed Fetch does stop at the open transaction, but ListOffsets latest with "
         "isolation_level read_committed answers 0 instead of the LSO (3, the open "
-        "transaction's first offset)"),
+        "transaction's first offset)") for client in ("kafka-python", "confluent-kafka", "java")},
     ("transaction_timeout_aborts", "*"): (
         "a transaction left open past its transaction.timeout.ms (2 s) is never aborted: "
         "read_committed consumers stay at its first offset (nothing after it within 20 s)"),
