@@ -86,7 +86,9 @@ class Broker:
     def stop(self) -> None:
         pass
 
-    def restart(self) -> None:
+    def restart(self, kill: bool = False) -> None:
+        """Stop (SIGTERM, or SIGKILL when `kill`: a crash, nothing flushed or closed) and
+        start again on the same port and data dir."""
         import pytest
 
         pytest.skip(f"broker {self.name} cannot be restarted by the suite")
@@ -154,16 +156,34 @@ class ProcessBroker(Broker):
             proc.kill()
             proc.wait(STOP_TIMEOUT_S)
 
-    def restart(self) -> None:
-        self.stop()
+    def kill(self) -> None:
+        """SIGKILL the broker process: a crash, with no shutdown of any kind."""
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.kill()
+        proc.wait(STOP_TIMEOUT_S)
+
+    def restart(self, kill: bool = False) -> None:
+        if kill:
+            self.kill()
+        else:
+            self.stop()
         self.start()
 
     def log_tail(self, lines: int = 40) -> str:
         return tail(self.log_path, lines)
 
 
+# Settings every suite broker of ours runs with, before the `--trafka-arg`s.
+# Kafka looks for transactions past their transaction.timeout.ms every 10 s; the suite's
+# timeout scenario (test_transactions.py) would wait that long for each client.
+TRAFKA_SUITE_ARGS = ("--set", "transaction.abort.timed.out.transaction.cleanup.interval.ms=500")
+
+
 class TrafkaBroker(ProcessBroker):
-    """Our broker: `python -m server serve --listen 127.0.0.1:PORT --data-dir DIR [extra]`."""
+    """Our broker: `python -m server serve --listen 127.0.0.1:PORT --data-dir DIR
+    [TRAFKA_SUITE_ARGS] [extra]`."""
 
     def __init__(self, workdir: Path, extra_args: list[str] | None = None, name: str = "trafka",
                  advertise: str | None = None) -> None:
@@ -185,7 +205,7 @@ class TrafkaBroker(ProcessBroker):
                 "--data-dir", str(self.data_dir)]
         if self.advertise:
             argv += ["--advertised", self.advertise]
-        return argv + self.extra_args
+        return argv + list(TRAFKA_SUITE_ARGS) + self.extra_args
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -297,8 +317,8 @@ class ProxiedBroker(Broker):
                 proc.wait()
         self.inner.stop()
 
-    def restart(self) -> None:
-        self.inner.restart()
+    def restart(self, kill: bool = False) -> None:
+        self.inner.restart(kill)
 
     def log_tail(self, lines: int = 40) -> str:
         return (f"--- proxy ({self.fault}) ---\n{tail(self.log_path, lines // 2)}\n"

@@ -8,6 +8,7 @@ error codes are checked here.
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Iterable
 
 import aiokafka.errors as aerr
@@ -18,16 +19,22 @@ from aiokafka.protocol.metadata import MetadataRequest
 from aiokafka.structs import OffsetAndMetadata
 
 from compat_tests.clients.base import (
-    FETCH_WAIT_MS, HEARTBEAT_MS, LARGE_LIMIT, SESSION_TIMEOUT_MS, Client, ClientError,
-    ClusterMetadata, Delivery, GroupInfo, GroupMember, GroupMemberInfo, Message, ThreadedGroupMember,
-    OffsetOutOfRange, Record, TopicMetadata, decode_consumer_assignment, normalize_state)
+    FETCH_WAIT_MS, HEARTBEAT_MS, LARGE_LIMIT, SESSION_TIMEOUT_MS, TXN_BLOCK_MS, Client,
+    ClientError, ClusterMetadata, Delivery, GroupInfo, GroupMember, GroupMemberInfo, Message,
+    ThreadedGroupMember, OffsetOutOfRange, Record, TopicMetadata, TxnProducer,
+    decode_consumer_assignment, normalize_state)
 
 TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
 TIMEOUT_S = 20.0
 
 
 def _client_error(exc: Exception) -> ClientError:
-    return ClientError(f"{type(exc).__name__}: {exc}", getattr(exc, "errno", None))
+    code = getattr(exc, "errno", None)
+    if isinstance(exc, aerr.ProducerFenced):
+        # aiokafka raises its own ProducerFenced (no errno) where the broker answered
+        # INVALID_PRODUCER_EPOCH, the fencing error of the v0 requests it sends.
+        code = 47
+    return ClientError(f"{type(exc).__name__}: {exc}", code)
 
 
 def _check(code: int, what: str, message: str | None = None) -> None:
@@ -56,9 +63,11 @@ class AiokafkaClient(Client):
         return {"bootstrap_servers": self.bootstrap, "client_id": "compat-aiokafka",
                 "request_timeout_ms": int(TIMEOUT_S * 1000)}
 
-    def _consumer(self, group=None, reset="earliest", fetch_wait_ms=FETCH_WAIT_MS):
+    def _consumer(self, group=None, reset="earliest", fetch_wait_ms=FETCH_WAIT_MS,
+                  isolation_level="read_uncommitted"):
         return AIOKafkaConsumer(
             **self._common(), group_id=group, enable_auto_commit=False,
+            isolation_level=isolation_level,
             auto_offset_reset=reset, fetch_max_wait_ms=fetch_wait_ms,
             session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=HEARTBEAT_MS,
             max_partition_fetch_bytes=LARGE_LIMIT, fetch_max_bytes=LARGE_LIMIT * 2,
@@ -151,9 +160,10 @@ class AiokafkaClient(Client):
         return _run(go())
 
     def consume(self, topic, n, *, group=None, start=None, auto_offset_reset="earliest",
-                timeout=15.0, fetch_wait_ms=FETCH_WAIT_MS, commit=True) -> list[Record]:
+                timeout=15.0, fetch_wait_ms=FETCH_WAIT_MS, commit=True,
+                isolation_level="read_uncommitted") -> list[Record]:
         async def go():
-            consumer = self._consumer(group, auto_offset_reset, fetch_wait_ms)
+            consumer = self._consumer(group, auto_offset_reset, fetch_wait_ms, isolation_level)
             await consumer.start()
             out: list[Record] = []
             try:
@@ -209,9 +219,11 @@ class AiokafkaClient(Client):
             out[p] = om.offset if om is not None and om.offset >= 0 else None
         return out
 
-    def list_offsets(self, topic, partition, spec) -> int | None:
+    def list_offsets(self, topic, partition, spec, isolation_level="read_uncommitted"
+                     ) -> int | None:
+        # The consumer's isolation level decides: read_committed end_offsets is the LSO.
         async def go():
-            consumer = self._consumer()
+            consumer = self._consumer(isolation_level=isolation_level)
             await consumer.start()
             tp = TopicPartition(topic, partition)
             try:
@@ -225,6 +237,10 @@ class AiokafkaClient(Client):
                 await consumer.stop()
 
         return _run(go())
+
+    def transactional_producer(self, transactional_id, *, transaction_timeout_ms=None
+                               ) -> TxnProducer:
+        return _TxnProducer(self, transactional_id, transaction_timeout_ms)
 
     # -- groups
     def group_member(self, topics, group) -> GroupMember:
@@ -282,3 +298,79 @@ class _Member(ThreadedGroupMember):
                         (tp.topic, tp.partition) for tp in consumer.assignment())
         finally:
             await consumer.stop()
+
+
+class _TxnProducer(TxnProducer):
+    """AIOKafkaProducer(transactional_id=...) on an event loop of its own thread, so its
+    sender keeps running between verbs the way it does in an application; start() is
+    aiokafka's initTransactions. send_offsets_to_transaction takes the bare group id."""
+
+    def __init__(self, client: AiokafkaClient, transactional_id: str,
+                 transaction_timeout_ms: int | None) -> None:
+        self.transactional_id = transactional_id
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
+                                        name="aio-txn-producer")
+        self._thread.start()
+        extra = {}
+        if transaction_timeout_ms is not None:
+            extra["transaction_timeout_ms"] = transaction_timeout_ms
+
+        async def make():
+            return AIOKafkaProducer(**client._common(), transactional_id=transactional_id,
+                                    linger_ms=5, **extra)
+
+        self._producer = self._call(make())
+        try:
+            self._call(self._producer.start())
+        except ClientError:
+            self.close()
+            raise
+
+    def _call(self, coro):
+        future = asyncio.run_coroutine_threadsafe(
+            asyncio.wait_for(coro, TXN_BLOCK_MS / 1000), self._loop)
+        try:
+            return future.result()
+        except aerr.KafkaError as exc:
+            raise _client_error(exc) from exc
+        except asyncio.TimeoutError as exc:
+            raise ClientError(f"aiokafka: no answer within {TXN_BLOCK_MS} ms") from exc
+
+    def begin(self) -> None:
+        self._call(self._producer.begin_transaction())
+
+    def produce(self, topic, messages) -> list[Delivery]:
+        messages = list(messages)
+
+        async def go():
+            futures = [await self._producer.send(topic, value=m.value, key=m.key,
+                                                 partition=m.partition, timestamp_ms=m.timestamp,
+                                                 headers=list(m.headers) or None)
+                       for m in messages]
+            return await asyncio.gather(*futures)
+
+        return [Delivery(md.partition, md.offset) for md in self._call(go())]
+
+    def send_offsets(self, group, offsets) -> None:
+        self._call(self._producer.send_offsets_to_transaction(
+            {TopicPartition(t, p): o for (t, p), o in offsets.items()}, group))
+
+    def commit(self) -> None:
+        self._call(self._producer.commit_transaction())
+
+    def abort(self) -> None:
+        self._call(self._producer.abort_transaction())
+
+    def close(self) -> None:
+        producer = getattr(self, "_producer", None)
+        if producer is not None:
+            future = asyncio.run_coroutine_threadsafe(
+                asyncio.wait_for(producer.stop(), 5), self._loop)
+            try:
+                future.result(10)
+            except Exception:  # noqa: BLE001 - a fenced or orphaned producer may not stop cleanly
+                pass
+            self._producer = None
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)

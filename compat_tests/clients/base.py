@@ -28,6 +28,7 @@ ERROR_NAMES = {
     3: "UNKNOWN_TOPIC_OR_PARTITION",
     5: "LEADER_NOT_AVAILABLE",
     10: "MESSAGE_TOO_LARGE",
+    15: "COORDINATOR_NOT_AVAILABLE",
     16: "NOT_COORDINATOR",
     17: "INVALID_TOPIC_EXCEPTION",
     35: "UNSUPPORTED_VERSION",
@@ -35,8 +36,16 @@ ERROR_NAMES = {
     37: "INVALID_PARTITIONS",
     40: "INVALID_CONFIG",
     42: "INVALID_REQUEST",
+    47: "INVALID_PRODUCER_EPOCH",
+    48: "INVALID_TXN_STATE",
+    49: "INVALID_PRODUCER_ID_MAPPING",
+    50: "INVALID_TRANSACTION_TIMEOUT",
+    51: "CONCURRENT_TRANSACTIONS",
+    52: "TRANSACTION_COORDINATOR_FENCED",
+    53: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
     68: "NON_EMPTY_GROUP",
     69: "GROUP_ID_NOT_FOUND",
+    90: "PRODUCER_FENCED",
     100: "UNKNOWN_TOPIC_ID",
 }
 
@@ -46,6 +55,11 @@ SESSION_TIMEOUT_MS = 6000
 HEARTBEAT_MS = 1000
 # Consumers poll the broker often so scenarios stay short; long-poll scenarios override it.
 FETCH_WAIT_MS = 100
+# Consumers read everything (read_uncommitted, Kafka's default) or only committed
+# transactions, stopping at the last stable offset (read_committed).
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+# How long a transactional verb (init, commit, abort, send_offsets) may block.
+TXN_BLOCK_MS = 20000
 # 1 MiB values need more than Kafka's 1 MiB default request and message limits.
 LARGE_LIMIT = 4 * 1024 * 1024
 
@@ -64,6 +78,15 @@ class ClientError(Exception):
     @property
     def error_name(self) -> str | None:
         return ERROR_NAMES.get(self.code) if self.code is not None else None
+
+
+def error_code_by_name(name: str) -> int | None:
+    """Kafka's code for an error name ("PRODUCER_FENCED" -> 90), for adapters whose library
+    reports names rather than numbers."""
+    for code, known in ERROR_NAMES.items():
+        if known == name:
+            return code
+    return None
 
 
 class OffsetOutOfRange(ClientError):
@@ -224,6 +247,42 @@ class ThreadedGroupMember(PublishingGroupMember):
         self._thread.join(30)
 
 
+class TxnProducer:
+    """A transactional producer (transactional.id set), initialized on creation
+    (initTransactions: InitProducerId through the transaction coordinator, which fences any
+    older producer of the same transactional.id and aborts its open transaction).
+
+    Every verb blocks until the library says it is done; a broker error surfaces as
+    ClientError with Kafka's code (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, ...), or the code
+    the library translated it to where it keeps no other (said so in the adapter).
+    """
+
+    transactional_id: str
+
+    def begin(self) -> None:
+        raise NotImplementedError
+
+    def produce(self, topic: str, messages: Iterable[Message]) -> list[Delivery]:
+        """Send inside the open transaction and wait until every record is acknowledged
+        (written to the log, not yet visible to read_committed consumers)."""
+        raise NotImplementedError
+
+    def send_offsets(self, group: str, offsets: dict[tuple[str, int], int]) -> None:
+        """sendOffsetsToTransaction: commit `group`'s offsets ((topic, partition) -> next
+        offset to read) with the transaction (AddOffsetsToTxn + TxnOffsetCommit)."""
+        raise NotImplementedError
+
+    def commit(self) -> None:
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release the producer without waiting long for a broker that may be gone."""
+        raise NotImplementedError
+
+
 class Client:
     """One client library, configured for one broker. Verbs raise NotSupportedByClient."""
 
@@ -279,12 +338,15 @@ class Client:
     def consume(self, topic: str, n: int, *, group: str | None = None,
                 start: dict[int, int] | None = None, auto_offset_reset: str = "earliest",
                 timeout: float = 15.0, fetch_wait_ms: int = FETCH_WAIT_MS,
-                commit: bool = True) -> list[Record]:
+                commit: bool = True, isolation_level: str = "read_uncommitted"
+                ) -> list[Record]:
         """Read up to `n` records of `topic`.
 
         group: subscribe as that group, then commit what was returned (if `commit`) and leave.
         start: partition -> offset to assign and seek to (no group).
         Otherwise: assign every partition and start per `auto_offset_reset`.
+        isolation_level: "read_committed" hands back only records of committed transactions
+        (and non-transactional ones) and stops at the last stable offset.
         Raises OffsetOutOfRange when the position is out of range and the reset is "none".
         """
         raise self._unsupported("consuming")
@@ -295,9 +357,17 @@ class Client:
     def committed(self, group: str, topic: str, partitions: list[int]) -> dict[int, int | None]:
         raise self._unsupported("reading committed offsets")
 
-    def list_offsets(self, topic: str, partition: int, spec: str | int) -> int | None:
-        """Offset for "earliest", "latest" or a timestamp (ms); None when no record qualifies."""
+    def list_offsets(self, topic: str, partition: int, spec: str | int,
+                     isolation_level: str = "read_uncommitted") -> int | None:
+        """Offset for "earliest", "latest" or a timestamp (ms); None when no record qualifies.
+        With read_committed, "latest" is the last stable offset (LSO), not the high watermark."""
         raise self._unsupported("listing offsets")
+
+    def transactional_producer(self, transactional_id: str, *,
+                               transaction_timeout_ms: int | None = None) -> TxnProducer:
+        """A producer with this transactional.id, initialized (initTransactions) before it is
+        returned; transaction_timeout_ms=None keeps the library's default."""
+        raise self._unsupported("transactions")
 
     # -- groups
     def group_member(self, topics: list[str], group: str) -> GroupMember:

@@ -12,9 +12,10 @@ from confluent_kafka.admin import (
     OffsetSpec, ResourceType)
 
 from compat_tests.clients.base import (
-    FETCH_WAIT_MS, HEARTBEAT_MS, LARGE_LIMIT, SESSION_TIMEOUT_MS, Client, ClientError,
-    ClusterMetadata, Delivery, GroupInfo, GroupMember, GroupMemberInfo, Message, ThreadedGroupMember,
-    NotSupportedByClient, OffsetOutOfRange, Record, TopicDescription, TopicMetadata, normalize_state)
+    FETCH_WAIT_MS, HEARTBEAT_MS, LARGE_LIMIT, SESSION_TIMEOUT_MS, TXN_BLOCK_MS, Client,
+    ClientError, ClusterMetadata, Delivery, GroupInfo, GroupMember, GroupMemberInfo, Message,
+    ThreadedGroupMember, NotSupportedByClient, OffsetOutOfRange, Record, TopicDescription,
+    TopicMetadata, TxnProducer, normalize_state)
 
 TIMESTAMP_TYPES = {ck.TIMESTAMP_CREATE_TIME: "CreateTime",
                    ck.TIMESTAMP_LOG_APPEND_TIME: "LogAppendTime"}
@@ -25,8 +26,21 @@ def _error(exc: BaseException) -> ClientError:
     err = exc.args[0] if exc.args and isinstance(exc.args[0], ck.KafkaError) else None
     if err is None:
         return ClientError(f"{type(exc).__name__}: {exc}")
+    return _from_kafka_error(err)
+
+
+# librdkafka turns the broker's PRODUCER_FENCED / INVALID_PRODUCER_EPOCH on a transactional
+# producer into its local fatal error _FENCED ("Producer fenced by newer instance").
+_LOCAL_TO_KAFKA = {ck.KafkaError._FENCED: 90}
+
+
+def _from_kafka_error(err: ck.KafkaError) -> ClientError:
     code = err.code()
-    return ClientError(f"{err.name()}: {err.str()}", code if code >= 0 else None)
+    flags = "".join(f" ({flag})" for flag, on in (("fatal", err.fatal()),
+                                                   ("abortable", err.txn_requires_abort()))
+                    if on)
+    code = _LOCAL_TO_KAFKA.get(code, code)
+    return ClientError(f"{err.name()}: {err.str()}{flags}", code if code >= 0 else None)
 
 
 def _record(msg) -> Record:
@@ -63,8 +77,10 @@ class ConfluentClient(Client):
         self._admin = None  # AdminClient has no close(); dropping it destroys the handle
 
     def _consumer(self, group: str | None, reset: str = "earliest",
-                  fetch_wait_ms: int = FETCH_WAIT_MS) -> ck.Consumer:
+                  fetch_wait_ms: int = FETCH_WAIT_MS,
+                  isolation_level: str = "read_uncommitted") -> ck.Consumer:
         return ck.Consumer({
+            "isolation.level": isolation_level,
             **self._common(),
             # librdkafka insists on a group.id even for assign(); a unique one never joins.
             "group.id": group or f"compat-assign-{uuid.uuid4().hex}",
@@ -193,8 +209,9 @@ class ConfluentClient(Client):
         return out
 
     def consume(self, topic, n, *, group=None, start=None, auto_offset_reset="earliest",
-                timeout=15.0, fetch_wait_ms=FETCH_WAIT_MS, commit=True) -> list[Record]:
-        consumer = self._consumer(group, auto_offset_reset, fetch_wait_ms)
+                timeout=15.0, fetch_wait_ms=FETCH_WAIT_MS, commit=True,
+                isolation_level="read_uncommitted") -> list[Record]:
+        consumer = self._consumer(group, auto_offset_reset, fetch_wait_ms, isolation_level)
         out: list[Record] = []
         try:
             if group is not None:
@@ -248,7 +265,8 @@ class ConfluentClient(Client):
             consumer.close()
         return {tp.partition: tp.offset if tp.offset >= 0 else None for tp in tps}
 
-    def list_offsets(self, topic, partition, spec) -> int | None:
+    def list_offsets(self, topic, partition, spec, isolation_level="read_uncommitted"
+                     ) -> int | None:
         if spec == "earliest":
             offset_spec = OffsetSpec.earliest()
         elif spec == "latest":
@@ -256,9 +274,15 @@ class ConfluentClient(Client):
         else:
             offset_spec = OffsetSpec.for_timestamp(int(spec))
         tp = ck.TopicPartition(topic, partition)
-        info = _result(self.admin.list_offsets({tp: offset_spec},
+        level = (ck.IsolationLevel.READ_COMMITTED if isolation_level == "read_committed"
+                 else ck.IsolationLevel.READ_UNCOMMITTED)
+        info = _result(self.admin.list_offsets({tp: offset_spec}, isolation_level=level,
                                                request_timeout=ADMIN_TIMEOUT_S)[tp])
         return info.offset if info.offset >= 0 else None
+
+    def transactional_producer(self, transactional_id, *, transaction_timeout_ms=None
+                               ) -> TxnProducer:
+        return _TxnProducer(self, transactional_id, transaction_timeout_ms)
 
     # -- groups
     def group_member(self, topics, group) -> GroupMember:
@@ -307,3 +331,85 @@ class _Member(ThreadedGroupMember):
                         (tp.topic, tp.partition) for tp in self._consumer.assignment())
         finally:
             self._consumer.close()
+
+
+class _TxnProducer(TxnProducer):
+    """Producer({"transactional.id": ...}) with init_transactions() on creation.
+
+    send_offsets_to_transaction wants the consumer's group metadata: a consumer of the group
+    that never subscribes gives the metadata of a group id alone (generation -1, no member),
+    what Kafka accepts from an application that assigns its partitions itself."""
+
+    def __init__(self, client: ConfluentClient, transactional_id: str,
+                 transaction_timeout_ms: int | None) -> None:
+        self.transactional_id = transactional_id
+        self._client = client
+        conf = {**client._common(), "transactional.id": transactional_id, "linger.ms": 5}
+        if transaction_timeout_ms is not None:
+            conf["transaction.timeout.ms"] = transaction_timeout_ms
+            # librdkafka refuses socket.timeout.ms > transaction.timeout.ms + 100
+            conf["socket.timeout.ms"] = min(conf["socket.timeout.ms"],
+                                            transaction_timeout_ms + 100)
+        self._producer = self._do(ck.Producer, conf)
+        self._reports: list = []
+        self._do(self._producer.init_transactions, TXN_BLOCK_MS / 1000)
+
+    def _do(self, fn, *args):
+        try:
+            return fn(*args)
+        except ck.KafkaException as exc:
+            raise _error(exc) from exc
+
+    def begin(self) -> None:
+        self._do(self._producer.begin_transaction)
+
+    def produce(self, topic, messages) -> list[Delivery]:
+        messages = list(messages)
+        reports: list = [None] * len(messages)
+
+        def on_delivery(index):
+            def cb(err, msg):
+                reports[index] = (err, msg)
+            return cb
+
+        for i, m in enumerate(messages):
+            kwargs = {"value": m.value, "key": m.key, "on_delivery": on_delivery(i)}
+            if m.partition is not None:
+                kwargs["partition"] = m.partition
+            if m.timestamp is not None:
+                kwargs["timestamp"] = m.timestamp
+            if m.headers:
+                kwargs["headers"] = list(m.headers)
+            self._do(lambda: self._producer.produce(topic, **kwargs))
+            self._producer.poll(0)
+        self._producer.flush(TXN_BLOCK_MS / 1000)
+        out = []
+        for report in reports:
+            if report is None:
+                raise ClientError(f"no delivery report within {TXN_BLOCK_MS} ms")
+            err, msg = report
+            if err is not None:
+                raise _from_kafka_error(err)
+            out.append(Delivery(msg.partition(), msg.offset()))
+        return out
+
+    def send_offsets(self, group, offsets) -> None:
+        consumer = self._client._consumer(group)
+        try:
+            metadata = consumer.consumer_group_metadata()
+            self._do(self._producer.send_offsets_to_transaction,
+                     [ck.TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                     metadata, TXN_BLOCK_MS / 1000)
+        finally:
+            consumer.close()
+
+    def commit(self) -> None:
+        self._do(self._producer.commit_transaction, TXN_BLOCK_MS / 1000)
+
+    def abort(self) -> None:
+        self._do(self._producer.abort_transaction, TXN_BLOCK_MS / 1000)
+
+    def close(self) -> None:
+        if self._producer is not None:
+            self._producer.flush(2)
+            self._producer = None  # dropping the handle destroys it

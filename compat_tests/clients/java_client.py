@@ -39,9 +39,9 @@ from pathlib import Path
 from typing import Iterable
 
 from compat_tests.clients.base import (
-    FETCH_WAIT_MS, Client, ClientError, ClusterMetadata, Delivery, GroupInfo, GroupMember, PublishingGroupMember,
-    GroupMemberInfo, Message, NotSupportedByClient, OffsetOutOfRange, Record, TopicDescription,
-    TopicMetadata, normalize_state)
+    FETCH_WAIT_MS, TXN_BLOCK_MS, Client, ClientError, ClusterMetadata, Delivery, GroupInfo,
+    GroupMember, PublishingGroupMember, GroupMemberInfo, Message, NotSupportedByClient,
+    OffsetOutOfRange, Record, TopicDescription, TopicMetadata, TxnProducer, normalize_state)
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = Path(__file__).resolve().parent / "java" / "TrafkaCompat.java"
@@ -150,6 +150,12 @@ def _record(r: dict) -> Record:
     return Record(r["topic"], r["partition"], r["offset"], _bytes(r["key"]), _bytes(r["value"]),
                   tuple((k, _bytes(v)) for k, v in r["headers"]), r["timestamp"],
                   r["timestamp_type"])
+
+
+def _wire_messages(messages: Iterable[Message]) -> list[dict]:
+    return [{"value": _b64(m.value), "key": _b64(m.key), "partition": m.partition,
+             "timestamp": m.timestamp, "headers": [[k, _b64(v)] for k, v in m.headers]}
+            for m in messages]
 
 
 def _partitions(pairs) -> frozenset[tuple[str, int]]:
@@ -296,6 +302,47 @@ class _Member(PublishingGroupMember):
         self._jvm.kill()
 
 
+class _TxnProducer(TxnProducer):
+    """A KafkaProducer with transactional.id in the adapter's JVM, named by a handle;
+    initTransactions() runs before the handle is answered. sendOffsetsToTransaction gets
+    `new ConsumerGroupMetadata(group)` (the group id alone)."""
+
+    def __init__(self, jvm: _Jvm, transactional_id: str, transaction_timeout_ms: int | None
+                 ) -> None:
+        self.transactional_id = transactional_id
+        self._jvm = jvm
+        self._id = jvm.call("txn_open", transactional_id=transactional_id,
+                            transaction_timeout_ms=transaction_timeout_ms,
+                            block_ms=TXN_BLOCK_MS)["producer"]
+
+    def _call(self, op: str, **args) -> dict:
+        return self._jvm.call(op, producer=self._id, **args)
+
+    def begin(self) -> None:
+        self._call("txn_begin")
+
+    def produce(self, topic, messages) -> list[Delivery]:
+        answer = self._call("txn_produce", topic=topic, messages=_wire_messages(messages))
+        return [Delivery(p, offset) for p, offset in answer["deliveries"]]
+
+    def send_offsets(self, group, offsets) -> None:
+        self._call("txn_send_offsets", group=group,
+                   offsets=[[t, p, o] for (t, p), o in offsets.items()])
+
+    def commit(self) -> None:
+        self._call("txn_commit")
+
+    def abort(self) -> None:
+        self._call("txn_abort")
+
+    def close(self) -> None:
+        if self._jvm.proc.poll() is None:
+            try:
+                self._call("txn_close")
+            except ClientError:
+                pass
+
+
 def killable_member(bootstrap: str, topics: list[str], group: str) -> _Member:
     return _Member(_Jvm(bootstrap), topics, group, own_jvm=True)
 
@@ -364,21 +411,20 @@ class JavaClient(Client):
     # -- data
     def produce(self, topic, messages: Iterable[Message], acks="all", compression="none",
                 idempotent=None) -> list[Delivery]:
-        wire = [{"value": _b64(m.value), "key": _b64(m.key), "partition": m.partition,
-                 "timestamp": m.timestamp, "headers": [[k, _b64(v)] for k, v in m.headers]}
-                for m in messages]
+        wire = _wire_messages(messages)
         answer = self._call("produce", topic=topic, messages=wire,
                             acks="all" if acks in ("all", -1) else str(int(acks)),
                             compression=compression, idempotent=idempotent)
         return [Delivery(p, offset) for p, offset in answer["deliveries"]]
 
     def consume(self, topic, n, *, group=None, start=None, auto_offset_reset="earliest",
-                timeout=15.0, fetch_wait_ms=FETCH_WAIT_MS, commit=True) -> list[Record]:
+                timeout=15.0, fetch_wait_ms=FETCH_WAIT_MS, commit=True,
+                isolation_level="read_uncommitted") -> list[Record]:
         answer = self._call(
             "consume", timeout=timeout + 60, topic=topic, n=n, group=group,
             start=None if start is None else {str(p): o for p, o in start.items()},
             reset=auto_offset_reset, timeout_ms=int(timeout * 1000), fetch_wait_ms=fetch_wait_ms,
-            commit=commit)
+            commit=commit, isolation_level=isolation_level)
         return [_record(r) for r in answer["records"]]
 
     def commit(self, group, topic, offsets) -> None:
@@ -388,8 +434,14 @@ class JavaClient(Client):
         answer = self._call("committed", group=group, topic=topic, partitions=list(partitions))
         return {int(p): o for p, o in answer["offsets"].items()}
 
-    def list_offsets(self, topic, partition, spec) -> int | None:
-        return self._call("list_offsets", topic=topic, partition=partition, spec=spec)["offset"]
+    def list_offsets(self, topic, partition, spec, isolation_level="read_uncommitted"
+                     ) -> int | None:
+        return self._call("list_offsets", topic=topic, partition=partition, spec=spec,
+                          isolation_level=isolation_level)["offset"]
+
+    def transactional_producer(self, transactional_id, *, transaction_timeout_ms=None
+                               ) -> TxnProducer:
+        return _TxnProducer(self._jvm(), transactional_id, transaction_timeout_ms)
 
     # -- groups
     def group_member(self, topics, group) -> GroupMember:

@@ -10,12 +10,13 @@ from typing import Iterable
 import kafka.errors as kerr
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, NewPartitions, NewTopic, OffsetSpec
+from kafka.protocol.consumer.offsets import IsolationLevel
 from kafka.structs import OffsetAndMetadata
 
 from compat_tests.clients.base import (
-    FETCH_WAIT_MS, HEARTBEAT_MS, LARGE_LIMIT, SESSION_TIMEOUT_MS, Client, ClientError,
+    FETCH_WAIT_MS, HEARTBEAT_MS, LARGE_LIMIT, SESSION_TIMEOUT_MS, TXN_BLOCK_MS, Client, ClientError,
     ClusterMetadata, Delivery, GroupInfo, GroupMember, GroupMemberInfo, Message, ThreadedGroupMember,
-    NotSupportedByClient, OffsetOutOfRange, Record, TopicDescription, TopicMetadata,
+    NotSupportedByClient, TxnProducer, OffsetOutOfRange, Record, TopicDescription, TopicMetadata,
     decode_consumer_assignment, kafka_uuid, normalize_state)
 
 TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
@@ -171,8 +172,10 @@ class KafkaPythonClient(Client):
             producer.close(timeout=10)
 
     def consume(self, topic, n, *, group=None, start=None, auto_offset_reset="earliest",
-                timeout=15.0, fetch_wait_ms=FETCH_WAIT_MS, commit=True) -> list[Record]:
-        consumer = self._consumer(group, auto_offset_reset, fetch_wait_ms)
+                timeout=15.0, fetch_wait_ms=FETCH_WAIT_MS, commit=True,
+                isolation_level="read_uncommitted") -> list[Record]:
+        consumer = self._consumer(group, auto_offset_reset, fetch_wait_ms,
+                                  isolation_level=isolation_level)
         out: list[Record] = []
         try:
             if group is not None:
@@ -226,15 +229,22 @@ class KafkaPythonClient(Client):
             out[p] = om.offset if om is not None and om.offset >= 0 else None
         return out
 
-    def list_offsets(self, topic, partition, spec) -> int | None:
+    def list_offsets(self, topic, partition, spec, isolation_level="read_uncommitted"
+                     ) -> int | None:
         wire = {"earliest": OffsetSpec.EARLIEST, "latest": OffsetSpec.LATEST}.get(spec, spec)
         tp = TopicPartition(topic, partition)
+        level = (IsolationLevel.READ_COMMITTED if isolation_level == "read_committed"
+                 else IsolationLevel.READ_UNCOMMITTED)
         try:
-            result = self.admin.list_partition_offsets({tp: wire})
+            result = self.admin.list_partition_offsets({tp: wire}, isolation_level=level)
         except kerr.KafkaError as exc:
             raise _client_error(exc) from exc
         offset = result[tp].offset
         return offset if offset is not None and offset >= 0 else None
+
+    def transactional_producer(self, transactional_id, *, transaction_timeout_ms=None
+                               ) -> TxnProducer:
+        return _TxnProducer(self, transactional_id, transaction_timeout_ms)
 
     # -- groups
     def group_member(self, topics, group) -> GroupMember:
@@ -307,3 +317,78 @@ class _Member(ThreadedGroupMember):
                         (tp.topic, tp.partition) for tp in self._consumer.assignment())
         finally:
             self._consumer.close(autocommit=False)
+
+
+class _TxnProducer(TxnProducer):
+    """KafkaProducer(transactional_id=...): init_transactions() on creation, then the
+    transaction verbs; send_offsets passes the bare group id (kafka-python takes a str where
+    Java wants ConsumerGroupMetadata)."""
+
+    def __init__(self, client: KafkaPythonClient, transactional_id: str,
+                 transaction_timeout_ms: int | None) -> None:
+        self.transactional_id = transactional_id
+        config = {**client._common(), "transactional_id": transactional_id,
+                  "max_block_ms": TXN_BLOCK_MS, "linger_ms": 5}
+        if transaction_timeout_ms is not None:
+            config["transaction_timeout_ms"] = transaction_timeout_ms
+        try:
+            self._producer = KafkaProducer(**config)
+        except kerr.KafkaError as exc:
+            raise _client_error(exc) from exc
+        try:
+            self._producer.init_transactions()
+        except kerr.KafkaError as exc:
+            error = self._error(exc)
+            self.close()
+            raise error from exc
+
+    def _do(self, fn, *args):
+        try:
+            return fn(*args)
+        except kerr.KafkaError as exc:
+            raise self._error(exc) from exc
+
+    def _error(self, exc: Exception) -> ClientError:
+        """The broker's error behind a transactional failure. In an error state kafka-python
+        raises a plain KafkaError("... in error state: <last error>"); the transaction
+        manager keeps the broker's error it came from."""
+        code = getattr(exc, "errno", None)
+        if code is None:
+            manager = getattr(self._producer, "_transaction_manager", None)
+            code = getattr(getattr(manager, "last_error", None), "errno", None)
+        return ClientError(f"{type(exc).__name__}: {exc}", code)
+
+    def begin(self) -> None:
+        self._do(self._producer.begin_transaction)
+
+    def produce(self, topic, messages) -> list[Delivery]:
+        def go():
+            futures = [self._producer.send(topic, value=m.value, key=m.key,
+                                           headers=list(m.headers) or None,
+                                           partition=m.partition, timestamp_ms=m.timestamp)
+                       for m in messages]
+            self._producer.flush(timeout=TXN_BLOCK_MS / 1000)
+            out = []
+            for f in futures:
+                md = f.get(timeout=TXN_BLOCK_MS / 1000)
+                out.append(Delivery(md.partition, md.offset if md.offset >= 0 else None))
+            return out
+        return self._do(go)
+
+    def send_offsets(self, group, offsets) -> None:
+        self._do(self._producer.send_offsets_to_transaction,
+                 {TopicPartition(t, p): OffsetAndMetadata(o, "", -1)
+                  for (t, p), o in offsets.items()}, group)
+
+    def commit(self) -> None:
+        self._do(self._producer.commit_transaction)
+
+    def abort(self) -> None:
+        self._do(self._producer.abort_transaction)
+
+    def close(self) -> None:
+        try:
+            self._producer.close(timeout=5)
+        except Exception:  # noqa: BLE001 - a fenced or orphaned producer may not close cleanly
+            pass
+

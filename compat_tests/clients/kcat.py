@@ -208,9 +208,11 @@ class KcatClient(Client):
                 "-X", "check.crcs=true"]
 
     def consume(self, topic, n, *, group=None, start=None, auto_offset_reset="earliest",
-                timeout=15.0, fetch_wait_ms=FETCH_WAIT_MS, commit=True) -> list[Record]:
+                timeout=15.0, fetch_wait_ms=FETCH_WAIT_MS, commit=True,
+                isolation_level="read_uncommitted") -> list[Record]:
         argv = self._base() + ["-J", "-u", "-c", str(n)]
         argv += self._consumer_conf(auto_offset_reset, fetch_wait_ms)
+        argv += ["-X", f"isolation.level={isolation_level}"]
         if group is not None:
             argv += ["-G", group, "-X", f"enable.auto.commit={str(commit).lower()}", topic]
         else:
@@ -244,7 +246,10 @@ class KcatClient(Client):
         # split on "\n" only: yajl leaves U+2028, U+0085 etc. unescaped inside strings
         return [_record(json.loads(line)) for line in _text(out).split("\n") if line.strip()]
 
-    def list_offsets(self, topic, partition, spec) -> int | None:
+    def list_offsets(self, topic, partition, spec, isolation_level="read_uncommitted"
+                     ) -> int | None:
+        if isolation_level != "read_uncommitted":
+            raise self._unsupported("ListOffsets with an isolation level (-Q takes none)")
         # kcat -Q is offsets_for_times; Kafka's -2 / -1 timestamps mean earliest / latest.
         ts = {"earliest": -2, "latest": -1}.get(spec, spec)
         proc = self._run(self._base() + ["-Q", "-J", "-t", f"{topic}:{partition}:{ts}"])

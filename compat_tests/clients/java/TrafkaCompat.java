@@ -63,6 +63,7 @@ import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.ConsumerGroupListing;
 import org.apache.kafka.clients.admin.ListConsumerGroupOffsetsSpec;
+import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
@@ -78,6 +79,8 @@ import org.apache.kafka.clients.consumer.OffsetOutOfRangeException;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.IsolationLevel;
+import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicCollection;
@@ -216,6 +219,18 @@ public final class TrafkaCompat {
         Throwable cause = unwrap(t);
         JsonObject o = new JsonObject();
         o.addProperty("error", cause.getClass().getSimpleName() + ": " + cause.getMessage());
+        // A transactional producer in an error state throws KafkaException("Cannot execute
+        // transactional method because we are in an error state") caused by the broker's error.
+        Throwable api = cause;
+        while (api instanceof KafkaException && !(api instanceof org.apache.kafka.common.errors.ApiException)
+               && api.getCause() != null && api.getCause() != api) {
+            api = api.getCause();
+        }
+        if (api != cause && api instanceof org.apache.kafka.common.errors.ApiException) {
+            o.addProperty("error", o.get("error").getAsString() + " (caused by "
+                          + api.getClass().getSimpleName() + ": " + api.getMessage() + ")");
+            cause = api;
+        }
         Errors code = Errors.forException(cause);
         if (code != Errors.UNKNOWN_SERVER_ERROR || cause instanceof UnknownServerException) {
             o.addProperty("code", code.code());
@@ -264,7 +279,9 @@ public final class TrafkaCompat {
             return t;
         });
         final Map<Integer, Member> members = new ConcurrentHashMap<>();
+        final Map<Integer, KafkaProducer<byte[], byte[]>> txnProducers = new ConcurrentHashMap<>();
         final AtomicInteger nextMember = new AtomicInteger(1);
+        final AtomicInteger nextProducer = new AtomicInteger(1);
         private Admin admin;
 
         Server(String bootstrap) {
@@ -315,6 +332,9 @@ public final class TrafkaCompat {
                     return;
                 }
             }
+            for (KafkaProducer<byte[], byte[]> producer : txnProducers.values()) {
+                producer.close(Duration.ofSeconds(5));
+            }
             synchronized (this) {
                 if (admin != null) admin.close(CLOSE_TIMEOUT);
             }
@@ -353,6 +373,23 @@ public final class TrafkaCompat {
                 case "commit": return commit(r);
                 case "committed": return committed(r);
                 case "list_offsets": return listOffsets(r);
+                case "txn_open": return txnOpen(r);
+                case "txn_begin":
+                    txnProducer(r).beginTransaction();
+                    return new JsonObject();
+                case "txn_produce": return send(txnProducer(r), r);
+                case "txn_send_offsets": return txnSendOffsets(r);
+                case "txn_commit":
+                    txnProducer(r).commitTransaction();
+                    return new JsonObject();
+                case "txn_abort":
+                    txnProducer(r).abortTransaction();
+                    return new JsonObject();
+                case "txn_close": {
+                    KafkaProducer<byte[], byte[]> producer = txnProducers.remove(r.get("producer").getAsInt());
+                    if (producer != null) producer.close(Duration.ofSeconds(5));
+                    return new JsonObject();
+                }
                 case "member_start": return memberStart(r);
                 case "member_leave": {
                     Member m = members.remove(r.get("member").getAsInt());
@@ -501,35 +538,88 @@ public final class TrafkaCompat {
             } else if (!acks.equals("all")) {
                 p.put("enable.idempotence", "false");
             }
-            String topic = r.get("topic").getAsString();
-            List<Future<RecordMetadata>> futures = new ArrayList<>();
             try (KafkaProducer<byte[], byte[]> producer =
                      new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer())) {
-                for (JsonElement e : r.getAsJsonArray("messages")) {
-                    JsonObject m = e.getAsJsonObject();
-                    List<Header> headers = new ArrayList<>();
-                    for (JsonElement h : m.getAsJsonArray("headers")) {
-                        JsonArray pair = h.getAsJsonArray();
-                        headers.add(new RecordHeader(pair.get(0).getAsString(), bytes(pair.get(1))));
-                    }
-                    Integer partition = present(m, "partition") ? m.get("partition").getAsInt() : null;
-                    Long timestamp = present(m, "timestamp") ? m.get("timestamp").getAsLong() : null;
-                    futures.add(producer.send(new ProducerRecord<>(
-                        topic, partition, timestamp, bytes(m.get("key")), bytes(m.get("value")), headers)));
-                }
-                producer.flush();
-                JsonArray deliveries = new JsonArray();
-                for (Future<RecordMetadata> f : futures) {
-                    RecordMetadata md = f.get(30, TimeUnit.SECONDS);
-                    JsonArray d = new JsonArray();
-                    d.add(md.partition());
-                    d.add(md.hasOffset() ? md.offset() : null);
-                    deliveries.add(d);
-                }
-                JsonObject o = new JsonObject();
-                o.add("deliveries", deliveries);
-                return o;
+                return send(producer, r);
             }
+        }
+
+        /** Send r's messages to r's topic, flush, and report each record's partition and offset. */
+        static JsonObject send(KafkaProducer<byte[], byte[]> producer, JsonObject r) throws Exception {
+            String topic = r.get("topic").getAsString();
+            List<Future<RecordMetadata>> futures = new ArrayList<>();
+            for (JsonElement e : r.getAsJsonArray("messages")) {
+                JsonObject m = e.getAsJsonObject();
+                List<Header> headers = new ArrayList<>();
+                for (JsonElement h : m.getAsJsonArray("headers")) {
+                    JsonArray pair = h.getAsJsonArray();
+                    headers.add(new RecordHeader(pair.get(0).getAsString(), bytes(pair.get(1))));
+                }
+                Integer partition = present(m, "partition") ? m.get("partition").getAsInt() : null;
+                Long timestamp = present(m, "timestamp") ? m.get("timestamp").getAsLong() : null;
+                futures.add(producer.send(new ProducerRecord<>(
+                    topic, partition, timestamp, bytes(m.get("key")), bytes(m.get("value")), headers)));
+            }
+            producer.flush();
+            JsonArray deliveries = new JsonArray();
+            for (Future<RecordMetadata> f : futures) {
+                RecordMetadata md = f.get(30, TimeUnit.SECONDS);
+                JsonArray d = new JsonArray();
+                d.add(md.partition());
+                d.add(md.hasOffset() ? md.offset() : null);
+                deliveries.add(d);
+            }
+            JsonObject o = new JsonObject();
+            o.add("deliveries", deliveries);
+            return o;
+        }
+
+        // -- transactions
+
+        /** A KafkaProducer with transactional.id, initTransactions() done; answers its handle. */
+        JsonObject txnOpen(JsonObject r) {
+            Properties p = new Properties();
+            p.put("bootstrap.servers", bootstrap);
+            p.put("client.id", "compat-java-txn");
+            p.put("transactional.id", r.get("transactional_id").getAsString());
+            p.put("linger.ms", "5");
+            p.put("max.block.ms", Integer.toString(r.get("block_ms").getAsInt()));
+            if (present(r, "transaction_timeout_ms")) {
+                p.put("transaction.timeout.ms", Integer.toString(r.get("transaction_timeout_ms").getAsInt()));
+            }
+            KafkaProducer<byte[], byte[]> producer =
+                new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer());
+            try {
+                producer.initTransactions();
+            } catch (RuntimeException e) {
+                producer.close(Duration.ofSeconds(5));
+                throw e;
+            }
+            int id = nextProducer.getAndIncrement();
+            txnProducers.put(id, producer);
+            JsonObject o = new JsonObject();
+            o.addProperty("producer", id);
+            return o;
+        }
+
+        KafkaProducer<byte[], byte[]> txnProducer(JsonObject r) {
+            KafkaProducer<byte[], byte[]> producer = txnProducers.get(r.get("producer").getAsInt());
+            if (producer == null) throw new IllegalStateException("no transactional producer " + r.get("producer"));
+            return producer;
+        }
+
+        /** sendOffsetsToTransaction with the group's metadata as an application that assigns
+         *  its partitions itself has it: the group id alone (generation -1, no member id). */
+        JsonObject txnSendOffsets(JsonObject r) {
+            Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+            for (JsonElement e : r.getAsJsonArray("offsets")) {
+                JsonArray entry = e.getAsJsonArray();
+                offsets.put(new TopicPartition(entry.get(0).getAsString(), entry.get(1).getAsInt()),
+                            new OffsetAndMetadata(entry.get(2).getAsLong()));
+            }
+            txnProducer(r).sendOffsetsToTransaction(offsets,
+                new org.apache.kafka.clients.consumer.ConsumerGroupMetadata(r.get("group").getAsString()));
+            return new JsonObject();
         }
 
         JsonObject consume(JsonObject r) throws Exception {
@@ -540,6 +630,7 @@ public final class TrafkaCompat {
             long deadline = System.nanoTime() + r.get("timeout_ms").getAsLong() * 1_000_000L;
             Properties p = consumerProps(bootstrap, group, reset, r.get("fetch_wait_ms").getAsInt());
             p.put("max.poll.records", Integer.toString(Math.max(1, Math.min(n, 500))));
+            p.put("isolation.level", r.get("isolation_level").getAsString());
             List<ConsumerRecord<byte[], byte[]>> got = new ArrayList<>();
             Map<TopicPartition, OffsetAndMetadata> next = new HashMap<>();
             try (KafkaConsumer<byte[], byte[]> c = consumer(p)) {
@@ -624,7 +715,9 @@ public final class TrafkaCompat {
             } else {
                 offsetSpec = OffsetSpec.forTimestamp(spec.getAsLong());
             }
-            long offset = admin().listOffsets(Map.of(tp, offsetSpec)).partitionResult(tp)
+            IsolationLevel level = r.get("isolation_level").getAsString().equals("read_committed")
+                ? IsolationLevel.READ_COMMITTED : IsolationLevel.READ_UNCOMMITTED;
+            long offset = admin().listOffsets(Map.of(tp, offsetSpec), new ListOffsetsOptions(level)).partitionResult(tp)
                 .get(ADMIN_TIMEOUT_S, TimeUnit.SECONDS).offset();
             JsonObject o = new JsonObject();
             o.addProperty("offset", offset >= 0 ? offset : null);
