@@ -304,7 +304,7 @@ class _GroupCleaner:
             return self._filter_marker(header, data)
         if self.txns.on_batch(header):
             # Aborted: no record of it is ever read (Kafka's discardBatchRecords).
-            if header.records_count == 0:
+            if header.record_count == 0:
                 return data if self._retain_empty(header) else None
             self.stats.aborted_batches_removed += 1
             return self._rebuild(header, []) if self._retain_empty(header) else None
@@ -350,7 +350,7 @@ class _GroupCleaner:
         if self.now_ms < horizon:
             self._horizon_pending(horizon)
             return data
-        if header.records_count == 0:
+        if header.record_count == 0:
             return data if self._retain_empty(header) else None
         self.stats.markers_removed += 1
         return self._rebuild(header, [], horizon) if self._retain_empty(header) else None
