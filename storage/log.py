@@ -658,6 +658,7 @@ class PartitionLog:
             segment.dirty = False
             try:
                 os.fdatasync(segment.fd)
+                segment.txn_index.flush()  # nothing to do unless an abort was recorded
             except OSError as exc:
                 raise StorageError(f"{self.name}: fsync failed: {exc}") from exc
         self._unflushed_messages = 0
@@ -1072,9 +1073,15 @@ class PartitionLog:
                                  f"[{self.log_start_offset}, {self.log_end_offset})")
             if txn.first_offset > txn.last_offset:
                 raise ValueError(f"{self.name}: aborted transaction {txn} ends before it starts")
-            i = max(bisect_right(self._bases, txn.last_offset) - 1, 0)
-            self._segments[i].txn_index.append(txn)
+            segment = self._segments[max(bisect_right(self._bases, txn.last_offset) - 1, 0)]
+            segment.txn_index.append(txn)
             self._has_aborted_txns = True
+            self._mark_dirty(segment)  # flush() and close() fsync the index with the segment
+
+    def _mark_dirty(self, segment: LogSegment) -> None:
+        if not segment.dirty:
+            segment.dirty = True
+            self._dirty.append(segment)
 
     def collect_aborted_txns(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """The aborted transactions overlapping [start_offset, upper_bound): every entry with
@@ -1101,7 +1108,8 @@ class PartitionLog:
                 return
             segments = self._segments
             for segment in segments[max(bisect_right(self._bases, from_offset) - 1, 0):]:
-                segment.txn_index.truncate_to(from_offset)
+                if segment.txn_index.truncate_to(from_offset):
+                    self._mark_dirty(segment)
             self._recheck_aborted_txns()
 
     # ------------------------------------------------------------------ compaction support

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 
@@ -341,3 +342,49 @@ def test_nothing_at_or_past_the_first_unstable_offset_is_cleaned(tmp_path):
     clean_log(plog, T0, force=True)
     assert [(o, k, v) for o, k, v, kind in stored_records(read_all(plog)) if kind == "data"][:2] == [
         (2, b"a", b"ongoing"), (5, b"b", b"3")]
+
+
+@pytest.mark.parametrize("crash_at", [1, 2, 3, 4])
+def test_a_crash_during_a_swap_never_exposes_aborted_data(tmp_path, monkeypatch, crash_at):
+    """Each rename of a swap may be the last before a crash: after recovery every aborted
+    record still in the log is covered by an entry (the .txnindex is renamed before the
+    .log, the point of no return)."""
+    import storage.compaction as compaction
+
+    plog = PartitionLog.open(tmp_path / "c-0", compact_config(), now_ms=T0)
+    first, second = build_transactions(plog)
+    before = read_all(plog)
+    real_replace = os.replace
+    calls = []
+
+    def replace(src, dst):
+        if str(src).endswith(".cleaned"):  # the swap's renames (not checkpoints' .tmp files)
+            calls.append(dst)
+            if len(calls) == crash_at:
+                raise OSError("crash")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(compaction.os, "replace", replace)
+    with pytest.raises(OSError):
+        clean_log(plog, T0, force=True)
+    monkeypatch.undo()
+    plog = PartitionLog.open(tmp_path / "c-0", compact_config(), clean=False, now_ms=T0)
+    after = read_all(plog)
+    assert plog.log_end_offset == 13
+    # Undone or finished: every committed record the cleaner keeps is there either way.
+    committed = {(0, b"a", b"v1", "data"), (5, b"c", b"2", "data"), (9, b"d", b"x", "data"), (11, b"f", b"y", "data")}
+    assert committed <= set(stored_records(after)) <= set(stored_records(before))
+
+    def check_covered():
+        for _pos, header in iter_headers(read_all(plog)):
+            for txn in (first, second):
+                if header.producer_id == txn.producer_id and txn.first_offset <= header.base_offset < txn.last_offset:
+                    assert txn in plog.collect_aborted_txns(header.base_offset, header.last_offset + 1), (crash_at, txn)
+
+    check_covered()
+    # A later pass removes the aborted data whichever way the swap went.
+    clean_log(plog, T0, force=True)
+    assert not [r for r in stored_records(read_all(plog)) if r[2] == b"aborted"]
+    check_covered()
+    assert second in plog.collect_aborted_txns(0, 13)  # P3's empty batch keeps it
+    plog.close()
