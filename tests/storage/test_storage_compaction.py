@@ -388,3 +388,82 @@ def test_a_crash_during_a_swap_never_exposes_aborted_data(tmp_path, monkeypatch,
     check_covered()
     assert second in plog.collect_aborted_txns(0, 13)  # P3's empty batch keeps it
     plog.close()
+
+
+def read_committed(plog: PartitionLog) -> list[tuple[int, bytes | None, bytes | None]]:
+    """What a read_committed consumer is given: data records, less those of the aborted
+    transactions the log reports."""
+    aborted = plog.collect_aborted_txns(plog.log_start_offset, plog.log_end_offset)
+    out = []
+    data = read_all(plog)
+    for pos, header in iter_headers(data):
+        if header.attributes & 0x20:
+            continue
+        for offset, key, value, _kind in stored_records(data[pos:pos + header.size]):
+            if header.attributes & 0x10 and any(
+                    t.producer_id == header.producer_id and t.first_offset <= offset <= t.last_offset for t in aborted):
+                continue
+            out.append((offset, key, value))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_transactional_history_cleans_to_the_latest_committed_record_per_key(tmp_path, seed):
+    """Interleaved transactions of four producers (some left open) with plain records,
+    spanning many segments and cleaner groups: the read_committed view after cleaning is
+    the latest committed record per key below the first uncleanable offset, and every
+    record at or past it (Kafka's cleaner keeps exactly these)."""
+    rng = random.Random(seed)
+    plog = PartitionLog.open(tmp_path / "c-0", compact_config(segment_bytes=rng.choice([600, 1200, 3000])), now_ms=T0)
+    open_txns: dict[int, tuple[int, list]] = {}  # pid -> (first offset, records)
+    committed: list[tuple[int, bytes, bytes]] = []
+    for _ in range(250):
+        pid = rng.randrange(5)
+        if pid == 4:  # no producer: plain records
+            records = [(b"k%d" % rng.randrange(8), b"plain-%d" % rng.randrange(1000)) for _ in range(rng.randint(1, 3))]
+            base = plog.append(make_batch(records, timestamp=T0), now_ms=T0)[0]
+            committed += [(base + i, k, v) for i, (k, v) in enumerate(records)]
+        elif pid in open_txns and rng.random() < 0.35:
+            commit = rng.random() < 0.5
+            first, records = open_txns.pop(pid)
+            marker = plog.append(txn_marker(pid, commit, timestamp=T0), now_ms=T0)[0]
+            if commit:
+                committed += records
+            else:
+                lso = min([f for f, _ in open_txns.values()] + [marker + 1])
+                plog.append_aborted_txn(AbortedTxn(pid, first, marker, lso))
+        else:
+            records = [(b"k%d" % rng.randrange(8), b"txn-%d-%d" % (pid, rng.randrange(1000)))
+                       for _ in range(rng.randint(1, 3))]
+            base = plog.append(txn_batch(pid, records, timestamp=T0), now_ms=T0)[0]
+            entry = open_txns.setdefault(pid, (base, []))
+            entry[1].extend((base + i, k, v) for i, (k, v) in enumerate(records))
+    unstable = min((first for first, _ in open_txns.values()), default=None)
+    plog.first_unstable_offset = unstable
+    plog.roll(now_ms=T0)
+    plog.append(make_batch(1), now_ms=T0)
+    segments = plog.segments
+    first_uncleanable = next(segments[i].base_offset for i in range(len(segments))
+                             if i == len(segments) - 1 or (unstable is not None and segments[i + 1].base_offset > unstable))
+    before = [r for r in read_committed(plog) if r[0] >= first_uncleanable]
+
+    latest: dict[bytes, int] = {}
+    committed.sort()  # transactions' records joined it when they committed
+    for offset, key, _ in committed:
+        if offset < first_uncleanable:
+            latest[key] = offset
+    expected = [r for r in committed if r[0] < first_uncleanable and latest[r[1]] == r[0]] + before
+    def markers_below() -> int:
+        return sum(1 for r in stored_records(read_all(plog)) if r[0] < first_uncleanable and r[3] != "data")
+
+    markers_before = markers_below()
+    for now in (T0, T0 + 2 * DAY, T0 + 4 * DAY):  # markers are stamped, then go
+        clean_log(plog, now, force=True)
+        assert read_committed(plog) == expected, now
+        # Nothing of an aborted transaction is left below the first uncleanable offset.
+        gone = [r for r in stored_records(read_all(plog)) if r[0] < first_uncleanable and r[3] == "data"
+                and r not in [(o, k, v, "data") for o, k, v in expected]]
+        assert gone == []
+    # Markers of transactions with no data left went (those of a producer's last batch stay).
+    assert markers_below() < markers_before / 2
+    plog.close()
