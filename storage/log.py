@@ -658,7 +658,6 @@ class PartitionLog:
             segment.dirty = False
             try:
                 os.fdatasync(segment.fd)
-                segment.txn_index.flush()  # nothing to do unless an abort was recorded
             except OSError as exc:
                 raise StorageError(f"{self.name}: fsync failed: {exc}") from exc
         self._unflushed_messages = 0
@@ -1065,7 +1064,8 @@ class PartitionLog:
         """Record an aborted transaction in the transaction index of the segment holding its
         ABORT marker (``txn.last_offset``; normally the active segment), right after the
         marker was appended (Kafka's LogSegment.updateTxnIndex). ValueError if the marker
-        is not in the log, or ends before an entry already recorded there."""
+        is not in the log, or ends before an entry already recorded there; LogDirFull or
+        StorageError if the entry could not be written or fsynced."""
         with self._lock:
             self._check_open()
             if not self.log_start_offset <= txn.last_offset < self.log_end_offset:
@@ -1074,9 +1074,20 @@ class PartitionLog:
             if txn.first_offset > txn.last_offset:
                 raise ValueError(f"{self.name}: aborted transaction {txn} ends before it starts")
             segment = self._segments[max(bisect_right(self._bases, txn.last_offset) - 1, 0)]
-            segment.txn_index.append(txn)
-            self._has_aborted_txns = True
-            self._mark_dirty(segment)  # flush() and close() fsync the index with the segment
+            index = segment.txn_index
+            try:
+                index.append(txn)
+                self._has_aborted_txns = True
+                if self._config.flush_policy != "never":
+                    # Aborts are rare: fsync the entry now rather than add a check to
+                    # every append's fdatasync.
+                    index.flush()
+            except OSError as exc:
+                if exc.errno in _DISK_FULL:
+                    raise LogDirFull(f"{self.name}: {index.path.name}: {os.strerror(exc.errno)}") from exc
+                raise StorageError(f"{self.name}: {index.path.name}: {exc}") from exc
+            if self._config.flush_policy == "never":
+                self._mark_dirty(segment)  # flush() and close() fsync it with the segment
 
     def _mark_dirty(self, segment: LogSegment) -> None:
         if not segment.dirty:
