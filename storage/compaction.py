@@ -30,10 +30,12 @@ How this works (one pass over one partition, Kafka's LogCleaner in miniature):
 5. Tombstones (null values) follow KIP-534: the first pass that keeps one stamps its batch
    with a delete horizon (now + delete.retention.ms, attributes bit 6, in baseTimestamp);
    a later pass after that horizon drops it.
-6. Swap, crash-safe: the group is written to `{base}.log.cleaned` (+ indexes), fsynced;
-   then a `{base}.swap` marker listing the replaced segments is written, the first
-   segment's files are replaced by rename and the others deleted, and the marker removed.
-   Recovery finishes or undoes a swap the marker shows was interrupted.
+6. Swap, crash-safe: the group is written to `{base}.log.cleaned` (+ indexes, and a
+   `.txnindex.cleaned` when ABORT entries stay), fsynced; then a `{base}.swap` marker
+   listing the replaced segments is written, the first segment's files are replaced by
+   rename (the .txnindex before the .log, whose rename decides the swap) and the others
+   deleted, and the marker removed. Recovery finishes or undoes a swap the marker shows
+   was interrupted.
 """
 
 from __future__ import annotations
