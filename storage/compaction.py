@@ -30,10 +30,12 @@ How this works (one pass over one partition, Kafka's LogCleaner in miniature):
 5. Tombstones (null values) follow KIP-534: the first pass that keeps one stamps its batch
    with a delete horizon (now + delete.retention.ms, attributes bit 6, in baseTimestamp);
    a later pass after that horizon drops it.
-6. Swap, crash-safe: the group is written to `{base}.log.cleaned` (+ indexes), fsynced;
-   then a `{base}.swap` marker listing the replaced segments is written, the first
-   segment's files are replaced by rename and the others deleted, and the marker removed.
-   Recovery finishes or undoes a swap the marker shows was interrupted.
+6. Swap, crash-safe: the group is written to `{base}.log.cleaned` (+ indexes, and a
+   `.txnindex.cleaned` when ABORT entries stay), fsynced; then a `{base}.swap` marker
+   listing the replaced segments is written, the first segment's files are replaced by
+   rename (the .txnindex before the .log, whose rename decides the swap) and the others
+   deleted, and the marker removed. Recovery finishes or undoes a swap the marker shows
+   was interrupted.
 """
 
 from __future__ import annotations
@@ -185,7 +187,9 @@ class _TxnMetadata:
         pending = self._pending
         while pending and pending[0].first_offset <= offset:
             txn = pending.popleft()
-            self._ongoing_aborted.setdefault(txn.producer_id, [txn, False])
+            # A producer has one transaction at a time: a later one replaces an earlier
+            # whose marker this walk did not meet.
+            self._ongoing_aborted[txn.producer_id] = [txn, False]
 
     def on_batch(self, header: BatchHeader) -> bool:
         """A data batch was read; True when it belongs to an aborted transaction."""
@@ -304,7 +308,7 @@ class _GroupCleaner:
             return self._filter_marker(header, data)
         if self.txns.on_batch(header):
             # Aborted: no record of it is ever read (Kafka's discardBatchRecords).
-            if header.records_count == 0:
+            if header.record_count == 0:
                 return data if self._retain_empty(header) else None
             self.stats.aborted_batches_removed += 1
             return self._rebuild(header, []) if self._retain_empty(header) else None
@@ -350,7 +354,7 @@ class _GroupCleaner:
         if self.now_ms < horizon:
             self._horizon_pending(horizon)
             return data
-        if header.records_count == 0:
+        if header.record_count == 0:
             return data if self._retain_empty(header) else None
         self.stats.markers_removed += 1
         return self._rebuild(header, [], horizon) if self._retain_empty(header) else None
@@ -437,19 +441,19 @@ class _GroupCleaner:
         txn_index = TransactionIndex(directory / (name + TXNINDEX_SUFFIX + CLEANED_SUFFIX), base)
         txn_index.set_entries(aborted)  # the ABORT entries whose markers stay
         txn_index.flush()
-        self._swap(group, name, size == 0 and not keep_if_empty, scan, bool(aborted))
+        self._swap(group, name, size == 0 and not keep_if_empty, scan, txn_index)
 
-    def _swap(self, group: list[LogSegment], name: str, drop: bool, scan, has_txn_index: bool) -> None:
+    def _swap(self, group: list[LogSegment], name: str, drop: bool, scan, txn_index: TransactionIndex) -> None:
         plog = self.plog
         directory = plog.directory
         base = group[0].base_offset
-        cleaned = [directory / (name + suffix + CLEANED_SUFFIX)
-                   for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX)]
+        cleaned = [directory / (name + suffix + CLEANED_SUFFIX) for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX)]
         with plog._lock:
             current = plog.segments
             if not all(s in current for s in group) or current[-1] in group:
                 for path in cleaned:
                     unlink_quietly(path)
+                txn_index.delete()
                 return
             marker = directory / (name + SWAP_SUFFIX)
             replaced = [s.base_offset for s in group]
@@ -459,6 +463,7 @@ class _GroupCleaner:
                 # names it, so recovery finishes the job after a crash).
                 for path in cleaned:
                     unlink_quietly(path)
+                txn_index.delete()
                 for segment in group:
                     segment.delete_files()
                 new = None
@@ -468,8 +473,8 @@ class _GroupCleaner:
                 # read_committed consumers see it. (Were the swap undone after this, the
                 # old segment would have a subset of its entries, all of whose data it
                 # still holds, plus entries past its end that recovery cuts.)
-                if has_txn_index:
-                    os.replace(cleaned[3], directory / (name + TXNINDEX_SUFFIX))
+                has_txn_index = txn_index.exists
+                txn_index.rename(directory / (name + TXNINDEX_SUFFIX))  # (no file: nothing to rename)
                 unlink_quietly(directory / (name + INDEX_SUFFIX))
                 unlink_quietly(directory / (name + TIMEINDEX_SUFFIX))
                 os.replace(cleaned[0], directory / (name + LOG_SUFFIX))

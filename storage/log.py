@@ -1064,7 +1064,8 @@ class PartitionLog:
         """Record an aborted transaction in the transaction index of the segment holding its
         ABORT marker (``txn.last_offset``; normally the active segment), right after the
         marker was appended (Kafka's LogSegment.updateTxnIndex). ValueError if the marker
-        is not in the log, or ends before an entry already recorded there."""
+        is not in the log, or ends before an entry already recorded there; LogDirFull or
+        StorageError if the entry could not be written or fsynced."""
         with self._lock:
             self._check_open()
             if not self.log_start_offset <= txn.last_offset < self.log_end_offset:
@@ -1072,9 +1073,26 @@ class PartitionLog:
                                  f"[{self.log_start_offset}, {self.log_end_offset})")
             if txn.first_offset > txn.last_offset:
                 raise ValueError(f"{self.name}: aborted transaction {txn} ends before it starts")
-            i = max(bisect_right(self._bases, txn.last_offset) - 1, 0)
-            self._segments[i].txn_index.append(txn)
-            self._has_aborted_txns = True
+            segment = self._segments[max(bisect_right(self._bases, txn.last_offset) - 1, 0)]
+            index = segment.txn_index
+            try:
+                index.append(txn)
+                self._has_aborted_txns = True
+                if self._config.flush_policy != "never":
+                    # Aborts are rare: fsync the entry now rather than add a check to
+                    # every append's fdatasync.
+                    index.flush()
+            except OSError as exc:
+                if exc.errno in _DISK_FULL:
+                    raise LogDirFull(f"{self.name}: {index.path.name}: {os.strerror(exc.errno)}") from exc
+                raise StorageError(f"{self.name}: {index.path.name}: {exc}") from exc
+            if self._config.flush_policy == "never":
+                self._mark_dirty(segment)  # flush() and close() fsync it with the segment
+
+    def _mark_dirty(self, segment: LogSegment) -> None:
+        if not segment.dirty:
+            segment.dirty = True
+            self._dirty.append(segment)
 
     def collect_aborted_txns(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """The aborted transactions overlapping [start_offset, upper_bound): every entry with
@@ -1101,7 +1119,8 @@ class PartitionLog:
                 return
             segments = self._segments
             for segment in segments[max(bisect_right(self._bases, from_offset) - 1, 0):]:
-                segment.txn_index.truncate_to(from_offset)
+                if segment.txn_index.truncate_to(from_offset):
+                    self._mark_dirty(segment)
             self._recheck_aborted_txns()
 
     # ------------------------------------------------------------------ compaction support
