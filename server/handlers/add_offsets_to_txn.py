@@ -14,6 +14,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.txn.coordinator import for_version
 from server.txn.markers import OFFSETS_TOPIC
 
 API_KEY = ApiKey.ADD_OFFSETS_TO_TXN
@@ -33,4 +34,4 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     if code not in (ErrorCode.NONE, ErrorCode.CONCURRENT_TRANSACTIONS):
         log.info("AddOffsetsToTxn from %s for %r group %r: %s", ctx.client_id, request["transactional_id"],
                  group_id, code.name)
-    return {"throttle_time_ms": 0, "error_code": code}
+    return {"throttle_time_ms": 0, "error_code": for_version(code, ctx.api_version, 2)}

@@ -18,6 +18,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.txn.coordinator import for_version
 
 API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
 MAY_BLOCK = False
@@ -53,6 +54,7 @@ async def _one(ctx: RequestContext, tid: str, pid: int, epoch: int, topics: list
     if code not in (ErrorCode.NONE, ErrorCode.CONCURRENT_TRANSACTIONS):
         log.info("AddPartitionsToTxn from %s for %r (producer %d epoch %d): %s", ctx.client_id, tid, pid, epoch,
                  code.name)
+    code = for_version(code, ctx.api_version, 2)
     return _results(partitions, lambda t, p: code)
 
 

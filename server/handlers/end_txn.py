@@ -15,6 +15,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.txn.coordinator import for_version
 
 API_KEY = ApiKey.END_TXN
 MAY_BLOCK = False
@@ -29,4 +30,4 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     if code not in (ErrorCode.NONE, ErrorCode.CONCURRENT_TRANSACTIONS):
         log.info("EndTxn (%s) from %s for %r producer %d epoch %d: %s", "commit" if commit else "abort",
                  ctx.client_id, tid, request["producer_id"], request["producer_epoch"], code.name)
-    return {"throttle_time_ms": 0, "error_code": code}
+    return {"throttle_time_ms": 0, "error_code": for_version(code, ctx.api_version, 2)}

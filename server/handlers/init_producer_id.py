@@ -17,6 +17,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.txn.coordinator import for_version
 from server.errors import KafkaError
 
 API_KEY = ApiKey.INIT_PRODUCER_ID
@@ -32,7 +33,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                                                        request.get("producer_id", -1), request.get("producer_epoch", -1))
         if result.error not in (ErrorCode.NONE, ErrorCode.CONCURRENT_TRANSACTIONS):
             log.info("InitProducerId from %s for transactional id %r: %s", ctx.client_id, tid, result.error.name)
-        return {"throttle_time_ms": 0, "error_code": result.error, "producer_id": result.producer_id,
+        return {"throttle_time_ms": 0, "error_code": for_version(result.error, ctx.api_version, 4),
+                "producer_id": result.producer_id,
                 "producer_epoch": result.producer_epoch}
     try:
         pid, epoch = ctx.broker.producers.init_producer(request.get("producer_id", -1), request.get("producer_epoch", -1))

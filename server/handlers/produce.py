@@ -81,6 +81,8 @@ def _verify(ctx: RequestContext, partition, header, transactional_id: str | None
         return
     if code == ErrorCode.CONCURRENT_TRANSACTIONS:
         code = ErrorCode.NOT_ENOUGH_REPLICAS  # retriable for every client, as Kafka answers it
+    elif code == ErrorCode.PRODUCER_FENCED:
+        code = ErrorCode.INVALID_PRODUCER_EPOCH  # what a partition says to a fenced producer
     raise KafkaError(f"transactional batch of producer {pid} epoch {epoch} for {partition.name} not verified "
                      f"for transactional id {transactional_id!r}", code)
 

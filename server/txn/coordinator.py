@@ -60,6 +60,14 @@ COORDINATOR_EPOCH = 0
 _MARKER_RETRY_S = 0.1
 
 
+def for_version(code: ErrorCode, version: int, fenced_since: int) -> ErrorCode:
+    """KIP-588: request versions before `fenced_since` predate PRODUCER_FENCED; Kafka answers
+    them INVALID_PRODUCER_EPOCH, which those clients handle the same way."""
+    if code == E.PRODUCER_FENCED and version < fenced_since:
+        return E.INVALID_PRODUCER_EPOCH
+    return code
+
+
 @dataclass(slots=True)
 class InitResult:
     error: ErrorCode
