@@ -629,8 +629,11 @@ def test_read_committed_sees_committed_rows(spark, broker, admin):
         committed = batch_read("read_committed")
         uncommitted = batch_read("read_uncommitted")
     finally:
-        if open_txn:
-            producer.abort_transaction(30)
+        if open_txn:  # end it, so the broker is not left with an open transaction
+            try:
+                producer.abort_transaction(30)
+            except KafkaException:
+                pass  # the assertion that got us here matters more
 
     want = sorted(delivered["committed"] + delivered["again"])
     # Row by row, so a failure names the first row that differs.
