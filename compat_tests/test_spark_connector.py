@@ -551,3 +551,103 @@ def test_stream_resumes_across_broker_restart(spark, fresh_broker, tmp_path):
     assert offsets_by_partition(second) == {0: list(range(25, 35)), 1: list(range(25, 35))}
     assert sorted(r["value"] for r in second) == sorted(v for _, _, v, _, _ in later)
 
+
+
+def test_read_committed_sees_committed_rows(spark, broker, admin):
+    """kafka.isolation.level=read_committed: a batch read (earliest..latest) returns exactly
+    the rows of committed transactions — not an aborted one's, not an open one's — each at
+    the offset its delivery report gave; read_uncommitted returns every data record and no
+    control record (the commit and abort markers occupy offsets no row has).
+
+    Written with a confluent-kafka transactional producer: committed, aborted (flushed
+    first, so its records are in the log), committed again, then a transaction left open
+    while Spark reads. With it open, "latest" under read_committed is the last stable offset
+    (Spark lists offsets with the reader's isolation level), so the open records are past
+    the end as well as uncommitted."""
+    from confluent_kafka import KafkaException, Producer
+
+    topic = admin.create_topic(unique_name("spark-txn"), 2)
+    producer = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "transactional.id": unique_name("spark-txn-producer"),
+            "linger.ms": 5,
+            **PRODUCER_TWEAKS,
+        }
+    )
+    try:
+        producer.init_transactions(30)
+    except KafkaException as exc:
+        pytest.fail(f"InitProducerId with a transactional id failed: {exc.args[0]}", pytrace=False)
+    delivered: dict[str, list[tuple[int, int, bytes, bytes]]] = {}
+    failures: list[str] = []
+
+    def on_delivery(err, msg, label: str) -> None:
+        if err is not None:
+            failures.append(str(err))
+        else:
+            delivered.setdefault(label, []).append((msg.partition(), msg.offset(), msg.key(), msg.value()))
+
+    def transaction(label: str, per_partition: int) -> None:
+        producer.begin_transaction()
+        for i in range(per_partition):
+            for p in range(2):
+                producer.produce(
+                    topic,
+                    key=f"{label}-k{p}-{i}".encode(),
+                    value=f"{label}-p{p}-{i}".encode(),
+                    partition=p,
+                    on_delivery=lambda err, msg, label=label: on_delivery(err, msg, label),
+                )
+        assert producer.flush(30) == 0, f"{label}: records still undelivered after 30 s"
+
+    open_txn = False
+    try:
+        transaction("committed", 7)
+        producer.commit_transaction(30)
+        transaction("aborted", 5)
+        producer.abort_transaction(30)
+        transaction("again", 4)
+        producer.commit_transaction(30)
+        transaction("open", 3)
+        open_txn = True
+        assert not failures, failures[:3]
+        assert {label: len(recs) for label, recs in delivered.items()} == {
+            "committed": 14, "aborted": 10, "again": 8, "open": 6}
+
+        def batch_read(isolation: str) -> list[tuple[int, int, bytes, bytes]]:
+            df = read(
+                spark,
+                broker.bootstrap,
+                subscribe=topic,
+                startingOffsets="earliest",
+                endingOffsets="latest",
+                **{"kafka.isolation.level": isolation},
+            )
+            return [(r["partition"], r["offset"], r["key"], r["value"]) for r in rows_of(df)]
+
+        committed = batch_read("read_committed")
+        uncommitted = batch_read("read_uncommitted")
+    finally:
+        if open_txn:  # end it, so the broker is not left with an open transaction
+            try:
+                producer.abort_transaction(30)
+            except KafkaException:
+                pass  # the assertion that got us here matters more
+
+    want = sorted(delivered["committed"] + delivered["again"])
+    # Row by row, so a failure names the first row that differs.
+    for i, (got, expected) in enumerate(zip(committed, want)):
+        assert got == expected, f"read_committed row {i}: {got} != {expected}"
+    assert len(committed) == len(want), f"read_committed: {len(committed)} rows, {len(want)} committed records"
+
+    every = sorted(r for recs in delivered.values() for r in recs)
+    for i, (got, expected) in enumerate(zip(uncommitted, every)):
+        assert got == expected, f"read_uncommitted row {i}: {got} != {expected}"
+    assert len(uncommitted) == len(every), f"read_uncommitted: {len(uncommitted)} rows, {len(every)} data records"
+    # The markers: per partition, one offset after each of the three ended transactions.
+    for p in range(2):
+        offsets = [o for q, o, _, _ in uncommitted if q == p]
+        gaps = [b for a, b in zip(offsets, offsets[1:]) if b != a + 1]
+        assert len(gaps) == 3 and all(b - a == 2 for a, b in zip(offsets, offsets[1:]) if b != a + 1), (
+            f"partition {p}: offsets {offsets} should skip exactly one marker after each ended transaction")
