@@ -290,3 +290,20 @@ def test_recovery_after_a_stop_mid_transaction(tmp_path, stop):
         assert list_latest(broker, "t", 0, 1) == 6
         assert fetch(broker, "t", 0, 0, 1)["aborted_transactions"] == [
             {"producer_id": b["producer_id"], "first_offset": 2}, {"producer_id": c["producer_id"], "first_offset": 4}]
+
+
+def test_the_lso_never_lags_the_log_start_offset(tmp_path):
+    """DeleteRecords past the start of an open transaction: read_committed consumers are
+    told a last stable offset inside the log, not one below its start."""
+    with BrokerProcess(tmp_path / "data") as broker:
+        create(broker, "t")
+        a = init(broker, "tx")
+        assert add_partitions(broker, "tx", a["producer_id"], a["producer_epoch"], "t", [0]) == {0: E.NONE}
+        assert produce(broker, "t", 0, a["producer_id"], a["producer_epoch"], 0, [b"open"], "tx")["error_code"] == 0
+        assert produce(broker, "t", 0, -1, -1, -1, [b"p1", b"p2", b"p3"], None, transactional=False)["error_code"] == 0
+        assert list_latest(broker, "t", 0, 1) == 0
+        deleted = call(broker, ApiKey.DELETE_RECORDS, 2, {"topics": [{"name": "t", "partitions": [
+            {"partition_index": 0, "offset": 2}]}], "timeout_ms": 5000})
+        assert deleted["topics"][0]["partitions"][0]["error_code"] == E.NONE
+        assert list_latest(broker, "t", 0, 1) == 2
+        assert fetch(broker, "t", 0, 2, 1)["last_stable_offset"] == 2
