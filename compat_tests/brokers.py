@@ -175,15 +175,8 @@ class ProcessBroker(Broker):
         return tail(self.log_path, lines)
 
 
-# Settings every suite broker of ours runs with, before the `--trafka-arg`s.
-# Kafka looks for transactions past their transaction.timeout.ms every 10 s; the suite's
-# timeout scenario (test_transactions.py) would wait that long for each client.
-TRAFKA_SUITE_ARGS = ("--set", "transaction.abort.timed.out.transaction.cleanup.interval.ms=500")
-
-
 class TrafkaBroker(ProcessBroker):
-    """Our broker: `python -m server serve --listen 127.0.0.1:PORT --data-dir DIR
-    [TRAFKA_SUITE_ARGS] [extra]`."""
+    """Our broker: `python -m server serve --listen 127.0.0.1:PORT --data-dir DIR [extra]`."""
 
     def __init__(self, workdir: Path, extra_args: list[str] | None = None, name: str = "trafka",
                  advertise: str | None = None) -> None:
@@ -205,7 +198,7 @@ class TrafkaBroker(ProcessBroker):
                 "--data-dir", str(self.data_dir)]
         if self.advertise:
             argv += ["--advertised", self.advertise]
-        return argv + list(TRAFKA_SUITE_ARGS) + self.extra_args
+        return argv + self.extra_args
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)

@@ -29,6 +29,10 @@ from compat_tests.report import MatrixReport, scenario_of
 
 DEFAULT_BROKERS = "trafka,tansu"
 DEFAULT_TIMEOUT_S = 90
+# Settings the suite's trafka brokers run with, before the `--trafka-arg`s. Kafka looks for
+# transactions past their transaction.timeout.ms every 10 s; test_transactions.py's timeout
+# scenario would wait that long for each client.
+TRAFKA_SUITE_ARGS = ("--set", "transaction.abort.timed.out.transaction.cleanup.interval.ms=500")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -126,7 +130,7 @@ class BrokerPool:
 
     def __init__(self, config: pytest.Config, root) -> None:
         self.root = root
-        self.trafka_args = list(config.getoption("--trafka-arg") or [])
+        self.trafka_args = list(TRAFKA_SUITE_ARGS) + list(config.getoption("--trafka-arg") or [])
         self.trafka_args += shlex.split(os.environ.get("TRAFKA_ARGS", ""))
         self.brokers: dict[str, brokers_mod.Broker] = {}
         self.unavailable: dict[str, BaseException] = {}

@@ -78,9 +78,11 @@ class ConfluentClient(Client):
 
     def _consumer(self, group: str | None, reset: str = "earliest",
                   fetch_wait_ms: int = FETCH_WAIT_MS,
-                  isolation_level: str = "read_uncommitted") -> ck.Consumer:
+                  isolation_level: str | None = None) -> ck.Consumer:
+        # isolation_level None keeps librdkafka's default (read_committed, unlike Kafka's).
+        level = {} if isolation_level is None else {"isolation.level": isolation_level}
         return ck.Consumer({
-            "isolation.level": isolation_level,
+            **level,
             **self._common(),
             # librdkafka insists on a group.id even for assign(); a unique one never joins.
             "group.id": group or f"compat-assign-{uuid.uuid4().hex}",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import re
 import time
 import uuid
 from typing import Iterable
@@ -356,6 +357,9 @@ class _TxnProducer(TxnProducer):
         if code is None:
             manager = getattr(self._producer, "_transaction_manager", None)
             code = getattr(getattr(manager, "last_error", None), "errno", None)
+        if code is None:  # "Unexpected error in InitProducerIdResponse: [Error 35] ..."
+            found = re.search(r"\[Error (-?\d+)\]", str(exc))
+            code = int(found.group(1)) if found else None
         return ClientError(f"{type(exc).__name__}: {exc}", code)
 
     def begin(self) -> None:

@@ -234,6 +234,16 @@ public final class TrafkaCompat {
         Errors code = Errors.forException(cause);
         if (code != Errors.UNKNOWN_SERVER_ERROR || cause instanceof UnknownServerException) {
             o.addProperty("code", code.code());
+        } else if (cause.getMessage() != null && cause.getMessage().startsWith("Unexpected error in ")) {
+            // The transaction manager reports a broker error it has no exception for (e.g.
+            // INVALID_TRANSACTION_TIMEOUT at init) as KafkaException("Unexpected error in
+            // InitProducerIdResponse; " + error.message()): the message names the error.
+            for (Errors e : Errors.values()) {
+                if (e.message() != null && cause.getMessage().endsWith("; " + e.message())) {
+                    o.addProperty("code", e.code());
+                    break;
+                }
+            }
         }
         if (cause instanceof OffsetOutOfRangeException || cause instanceof NoOffsetForPartitionException) {
             o.addProperty("kind", "offset_out_of_range");
