@@ -334,6 +334,10 @@ class _TxnProducer(TxnProducer):
             return future.result()
         except aerr.KafkaError as exc:
             raise _client_error(exc) from exc
+        except AssertionError as exc:
+            # aiokafka checks transaction-state transitions with assert (e.g. commit without
+            # begin): the library's own refusal, nothing reached the broker.
+            raise ClientError(f"aiokafka refused: {exc}") from exc
         except asyncio.TimeoutError as exc:
             raise ClientError(f"aiokafka: no answer within {TXN_BLOCK_MS} ms") from exc
 

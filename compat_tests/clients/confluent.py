@@ -383,8 +383,9 @@ class _TxnProducer(TxnProducer):
             if m.headers:
                 kwargs["headers"] = list(m.headers)
             self._do(lambda: self._producer.produce(topic, **kwargs))
-            self._producer.poll(0)
-        self._producer.flush(TXN_BLOCK_MS / 1000)
+            self._do(self._producer.poll, 0)
+        # A fenced producer learns it here: librdkafka raises its fatal error from poll/flush.
+        self._do(self._producer.flush, TXN_BLOCK_MS / 1000)
         out = []
         for report in reports:
             if report is None:
