@@ -8,10 +8,13 @@ reports it (DEFAULT_CONFIG vs STATIC_BROKER_CONFIG).
 
 from __future__ import annotations
 
+import logging
 import os
 import pathlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
+
+log = logging.getLogger("trafka.config")
 
 
 class ConfigError(ValueError):
@@ -115,7 +118,11 @@ class BrokerConfig:
             raise ConfigError(f"{name}={raw!r}: {exc}") from None
 
     def raw(self, name: str) -> str:
-        return self.values.get(name, SETTINGS[name].default)
+        """The value as given; an unknown key has only the value it was given with."""
+        value = self.values.get(name)
+        if value is not None:
+            return value
+        return SETTINGS[name].default
 
     def source(self, name: str) -> str:
         return self.sources.get(name, "default")
@@ -125,6 +132,7 @@ class BrokerConfig:
         if setting is None:
             # Kafka ignores unknown keys in server.properties with a warning; we keep them
             # so DescribeConfigs can show them, but they change nothing.
+            log.warning("the configuration '%s' was supplied but isn't a known config", name)
             self.values[name] = value
             self.sources[name] = source
             return

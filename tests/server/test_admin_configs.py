@@ -40,7 +40,8 @@ STATIC_RETENTION = "86400000"  # given as --set log.retention.ms: STATIC_BROKER_
 def broker(tmp_path_factory):
     TrafkaBroker.check_available()
     b = TrafkaBroker(tmp_path_factory.mktemp("admin-configs"),
-                     extra_args=["--set", f"log.retention.ms={STATIC_RETENTION}", "--log-level", "DEBUG"])
+                     extra_args=["--set", f"log.retention.ms={STATIC_RETENTION}", "--set", "made.up.setting=7",
+                                 "--log-level", "DEBUG"])
     b.start()
     yield b
     b.stop()
@@ -177,6 +178,8 @@ def test_describe_broker(broker, kp, ck):
     assert got["num.partitions"]["config_source"] == "DEFAULT_CONFIG"
     assert got["log.dirs"]["value"] == str(broker.data_dir)
     assert got["node.id"]["value"] == "1"
+    # a key Kafka does not know is kept and shown (Kafka warns and ignores it), never an error
+    assert got["made.up.setting"]["value"] == "7"
     assert [(s["name"], s["source"]) for s in got["log.retention.ms"]["synonyms"]] == [
         ("log.retention.ms", "STATIC_BROKER_CONFIG"), ("log.retention.ms", "DEFAULT_CONFIG")]
     resource = ConfigResource(ConfigResource.Type.BROKER, "1")
