@@ -60,7 +60,22 @@ SETTINGS: dict[str, Setting] = {
         _s("advertised.listeners", str, "", "Address clients are told to use; defaults to the listen address."),
         _s("log.dirs", str, "./data", "The data directory (one)."),
         _s("num.partitions", int, "1", "Partitions of auto-created topics."),
-        _s("default.replication.factor", int, "1", "Replication factor of auto-created topics (must be 1)."),
+        _s("default.replication.factor", int, "1", "Replication factor of auto-created topics (must be 1 on a single broker)."),
+        _s("zookeeper.connect", str, "", "ZooKeeper of the cluster (host:port[,host:port][/chroot]); empty: a single broker."),
+        _s("zookeeper.session.timeout.ms", int, "18000", "ZooKeeper session timeout: how soon a dead broker is noticed."),
+        _s("broker.rack", str, "", "Rack of this broker, for rack-aware replica assignment."),
+        _s("inter.broker.listener.name", str, "PLAINTEXT", "Listener other brokers use to reach this one."),
+        _s("min.insync.replicas", int, "1", "Replicas that must have an acks=all write before it is acknowledged."),
+        _s("replica.lag.time.max.ms", int, "30000", "A follower that has not caught up for this long leaves the ISR."),
+        _s("unclean.leader.election.enable", _bool, "false", "Elect a replica outside the ISR when no ISR member is alive (may lose data)."),
+        _s("offsets.topic.replication.factor", int, "3", "Replication factor of __consumer_offsets in a cluster (capped at the live brokers)."),
+        _s("transaction.state.log.replication.factor", int, "3", "Replication factor of __transaction_state in a cluster (capped at the live brokers)."),
+        _s("transaction.state.log.min.isr", int, "2", "min.insync.replicas of __transaction_state in a cluster."),
+        _s("replica.fetch.max.bytes", int, "1048576", "Bytes a follower asks per partition in one fetch."),
+        _s("replica.fetch.wait.max.ms", int, "500", "How long a follower's fetch waits at the leader for data."),
+        _s("replica.fetch.backoff.ms", int, "1000", "Pause after a failed follower fetch."),
+        _s("num.replica.fetchers", int, "1", "Fetcher tasks per source broker."),
+        _s("controlled.shutdown.enable", _bool, "true", "Move leadership away (ControlledShutdown) before stopping."),
         _s("auto.create.topics.enable", _bool, "true", "Create unknown topics on Metadata and Produce."),
         _s("delete.topic.enable", _bool, "true", "Allow DeleteTopics."),
         _s("log.retention.ms", int, "604800000", "Default retention.ms of topics (-1: keep forever)."),
@@ -154,6 +169,11 @@ class BrokerConfig:
         return self.get("broker.id")
 
     @property
+    def clustered(self) -> bool:
+        """A cluster member (zookeeper.connect set) rather than the embedded single broker."""
+        return bool(self.raw("zookeeper.connect"))
+
+    @property
     def advertised(self) -> tuple[str, int]:
         host = self.advertised_host or self.listen_host
         if host in ("0.0.0.0", "", "::"):
@@ -227,6 +247,6 @@ def load_config(
     cfg.listen_host, cfg.listen_port = split_host_port(cfg.raw("listeners"), "listen address")
     if cfg.raw("advertised.listeners"):
         cfg.advertised_host, cfg.advertised_port = split_host_port(cfg.raw("advertised.listeners"), "advertised address")
-    if cfg.get("default.replication.factor") != 1:
-        raise ConfigError("default.replication.factor must be 1 on a single broker")
+    if cfg.get("default.replication.factor") != 1 and not cfg.raw("zookeeper.connect"):
+        raise ConfigError("default.replication.factor must be 1 on a single broker (no zookeeper.connect)")
     return cfg

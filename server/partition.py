@@ -27,14 +27,17 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import trio
 
 from storage import PartitionLog
-from storage.producer_snapshot import delete_snapshots, load_latest, write_snapshot
+from storage.producer_snapshot import delete_snapshots, list_snapshots, load_latest, snapshot_path, write_snapshot
 from storage.txn_index import AbortedTxn
-from wire.records import BatchHeader, ControlType, build_txn_marker, parse_header, read_txn_marker
+from wire.records import BatchHeader, ControlType, build_txn_marker, iter_headers, parse_header, read_txn_marker
+
+from server.cluster.followers import FollowerState
 
 from server.errors import FencedLeaderEpoch, UnknownLeaderEpoch
 from server.producers import DuplicateBatch, PartitionProducers, ProducerIdManager
@@ -54,7 +57,9 @@ class AppendOutcome:
 
 class Partition:
     __slots__ = ("topic", "index", "topic_id", "log", "leader_epoch", "leader_id", "replicas", "isr",
-                 "high_watermark", "producers", "waiters", "lock", "name", "verification")
+                 "high_watermark", "producers", "waiters", "lock", "name", "verification", "node_id",
+                 "partition_epoch", "followers", "pending_isr", "leader_epoch_start_offset", "on_isr_change",
+                 "min_isr_default")
 
     def __init__(self, topic: str, index: int, topic_id: uuid.UUID, plog: PartitionLog, *, node_id: int,
                  producer_ids: ProducerIdManager, replicas: list[int] | None = None, verification: bool = True) -> None:
@@ -76,6 +81,14 @@ class Partition:
         self.waiters: set[trio.Event] = set()
         self.lock = trio.Lock()
         self.high_watermark = plog.log_end_offset
+        # Replication (a cluster): empty on a single broker, where HW = LEO after every append.
+        self.node_id = node_id
+        self.partition_epoch = 0  # the zkVersion of the partition's state znode
+        self.followers: dict[int, FollowerState] = {}
+        self.pending_isr: list[int] | None = None  # an AlterPartition in flight
+        self.leader_epoch_start_offset = plog.log_end_offset
+        self.on_isr_change: Callable[[Partition, list[int]], None] | None = None
+        self.min_isr_default = 1
 
     def __repr__(self) -> str:
         return f"<Partition {self.name} epoch {self.leader_epoch} hw {self.high_watermark}>"
@@ -104,12 +117,167 @@ class Partition:
         # Retention or DeleteRecords may have removed the start of an open transaction.
         return max(first, self.log.log_start_offset)
 
-    def maybe_advance_high_watermark(self) -> None:
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.node_id
+
+    @property
+    def min_insync_replicas(self) -> int:
+        value = self.log.config.extras.get("min.insync.replicas")
+        return int(value) if value is not None else self.min_isr_default
+
+    def maximal_isr(self) -> list[int]:
+        """The ISR plus a member whose addition is in flight (HW and acks=all wait for it at
+        once); during a shrink in flight the old ISR still counts (CLUSTER.md §4.6)."""
+        if self.pending_isr is None:
+            return self.isr
+        return self.isr + [r for r in self.pending_isr if r not in self.isr]
+
+    def maybe_advance_high_watermark(self) -> bool:
         """The high watermark is the smallest log end offset in the ISR; with this broker
-        the only member, its own."""
+        the only member, its own. It never moves back on a leader, and not at all while the
+        ISR is smaller than min.insync.replicas (KAFKA-15583). True when it moved."""
         end = self.log.log_end_offset
+        if self.followers:
+            if not self.is_leader:
+                return False
+            if len(self.isr) < min(self.min_insync_replicas, len(self.replicas)):
+                return False
+            for replica in self.maximal_isr():
+                follower = self.followers.get(replica)
+                if follower is not None and follower.log_end_offset < end:
+                    end = follower.log_end_offset
         if end > self.high_watermark:
             self.high_watermark = end
+            return True
+        return False
+
+    # ---- replication (cluster) ----------------------------------------------------------
+    def make_leader(self, leader_epoch: int, isr: list[int], replicas: list[int], partition_epoch: int,
+                    now_ms: int) -> bool:
+        """LeaderAndIsr names this broker leader. A new epoch is written to the epoch cache at
+        the log end even before any batch (KAFKA-7415), and what the old leader knew of the
+        followers is forgotten: the HW waits until each ISR follower fetched in this epoch.
+        Returns whether the epoch is new."""
+        new_epoch = leader_epoch != self.leader_epoch or not self.is_leader
+        self.leader_id = self.node_id
+        self.replicas = list(replicas)
+        self.isr = list(isr)
+        self.partition_epoch = partition_epoch
+        self.pending_isr = None
+        if new_epoch:
+            self.leader_epoch = leader_epoch
+            end = self.log.log_end_offset
+            self.log.leader_epoch_cache.assign(leader_epoch, end)
+            self.leader_epoch_start_offset = end
+            self.followers = {r: FollowerState(last_caught_up_ms=now_ms if r in isr else 0)
+                              for r in replicas if r != self.node_id}
+        else:
+            for r in replicas:
+                if r != self.node_id and r not in self.followers:
+                    self.followers[r] = FollowerState()
+            for r in list(self.followers):
+                if r not in replicas:
+                    del self.followers[r]
+        if self.maybe_advance_high_watermark():
+            pass
+        self.wake()
+        return new_epoch
+
+    def make_follower(self, leader_id: int, leader_epoch: int, isr: list[int], replicas: list[int],
+                      partition_epoch: int) -> bool:
+        """LeaderAndIsr names another broker leader: this replica copies its log from there.
+        Waiting acks=all produces and fetches are woken (they find they are no longer the
+        leader's). Returns whether anything changed (a fetcher must (re)start)."""
+        changed = leader_id != self.leader_id or leader_epoch != self.leader_epoch
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.replicas = list(replicas)
+        self.isr = list(isr)
+        self.partition_epoch = partition_epoch
+        self.followers = {}
+        self.pending_isr = None
+        self.wake()
+        return changed
+
+    def update_follower(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
+        """A follower fetched at `fetch_offset` (its log end offset): record it, maybe take it
+        back into the ISR, maybe advance the high watermark (which completes acks=all waits)."""
+        follower = self.followers.get(replica_id)
+        if follower is None:
+            return
+        follower.on_fetch(fetch_offset, self.log.log_end_offset, now_ms)
+        if (replica_id not in self.isr and self.pending_isr is None and fetch_offset >= self.high_watermark
+                and fetch_offset >= self.leader_epoch_start_offset and self.on_isr_change is not None):
+            self.propose_isr(self.isr + [replica_id])
+        if self.maybe_advance_high_watermark():
+            self.wake()
+
+    def out_of_sync_replicas(self, now_ms: int, lag_ms: int) -> list[int]:
+        end = self.log.log_end_offset
+        return [r for r in self.isr if r != self.node_id and
+                (r not in self.followers or not self.followers[r].caught_up(end, now_ms, lag_ms))]
+
+    def propose_isr(self, new_isr: list[int]) -> None:
+        """Ask the controller (AlterPartition) to change the ISR; one change in flight."""
+        if self.pending_isr is not None or self.on_isr_change is None or sorted(new_isr) == sorted(self.isr):
+            return
+        self.pending_isr = list(new_isr)
+        self.on_isr_change(self, list(new_isr))
+
+    def isr_changed(self, isr: list[int], partition_epoch: int) -> None:
+        """The controller accepted an ISR change (AlterPartition answer)."""
+        self.isr = list(isr)
+        self.partition_epoch = partition_epoch
+        self.pending_isr = None
+        if self.maybe_advance_high_watermark():
+            pass
+        self.wake()
+
+    def set_follower_high_watermark(self, leader_high_watermark: int) -> None:
+        """A follower's HW is the leader's, capped at what it has (it may move back)."""
+        hw = min(leader_high_watermark, self.log.log_end_offset)
+        if hw != self.high_watermark:
+            self.high_watermark = hw
+            self.wake()
+
+    async def append_as_follower(self, records: bytearray, record_count: int | None = None) -> None:
+        """Copy the leader's batches as they are (offsets, epochs); producer state follows."""
+        headers = list(iter_headers(records, check_crc=False))
+        async with self.lock:
+            start = self.log.log_end_offset
+            if self.log.config.flush_policy == "always":
+                await trio.to_thread.run_sync(self.log.append_as_follower, records, record_count)
+            else:
+                self.log.append_as_follower(records, record_count)
+            for _pos, header in headers:
+                if header.producer_id < 0 or header.base_offset < start:
+                    continue
+                if header.is_control:
+                    marker = read_txn_marker(bytes(records[_pos:_pos + header.size]))
+                    if marker is not None:
+                        self._complete_txn(header.producer_id, header.producer_epoch,
+                                           marker[0] == ControlType.COMMIT, marker[1], header.base_offset)
+                    continue
+                self.producers.record(header, header.base_offset)
+            if self.producers.ongoing:
+                self.log.first_unstable_offset = self.producers.first_unstable
+        self.wake()
+
+    async def truncate_to(self, offset: int) -> None:
+        """A follower cuts a divergent tail (leader-epoch truncation). Producer state is
+        rebuilt from the log, since the cut may remove batches it remembers."""
+        async with self.lock:
+            if offset >= self.log.log_end_offset:
+                return
+            await trio.to_thread.run_sync(self.log.truncate_to, offset)
+            for stale in list_snapshots(self.log.directory):
+                if stale > offset:
+                    snapshot_path(self.log.directory, stale).unlink(missing_ok=True)
+            self.producers.clear()
+            self.load_producer_state()
+            if self.high_watermark > self.log.log_end_offset:
+                self.high_watermark = self.log.log_end_offset
 
     # ---- leadership -----------------------------------------------------------------
     def check_leader_epoch(self, current_leader_epoch: int) -> None:

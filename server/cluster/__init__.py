@@ -1,0 +1,1 @@
+"""The cluster: brokers replicating partitions, coordinated by ZooKeeper (Kafka's ZooKeeper mode)."""
