@@ -5,8 +5,9 @@ Usage: python -m wire.generate [SCHEMA_DIR] [--check]    (default: $KAFKA_PROTOC
 The schemas (Apache Kafka 3.9.2, in ../shared/kafka-protocol/messages) are the reference
 for field order, types and version ranges. We keep only those protocol facts — names in
 snake_case, types, version ranges, tags, defaults — and leave the descriptive text behind.
-Only the APIs in `wire.registry.API_VERSIONS` are generated. `--check` exits 1 when the
-committed file differs from what the schemas give (the test suite runs it).
+Only the APIs in `wire.registry.CODEC_VERSIONS` are generated: the advertised
+`API_VERSIONS` and the `INTER_BROKER_VERSIONS` brokers send each other. `--check` exits 1
+when the committed file differs from what the schemas give (the test suite runs it).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pprint
 import re
 import sys
 
-from wire.registry import API_VERSIONS
+from wire.registry import CODEC_VERSIONS
 
 DEFAULT_SCHEMA_DIR = pathlib.Path(__file__).resolve().parent.parent.parent / "shared" / "kafka-protocol" / "messages"
 # Where the schemas are when the checkout has no ../shared beside it (a CI machine): the
@@ -139,7 +140,7 @@ def generate(schema_dir: pathlib.Path) -> str:
     by_key: dict[tuple[int, str], dict] = {}
     for path in sorted(schema_dir.glob("*.json")):
         schema = load_schema(path)
-        if schema.get("type") in ("request", "response") and schema.get("apiKey") in API_VERSIONS:
+        if schema.get("type") in ("request", "response") and schema.get("apiKey") in CODEC_VERSIONS:
             by_key[(schema["apiKey"], schema["type"])] = schema
     for (key, kind), schema in sorted(by_key.items()):
         common = {c["name"]: c["fields"] for c in schema.get("commonStructs", [])}

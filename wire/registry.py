@@ -6,6 +6,15 @@ The ranges follow ../shared/CLIENTS.md §10 ("what the broker should advertise")
 - every minimum at or below aiokafka's maximum, which has no flexible versions;
 - Produce v0-2 are advertised but refused at request time, as Kafka 4 does (KAFKA-18659);
 - no telemetry (71/72), no KIP-848 heartbeat (68): advertising them makes clients use them.
+
+`INTER_BROKER_VERSIONS` holds the APIs brokers of a cluster send each other (controller to
+broker, leader to controller; ../shared/CLUSTER.md §3) at Kafka 3.9's full ranges. They
+are generated, encoded and decoded like the rest, but not advertised: ApiVersions lists
+only `API_VERSIONS`, and every key there must have a handler (a test keeps it so). The
+controller and the brokers need the codecs before the handlers exist, so a key lives here
+until its handler lands, and moves to `API_VERSIONS` in the same commit — Kafka's ZooKeeper
+brokers advertise these APIs too. A request for one of them without a handler is decoded
+and answered UNSUPPORTED_VERSION by the network layer, as any API without a handler.
 """
 
 from __future__ import annotations
@@ -18,6 +27,10 @@ class ApiKey(enum.IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    LEADER_AND_ISR = 4
+    STOP_REPLICA = 5
+    UPDATE_METADATA = 6
+    CONTROLLED_SHUTDOWN = 7
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
     FIND_COORDINATOR = 10
@@ -45,6 +58,7 @@ class ApiKey(enum.IntEnum):
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
+    ALTER_PARTITION = 56
     DESCRIBE_CLUSTER = 60
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
@@ -88,9 +102,22 @@ API_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.LIST_TRANSACTIONS: (0, 1),
 }
 
+# api key -> (min version, max version) decoded and encoded but not advertised (see above).
+INTER_BROKER_VERSIONS: dict[int, tuple[int, int]] = {
+    ApiKey.LEADER_AND_ISR: (0, 7),
+    ApiKey.STOP_REPLICA: (0, 4),
+    ApiKey.UPDATE_METADATA: (0, 8),
+    ApiKey.CONTROLLED_SHUTDOWN: (0, 3),
+    ApiKey.ALTER_PARTITION: (0, 3),
+}
+
+# Every API the codec knows (what `wire.generate` emits): both tables, which never share a key.
+CODEC_VERSIONS: dict[int, tuple[int, int]] = {**API_VERSIONS, **INTER_BROKER_VERSIONS}
+
 
 def is_supported(api_key: int, api_version: int) -> bool:
-    versions = API_VERSIONS.get(api_key)
+    """True when the codec decodes this (API, version): advertised or inter-broker."""
+    versions = CODEC_VERSIONS.get(api_key)
     return versions is not None and versions[0] <= api_version <= versions[1]
 
 

@@ -29,7 +29,7 @@ from wire.connection import (
 )
 from wire.errors import FrameTooLarge, MalformedFrame, ProtocolError
 from wire.records import iter_headers
-from wire.registry import API_VERSIONS
+from wire.registry import CODEC_VERSIONS
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
@@ -319,7 +319,7 @@ def test_tiny_frames_are_malformed():
 
 # --------------------------------------------------------------------------- fuzz
 
-_SERVED = [(key, version) for key, (lo, hi) in sorted(API_VERSIONS.items()) for version in range(lo, hi + 1)]
+_SERVED = [(key, version) for key, (lo, hi) in sorted(CODEC_VERSIONS.items()) for version in range(lo, hi + 1)]
 
 
 def _flexible_request(key: int, version: int) -> bool:

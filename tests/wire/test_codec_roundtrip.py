@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from wire import primitives as p
 from wire.connection import Request, decode_request, decode_response, encode_request, encode_response
-from wire.registry import API_VERSIONS
+from wire.registry import CODEC_VERSIONS
 from wire.schema import _NullableStruct, message_struct
 
 EXAMPLES = 12
@@ -90,8 +90,8 @@ def _strategy(key: int, kind: str, version: int) -> st.SearchStrategy:
 
 
 def _cases():
-    for key in sorted(API_VERSIONS):
-        lo, hi = API_VERSIONS[key]
+    for key in sorted(CODEC_VERSIONS):
+        lo, hi = CODEC_VERSIONS[key]
         for version in range(lo, hi + 1):
             for kind in ("request", "response"):
                 yield pytest.param(key, kind, version, id=f"{key}-{kind}-v{version}")

@@ -24,7 +24,7 @@ import pytest
 from wire import primitives as p
 from wire.definitions import MESSAGES
 from wire.generate import schema_dir
-from wire.registry import API_VERSIONS
+from wire.registry import CODEC_VERSIONS
 from wire.schema import _NullableStruct, is_flexible, message_struct
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -96,16 +96,16 @@ def test_generated_file_is_current():
 
 
 def test_every_served_api_has_both_schemas_and_definitions():
-    for key in API_VERSIONS:
+    for key in CODEC_VERSIONS:
         for kind in ("request", "response"):
             assert (key, kind) in JSON, f"no JSON schema for api {key} {kind}"
             assert (key, kind) in MESSAGES, f"no generated definition for api {key} {kind}"
             assert MESSAGES[(key, kind)]["name"] == JSON[(key, kind)]["name"]
 
 
-@pytest.mark.parametrize("key", sorted(API_VERSIONS))
+@pytest.mark.parametrize("key", sorted(CODEC_VERSIONS))
 def test_served_versions_inside_valid_versions(key):
-    lo, hi = API_VERSIONS[key]
+    lo, hi = CODEC_VERSIONS[key]
     assert lo <= hi
     for kind in ("request", "response"):
         valid = _versions(JSON[(key, kind)]["validVersions"])
@@ -237,8 +237,8 @@ def _check_default(where: str, field: dict, node, default, version: int) -> None
 
 
 def _cases():
-    for key in sorted(API_VERSIONS):
-        lo, hi = API_VERSIONS[key]
+    for key in sorted(CODEC_VERSIONS):
+        lo, hi = CODEC_VERSIONS[key]
         for kind in ("request", "response"):
             for version in range(lo, hi + 1):
                 yield key, kind, version
@@ -274,3 +274,14 @@ def test_array_elements_take_at_least_one_byte(key, kind, version):
     for node in _walk(message_struct(key, kind, version)):
         if type(node) is p.Array:
             assert node.element.min_size >= 1, f"zero-size element in {node!r}"
+
+
+def test_inter_broker_apis_are_decoded_but_kept_apart_from_the_advertised_ones():
+    # A key is either advertised (API_VERSIONS, with a handler) or inter-broker only.
+    from wire.registry import API_VERSIONS, INTER_BROKER_VERSIONS, is_supported
+
+    assert not set(API_VERSIONS) & set(INTER_BROKER_VERSIONS)
+    assert CODEC_VERSIONS == {**API_VERSIONS, **INTER_BROKER_VERSIONS}
+    for key, (lo, hi) in INTER_BROKER_VERSIONS.items():
+        assert is_supported(key, lo) and is_supported(key, hi) and not is_supported(key, hi + 1)
+        assert (key, "request") in MESSAGES and (key, "response") in MESSAGES
