@@ -59,6 +59,14 @@ class Broker:
         self.shutting_down = False
         self.groups = GroupCoordinator(self)
         self.txn = TransactionCoordinator(self)
+        # The root nursery of the running broker (set by cli.run_broker): background work
+        # such as coordinator loads after a leadership change.
+        self.nursery: trio.Nursery | None = None
+        self.cluster = None
+        if config.clustered:
+            from server.cluster.node import ClusterNode
+
+            self.cluster = ClusterNode(self)
 
     # ---- lifecycle ----------------------------------------------------------------
     def topic_defaults(self) -> LogConfig:
@@ -100,24 +108,99 @@ class Broker:
 
     def open(self) -> None:
         """Blocking start-up: load the topic registry, open and recover the logs of its
-        partitions, rebuild producer state, load the groups."""
+        partitions, rebuild producer state, load the groups. In a cluster only the
+        partitions assigned to this broker are opened, and without a leader: the controller
+        says who leads (LeaderAndIsr), and the coordinators load what this broker leads."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._load_cluster_id()
         self.logs.open()
         self.topics.load()
-        self.logs.set_aside_strays((name, p) for name, meta in self.topics.items() for p in range(meta.partitions))
+        hosted = [(name, p) for name, meta in self.topics.items() for p in range(meta.partitions)
+                  if self.cluster is None or self.node_id in meta.assignment.get(p, ())]
+        self.logs.set_aside_strays(hosted)
         headers = 0
         for name, meta in sorted(self.topics.items()):
             config = self._configs[name] = self._log_config(meta)
             for index in range(meta.partitions):
+                if self.cluster is not None and self.node_id not in meta.assignment.get(index, ()):
+                    continue
                 plog = self.logs.open_log(name, index, config)
                 partition = self._add_partition(meta, index, plog)
+                if self.cluster is not None:
+                    partition.leader_id = partition.leader_epoch = -1
                 headers += partition.load_producer_state()
         if headers:
             log.info("producer state rebuilt from %d batch headers", headers)
         self.producers.load()
-        self.groups.load()
-        self.txn.load()
+        if self.cluster is None:
+            self.groups.load()
+            self.txn.load()
+        else:
+            self.groups.start_clustered()
+            self.txn.start_clustered()
+
+    def stored_cluster_id(self) -> str | None:
+        path = self.data_dir / "meta.properties"
+        if not path.exists():
+            return None
+        for line in path.read_text().splitlines():
+            if line.startswith("cluster.id="):
+                return line.split("=", 1)[1].strip()
+        return None
+
+    def adopt_cluster_id(self, cluster_id: str) -> None:
+        """A cluster member takes the id ZooKeeper holds (/cluster/id)."""
+        self.cluster_id = cluster_id
+        self._load_cluster_id()
+
+    async def host_partition(self, topic: str, topic_id: uuid.UUID | None, index: int, replicas: list[int]) -> Partition:
+        """Create (or open) the local replica of a partition the controller assigned here."""
+        from server.cluster import znodes as zn
+
+        meta = self.topics.get(topic)
+        if meta is not None and topic_id is not None and topic_id.int != 0 and meta.topic_id != topic_id:
+            log.warning("topic %s was re-created (id %s, ours %s): dropping the old replicas", topic, topic_id,
+                        meta.topic_id)
+            self.delete_topic(topic)
+            meta = None
+        if meta is None or index >= meta.partitions or self.node_id not in meta.assignment.get(index, ()):
+            found = await self.cluster.zk.get(zn.topic_path(topic))
+            if found is None:
+                raise UnknownTopicOrPartition(f"topic {topic} is not in ZooKeeper")
+            assignment = zn.TopicAssignment.decode(found[0])
+            configs = await self.cluster.admin.topic_configs(topic)
+            meta = TopicMeta(topic, assignment.topic_id or (meta.topic_id if meta else uuid.uuid4()),
+                             len(assignment.partitions), MappingProxyType(configs),
+                             meta.created_ms if meta else now_ms(),
+                             MappingProxyType({p: tuple(r) for p, r in assignment.partitions.items()}))
+            self.topics.put(meta)
+            self._configs[topic] = self._log_config(meta)
+        existing = self.partitions.get((topic, index))
+        if existing is not None:
+            return existing
+        plog = await trio.to_thread.run_sync(self.logs.open_log, topic, index, self._configs[topic])
+        partition = self._add_partition(meta, index, plog)
+        partition.leader_id = partition.leader_epoch = -1
+        await trio.to_thread.run_sync(partition.load_producer_state)
+        return partition
+
+    async def delete_partition(self, topic: str, index: int) -> None:
+        """StopReplica with delete: the local replica goes (the topic entry with the last one)."""
+        partition = self.partitions.get((topic, index))
+        if partition is not None:
+            self.partitions = {k: v for k, v in self.partitions.items() if k != (topic, index)}
+            partition.wake()
+            await trio.to_thread.run_sync(lambda: self.logs.delete_logs(topic, [index]))
+        if not any(k[0] == topic for k in self.partitions) and topic in self.topics:
+            self.topics.remove(topic)
+            self._configs.pop(topic, None)
+            log.info("topic %s: no local replica left", topic)
+
+    async def forget_partition_metadata(self, topic: str, index: int) -> None:
+        """UpdateMetadata says a partition is being deleted: committed offsets of a topic
+        gone from the cluster are dropped (Kafka's cleanupGroupMetadata)."""
+        if self.cluster is not None and topic not in self.cluster.cache.topics and self.nursery is not None:
+            self.nursery.start_soon(self.groups.forget_topic, topic)
 
     def _add_partition(self, meta: TopicMeta, index: int, plog) -> Partition:
         partition = Partition(meta.name, index, meta.topic_id, plog, node_id=self.node_id,
@@ -280,6 +363,8 @@ class Broker:
         the client's epoch is older / newer than ours) and NotLeaderOrFollower."""
         partition = self.partitions.get((topic, index))
         if partition is None:
+            if self.cluster is not None and self.cluster.cache.partition(topic, index) is not None:
+                raise NotLeaderOrFollower(f"{topic}-{index} has no replica on broker {self.node_id}")
             raise UnknownTopicOrPartition(f"{topic}-{index} does not exist")
         partition.check_leader_epoch(current_leader_epoch)
         if partition.leader_id != self.node_id:

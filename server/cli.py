@@ -90,8 +90,11 @@ async def run_broker(config, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
     try:
         async with trio.open_nursery() as root:
             connections = await root.start(_connection_nursery)
+            broker.nursery = root
             await root.start(broker.groups.run)
             await root.start(broker.txn.run)
+            if broker.cluster is not None:
+                await root.start(broker.cluster.run)
             await root.start(broker.run_background)
             addresses = await root.start(server.serve, config.listen_host, config.listen_port, connections.nursery)
             host, port = config.advertised

@@ -84,6 +84,10 @@ API_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DELETE_TOPICS: (1, 6),
     ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.INIT_PRODUCER_ID: (0, 5),
+    ApiKey.LEADER_AND_ISR: (0, 7),
+    ApiKey.STOP_REPLICA: (0, 4),
+    ApiKey.UPDATE_METADATA: (0, 8),
+    ApiKey.CONTROLLED_SHUTDOWN: (0, 3),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
@@ -98,18 +102,13 @@ API_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    ApiKey.ALTER_PARTITION: (0, 3),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
 }
 
 # api key -> (min version, max version) decoded and encoded but not advertised (see above).
-INTER_BROKER_VERSIONS: dict[int, tuple[int, int]] = {
-    ApiKey.LEADER_AND_ISR: (0, 7),
-    ApiKey.STOP_REPLICA: (0, 4),
-    ApiKey.UPDATE_METADATA: (0, 8),
-    ApiKey.CONTROLLED_SHUTDOWN: (0, 3),
-    ApiKey.ALTER_PARTITION: (0, 3),
-}
+INTER_BROKER_VERSIONS: dict[int, tuple[int, int]] = {}
 
 # Every API the codec knows (what `wire.generate` emits): both tables, which never share a key.
 CODEC_VERSIONS: dict[int, tuple[int, int]] = {**API_VERSIONS, **INTER_BROKER_VERSIONS}

@@ -61,6 +61,34 @@ def _check(ctx: RequestContext, topic: dict) -> int:
     return added
 
 
+async def _cluster_create(ctx: RequestContext, topic: dict, validate_only: bool, timeout_ms: int) -> None:
+    """A cluster: new partitions placed by Kafka's algorithm (or the request's assignments,
+    over live brokers) and written to ZooKeeper; the controller elects their leaders."""
+    node = ctx.broker.cluster
+    name = topic["name"]
+    if name in INTERNAL_TOPICS:
+        raise InvalidRequest(f"{name} is an internal topic; its partition count cannot change")
+    known = node.cache.topics.get(name)
+    if known is None:
+        raise UnknownTopicOrPartition(f"topic {name} does not exist")
+    current, count = len(known), topic["count"]
+    if count <= current:
+        raise InvalidPartitions(f"topic {name} has {current} partitions; {count} would not be an increase")
+    plan = None
+    assignments = topic.get("assignments")
+    if assignments is not None:
+        if len(assignments) != count - current:
+            raise KafkaError(f"adding {count - current} partitions needs as many assignments, got {len(assignments)}",
+                             ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+        plan = {current + i: list(a["broker_ids"]) for i, a in enumerate(assignments)}
+    if validate_only:
+        if plan is not None:
+            node.admin.check_assignment(plan)
+        return
+    await node.admin.create_partitions(name, count, plan, timeout_ms / 1000)
+    log.info("CreatePartitions %s from %s: now %d partitions", name, ctx.client_id, count)
+
+
 async def handle(ctx: RequestContext, request: dict) -> dict:
     broker = ctx.broker
     validate_only = bool(request.get("validate_only"))
@@ -73,6 +101,10 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         try:
             if name in duplicated:
                 raise InvalidRequest(f"topic {name} appears more than once in the request")
+            if broker.cluster is not None:
+                await _cluster_create(ctx, topic, validate_only, request.get("timeout_ms", 30000))
+                results.append(result)
+                continue
             _check(ctx, topic)
             if not validate_only:
                 broker.create_partitions(name, topic["count"])

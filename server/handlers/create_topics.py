@@ -6,6 +6,12 @@ INVALID_REPLICA_ASSIGNMENT; partitions ≤ 0 (other than -1, the default) →
 INVALID_PARTITIONS; bad names → INVALID_TOPIC_EXCEPTION; unknown or invalid configs →
 INVALID_CONFIG; an existing topic → TOPIC_ALREADY_EXISTS; a name twice in one request →
 INVALID_REQUEST for each. validate_only runs every check and creates nothing.
+
+In a cluster: replication factor up to the live brokers (-1: default.replication.factor),
+assignments over live brokers (INVALID_REPLICA_ASSIGNMENT otherwise), replicas placed by
+Kafka's algorithm (rack-aware), and the topic written to ZooKeeper
+(server/cluster/admin.py); the answer waits until the controller has given every partition
+a leader (REQUEST_TIMED_OUT after timeout_ms).
 """
 
 from __future__ import annotations
@@ -71,6 +77,49 @@ def _plan(ctx: RequestContext, topic: dict) -> tuple[int, dict[str, str]]:
     return partitions, configs
 
 
+async def _cluster_create(ctx: RequestContext, topic: dict, validate_only: bool, timeout_ms: int) -> tuple[dict, int, int, dict]:
+    """(result fields, partitions, replication factor, configs) of one topic in a cluster."""
+    broker = ctx.broker
+    node = broker.cluster
+    name = topic["name"]
+    validate_topic_name(name)
+    if name in node.cache.topics:
+        raise KafkaError(f"topic {name} already exists", ErrorCode.TOPIC_ALREADY_EXISTS)
+    if name in INTERNAL_TOPICS:
+        raise KafkaError(f"{name} is an internal topic", ErrorCode.INVALID_REQUEST)
+    assignments = topic.get("assignments") or []
+    partitions = topic["num_partitions"]
+    replication = topic["replication_factor"]
+    if assignments:
+        if partitions != -1 or replication != -1:
+            raise KafkaError("give either assignments or partitions and replication factor", ErrorCode.INVALID_REQUEST)
+        plan = {a["partition_index"]: list(a["broker_ids"]) for a in assignments}
+        if sorted(plan) != list(range(len(plan))):
+            raise KafkaError("assignments must cover partitions 0..n-1", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+        node.admin.check_assignment(plan)
+    else:
+        if partitions == -1:
+            partitions = broker.config.get("num.partitions")
+        if partitions <= 0:
+            raise KafkaError(f"number of partitions must be positive, got {partitions}", ErrorCode.INVALID_PARTITIONS)
+        if replication == -1:
+            replication = broker.config.get("default.replication.factor")
+        if replication <= 0:
+            raise KafkaError(f"replication factor must be positive, got {replication}",
+                             ErrorCode.INVALID_REPLICATION_FACTOR)
+        plan = node.admin.plan(partitions, replication)
+    configs: dict[str, str] = {}
+    for entry in topic.get("configs") or []:
+        if entry["value"] is None:
+            raise KafkaError(f"config {entry['name']} has a null value", ErrorCode.INVALID_CONFIG)
+        configs[entry["name"]] = entry["value"]
+    LogConfig.from_kafka(configs, broker.logs.defaults)  # raises InvalidConfig
+    if not validate_only:
+        await node.admin.create_topic(name, plan, configs, timeout_ms / 1000)
+    return {"topic_id": node.cache.topic_ids.get(name)} if not validate_only else {}, len(plan), \
+        len(next(iter(plan.values()))), configs
+
+
 async def handle(ctx: RequestContext, request: dict) -> dict:
     broker = ctx.broker
     names = [t["name"] for t in request["topics"]]
@@ -85,6 +134,13 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             results.append(result)
             continue
         try:
+            if broker.cluster is not None:
+                extra, partitions, replication, configs = await _cluster_create(
+                    ctx, topic, bool(request.get("validate_only")), request.get("timeout_ms", 30000))
+                result.update(num_partitions=partitions, replication_factor=replication,
+                              configs=creatable_topic_configs(broker, configs), **{k: v for k, v in extra.items() if v})
+                results.append(result)
+                continue
             partitions, configs = _plan(ctx, topic)
             if not request.get("validate_only"):
                 meta = broker.create_topic(name, partitions, configs)

@@ -36,14 +36,16 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     results = []
     for name, topic_id in wanted:
         result = {"name": name, "topic_id": topic_id, "error_code": ErrorCode.NONE, "error_message": None}
+        cache = broker.cluster.cache if broker.cluster is not None else None
         if name is None and topic_id != ZERO_UUID:
-            name = broker.topic_name_for_id(topic_id)
+            name = broker.topic_name_for_id(topic_id) if cache is None else \
+                next((n for n, i in cache.topic_ids.items() if i == topic_id), None)
             result["name"] = name
             if name is None:
                 result["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
                 results.append(result)
                 continue
-        meta = broker.topics.get(name)
+        meta = broker.topics.get(name) if cache is None else (name if name in cache.topics else None)
         if meta is None:
             result["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         elif name in INTERNAL_TOPICS:
@@ -51,6 +53,15 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             result["error_message"] = "internal topics cannot be deleted"
         elif not broker.config.get("delete.topic.enable"):
             result["error_code"] = ErrorCode.TOPIC_DELETION_DISABLED
+        elif cache is not None:
+            # A cluster: /admin/delete_topics/<t>; the controller deletes it everywhere.
+            result["topic_id"] = cache.topic_ids.get(name, ZERO_UUID)
+            try:
+                await broker.cluster.admin.delete_topic(name, request.get("timeout_ms", 30000) / 1000)
+            except Exception as exc:
+                result["error_code"] = error_code_for(exc)
+                result["error_message"] = str(exc)
+                log.warning("DeleteTopics %s: %s", name, exc)
         else:
             result["topic_id"] = meta.topic_id
             try:

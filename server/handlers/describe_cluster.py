@@ -36,11 +36,17 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         answer.update(error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
                       error_message=f"unsupported endpoint type {endpoint}")
         return answer
-    host, port = broker.config.advertised
-    answer.update(
-        controller_id=broker.node_id,
-        brokers=[{"broker_id": broker.node_id, "host": host, "port": port, "rack": None}],
-    )
+    if broker.cluster is not None:
+        cache = broker.cluster.cache
+        answer.update(controller_id=cache.controller_id,
+                      brokers=[{"broker_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+                               for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)])
+    else:
+        host, port = broker.config.advertised
+        answer.update(
+            controller_id=broker.node_id,
+            brokers=[{"broker_id": broker.node_id, "host": host, "port": port, "rack": None}],
+        )
     if request.get("include_cluster_authorized_operations"):
         answer["cluster_authorized_operations"] = CLUSTER_OPERATIONS
     return answer

@@ -22,6 +22,15 @@ decoded. Rules kept here:
 The wait is woken by produce (`Broker.wait_for_data`), so a waiting consumer sees a new
 message at once instead of at the end of its max_wait.
 
+Followers (a cluster): a Fetch with a replica id (v0-14 top level, v15+ replica_state) is a
+follower copying the leader. It reads up to the log end offset, not the high watermark;
+its fetch offset is recorded as the follower's log end offset, which may take it back into
+the ISR and advance the high watermark (completing acks=all produces). With
+last_fetched_epoch (v12+) the leader first checks that the follower's log agrees with its
+own: if the follower's last epoch ends earlier here, or is unknown, the answer is a
+`diverging_epoch` (epoch, end offset) and no records, and the follower truncates (KIP-320;
+CLUSTER.md §4.3).
+
 Zero copy: a partition read of at least REGION_MIN_BYTES is not read into memory. The
 handler pins the segment and puts a `FileRegion` in that `records` field; the codec
 writes its length prefix and leaves it as a part of the response, which the server
@@ -34,6 +43,7 @@ sent or dropped; until then (a pass that leads to a wait, an exception) `_Region
 from __future__ import annotations
 
 import logging
+import time
 
 import trio
 
@@ -112,8 +122,24 @@ def _aborted(plog, offset: int, upto: int) -> list[dict]:
             for t in plog.collect_aborted_txns(offset, upto)]
 
 
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _diverging(partition, part: dict) -> dict | None:
+    """A follower whose last fetched epoch ends earlier here than where it fetches (or is
+    unknown here) has a tail to cut: (epoch, end offset) it must truncate to."""
+    last_epoch = part.get("last_fetched_epoch", -1)
+    if last_epoch < 0:
+        return None
+    epoch, end = partition.end_offset_for_epoch(last_epoch)
+    if epoch < 0 or epoch < last_epoch or end < part["fetch_offset"]:
+        return {"epoch": epoch, "end_offset": end}
+    return None
+
+
 def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[dict]]], max_bytes: int,
-              regions: _Regions | None = None, read_committed: bool = False):
+              regions: _Regions | None = None, read_committed: bool = False, replica_id: int = -1):
     """One pass over the request: (response topics, bytes of records, any error).
 
     Limits (KIP-74): each partition reads at most partition_max_bytes and the whole
@@ -142,6 +168,25 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
             upto = lso if read_committed else hw
             start = partition.log.log_start_offset
             offset = part["fetch_offset"]
+            if replica_id >= 0:
+                if replica_id not in partition.followers:
+                    results.append(_partition(index, ErrorCode.NOT_LEADER_OR_FOLLOWER, hw, start, lso=lso))
+                    errors = True
+                    continue
+                diverging = _diverging(partition, part)
+                if diverging is not None:
+                    if diverging["epoch"] < 0 or offset < start:
+                        results.append(_partition(index, ErrorCode.OFFSET_OUT_OF_RANGE, hw, start, lso=lso))
+                    else:
+                        entry = _partition(index, _NONE, hw, start, lso=lso)
+                        entry["diverging_epoch"] = diverging
+                        results.append(entry)
+                    errors = True  # answer at once: the follower must truncate first
+                    continue
+                upto = partition.log_end_offset
+                if offset <= upto:
+                    partition.update_follower(replica_id, offset, _now_ms())
+                    hw = partition.high_watermark
             if offset == upto:
                 # The common case of a caught-up consumer: nothing to read (a literal, not
                 # _partition(): with 1000 partitions per fetch this loop is the cost).
@@ -204,10 +249,14 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     waiting_on = None  # built on the first wait: most fetches of a busy consumer do not wait
     regions = _Regions()
     read_committed = request.get("isolation_level", 0) == 1
+    if ctx.api_version >= 15:
+        replica_id = (request.get("replica_state") or {}).get("replica_id", -1)
+    else:
+        replica_id = request.get("replica_id", -1)
     try:
         while True:
             regions.release()  # a pass that led to a wait pinned nothing we still need
-            responses, total, errors = _read_all(ctx, topics, max_bytes, regions, read_committed)
+            responses, total, errors = _read_all(ctx, topics, max_bytes, regions, read_committed, replica_id)
             remaining = deadline - trio.current_time()
             if total >= min_bytes or errors or remaining <= 0 or broker.shutting_down:
                 break

@@ -11,15 +11,43 @@ use share consumers).
 
 from __future__ import annotations
 
+import logging
+
 from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.coordinator_log import partition_for_key
+
+log = logging.getLogger("trafka.coordinator")
 
 API_KEY = ApiKey.FIND_COORDINATOR
 MAY_BLOCK = False
 
 GROUP, TRANSACTION = 0, 1
+
+
+async def _cluster_answer(ctx: RequestContext, key: str, key_type: int) -> dict:
+    """A cluster: the coordinator is the leader of the key's partition of the internal topic,
+    created on first use (COORDINATOR_NOT_AVAILABLE meanwhile, which clients retry)."""
+    broker = ctx.broker
+    node = broker.cluster
+    topic = "__consumer_offsets" if key_type == GROUP else "__transaction_state"
+    partitions = node.cache.topics.get(topic)
+    if not partitions:
+        try:
+            await node.auto_create_topic(topic)
+        except Exception as exc:
+            log.warning("creating %s failed: %r", topic, exc)
+        return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                "error_message": f"{topic} is being created"}
+    index = partition_for_key(key, len(partitions))
+    leader = node.cache.leader_of(topic, index)
+    if leader is None:
+        return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                "error_message": f"{topic}-{index} has no leader"}
+    return {"key": key, "node_id": leader.broker_id, "host": leader.host, "port": leader.port,
+            "error_code": ErrorCode.NONE, "error_message": None}
 
 
 def _answer(ctx: RequestContext, key: str, key_type: int) -> dict:
@@ -39,10 +67,15 @@ def _answer(ctx: RequestContext, key: str, key_type: int) -> dict:
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
     key_type = request.get("key_type", GROUP)
+    clustered = ctx.broker.cluster is not None and key_type in (GROUP, TRANSACTION)
+
+    async def answer_for(key: str) -> dict:
+        return await _cluster_answer(ctx, key, key_type) if clustered else _answer(ctx, key, key_type)
+
     if ctx.api_version >= 4:
         return {"throttle_time_ms": 0,
-                "coordinators": [_answer(ctx, key, key_type) for key in request.get("coordinator_keys") or []]}
-    answer = _answer(ctx, request.get("key") or "", key_type)
+                "coordinators": [await answer_for(key) for key in request.get("coordinator_keys") or []]}
+    answer = await answer_for(request.get("key") or "")
     del answer["key"]
     answer["throttle_time_ms"] = 0
     return answer

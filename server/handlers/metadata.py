@@ -9,6 +9,12 @@ may name a topic by id with a null or empty name (the Java admin's
 describeTopics(TopicCollection.ofTopicIds(...))): it is answered by id, with its name, or
 UNKNOWN_TOPIC_ID. Authorized operations are reported as "everything" when asked for (no
 ACLs here).
+
+In a cluster the answer comes from the metadata cache the controller fills
+(server/cluster/metadata_cache.py): every live broker, the controller id, each partition's
+leader (LEADER_NOT_AVAILABLE with leader -1 while it has none), leader epoch, replicas, ISR
+and offline replicas. Auto-creation writes the topic to ZooKeeper and answers
+LEADER_NOT_AVAILABLE until the controller has given it leaders, as Kafka does.
 """
 
 from __future__ import annotations
@@ -62,8 +68,77 @@ def error_entry(name: str | None, code: ErrorCode, topic_id: uuid.UUID = ZERO_UU
     return {"error_code": code, "name": name, "topic_id": topic_id, "is_internal": False, "partitions": []}
 
 
+def _cluster_topic_entry(cache, name: str, with_ops: bool) -> dict:
+    partitions = []
+    for index, info in sorted(cache.topics.get(name, {}).items()):
+        alive = info.leader >= 0 and cache.alive(info.leader)
+        partitions.append({
+            "error_code": ErrorCode.NONE if alive else ErrorCode.LEADER_NOT_AVAILABLE,
+            "partition_index": index,
+            "leader_id": info.leader if alive else -1,
+            "leader_epoch": info.leader_epoch,
+            "replica_nodes": list(info.replicas),
+            "isr_nodes": list(info.isr),
+            "offline_replicas": list(info.offline_replicas),
+        })
+    return {"error_code": ErrorCode.NONE, "name": name, "topic_id": cache.topic_ids.get(name, ZERO_UUID),
+            "is_internal": name in INTERNAL_TOPICS, "partitions": partitions,
+            "topic_authorized_operations": TOPIC_OPERATIONS if with_ops else NOT_REQUESTED}
+
+
+async def _cluster_handle(ctx: RequestContext, request: dict) -> dict:
+    broker = ctx.broker
+    node = broker.cluster
+    cache = node.cache
+    version = ctx.api_version
+    with_ops = bool(request.get("include_topic_authorized_operations"))
+    requested = request.get("topics")
+    if requested is None or (version == 0 and not requested):
+        topics = [_cluster_topic_entry(cache, n, with_ops) for n in sorted(cache.topics)]
+    else:
+        allow_create = request.get("allow_auto_topic_creation", True) if version >= 4 else True
+        topics = []
+        for item in requested:
+            name = item.get("name")
+            topic_id = item.get("topic_id") or ZERO_UUID
+            if not name and topic_id != ZERO_UUID:
+                name = next((n for n, i in cache.topic_ids.items() if i == topic_id), None)
+                if name is None:
+                    topics.append(error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id))
+                    continue
+            if name in cache.topics:
+                topics.append(_cluster_topic_entry(cache, name, with_ops))
+                continue
+            try:
+                validate_topic_name(name)
+            except KafkaError:
+                topics.append(error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
+                continue
+            if allow_create and name not in INTERNAL_TOPICS and broker.config.get("auto.create.topics.enable"):
+                try:
+                    await node.auto_create_topic(name)
+                    topics.append(error_entry(name, ErrorCode.LEADER_NOT_AVAILABLE))
+                except KafkaError as exc:
+                    topics.append(error_entry(name, exc.code))
+                continue
+            topics.append(error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+    return {
+        "throttle_time_ms": 0,
+        "brokers": [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+                    for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)],
+        "cluster_id": broker.cluster_id,
+        "controller_id": cache.controller_id,
+        "topics": topics,
+        "cluster_authorized_operations": CLUSTER_OPERATIONS
+        if request.get("include_cluster_authorized_operations")
+        else NOT_REQUESTED,
+    }
+
+
 async def handle(ctx: RequestContext, request: dict) -> dict:
     broker = ctx.broker
+    if broker.cluster is not None:
+        return await _cluster_handle(ctx, request)
     version = ctx.api_version
     with_ops = bool(request.get("include_topic_authorized_operations"))
     requested = request.get("topics")

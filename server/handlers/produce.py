@@ -19,11 +19,19 @@ magic 2 before they are stored; v3+ carry magic 2 batches). Per partition:
   only from the coordinator's markers, never from clients (INVALID_RECORD).
 acks 0, 1 and -1 behave alike on one broker except that acks=0 gets no response — and,
 as Kafka does, an error under acks=0 closes the connection, the producer's only signal.
+In a cluster, acks=-1 on a replicated partition is refused with NOT_ENOUGH_REPLICAS before
+the append when the ISR is smaller than min.insync.replicas, and answered only once the
+high watermark — the smallest log end offset in the ISR — has passed the batch (Kafka's
+DelayedProduce; woken by follower fetches): NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR
+shrank below min.insync.replicas meanwhile, NOT_LEADER_OR_FOLLOWER if the leadership moved,
+REQUEST_TIMED_OUT after the request's timeout_ms. All partitions of a request wait together.
 """
 
 from __future__ import annotations
 
 import logging
+
+import trio
 
 from wire.errors import CorruptRecords, ErrorCode, ProtocolError
 from wire.records import iter_headers
@@ -88,7 +96,7 @@ def _verify(ctx: RequestContext, partition, header, transactional_id: str | None
 
 
 async def _produce_partition(ctx: RequestContext, topic: str, index: int, records,
-                             transactional_id: str | None = None) -> dict:
+                             transactional_id: str | None = None, waits: list | None = None) -> dict:
     broker = ctx.broker
     try:
         partition = broker.partition(topic, index)
@@ -116,7 +124,18 @@ async def _produce_partition(ctx: RequestContext, topic: str, index: int, record
         if header is not None and header.is_transactional and partition.verification:
             _verify(ctx, partition, header, transactional_id)
         validate_records(records, headers, config, partition.name)
+        replicated = waits is not None and bool(partition.followers)
+        if replicated and len(partition.isr) < partition.min_insync_replicas:
+            raise KafkaError(f"{partition.name}: ISR {partition.isr} is smaller than min.insync.replicas="
+                             f"{partition.min_insync_replicas}", ErrorCode.NOT_ENOUGH_REPLICAS)
         outcome = await partition.append_records(records, headers, record_count)
+        if replicated:
+            last = headers[-1][1]
+            required = outcome.base_offset + (last.base_offset + last.last_offset_delta - headers[0][1].base_offset) + 1
+            answer = _partition_response(index, ErrorCode.NONE, None, outcome.base_offset, outcome.log_append_time,
+                                         outcome.log_start_offset)
+            waits.append((answer, partition, required, partition.leader_epoch))
+            return answer
         return _partition_response(index, ErrorCode.NONE, None, outcome.base_offset, outcome.log_append_time,
                                    outcome.log_start_offset)
     except CorruptRecords as exc:
@@ -130,6 +149,38 @@ async def _produce_partition(ctx: RequestContext, topic: str, index: int, record
         return _partition_response(index, code, str(exc))
 
 
+async def _await_replication(ctx: RequestContext, waits: list, timeout_ms: int) -> None:
+    """Kafka's DelayedProduce: each answer waits until its partition's high watermark passes
+    the batch; the answers are edited in place."""
+    deadline = trio.current_time() + max(timeout_ms, 0) / 1000
+    broker = ctx.broker
+    pending = list(waits)
+    while pending:
+        still = []
+        for answer, partition, required, epoch in pending:
+            if not partition.is_leader or partition.leader_epoch != epoch \
+                    or broker.partitions.get((partition.topic, partition.index)) is not partition:
+                answer.update(error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER, base_offset=-1,
+                              error_message=f"{partition.name}: leadership moved before the ISR had the batch")
+            elif partition.high_watermark >= required:
+                if len(partition.maximal_isr()) < partition.min_insync_replicas:
+                    answer.update(error_code=ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                                  error_message=f"{partition.name}: ISR {partition.isr} below min.insync.replicas")
+            else:
+                still.append((answer, partition, required, epoch))
+        pending = still
+        remaining = deadline - trio.current_time()
+        if not pending:
+            return
+        if remaining <= 0 or broker.shutting_down:
+            for answer, partition, _required, _epoch in pending:
+                log.info("produce to %s from %s: the ISR %s did not reach the batch within %d ms", partition.name,
+                         ctx.client_id, partition.isr, timeout_ms)
+                answer.update(error_code=ErrorCode.REQUEST_TIMED_OUT, error_message="replication timed out")
+            return
+        await broker.wait_for_data([p for _a, p, _r, _e in pending], remaining)
+
+
 async def handle(ctx: RequestContext, request: dict) -> dict | None:
     acks = request["acks"]
     transactional_id = request.get("transactional_id")
@@ -141,11 +192,14 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
         ]
     else:
         responses = []
+        waits: list | None = [] if acks == -1 and ctx.broker.cluster is not None else None
         for topic_data in request["topic_data"]:
             name = topic_data["name"]
-            partitions = [await _produce_partition(ctx, name, p["index"], p["records"], transactional_id)
+            partitions = [await _produce_partition(ctx, name, p["index"], p["records"], transactional_id, waits)
                           for p in topic_data["partition_data"]]
             responses.append({"name": name, "partition_responses": partitions})
+        if waits:
+            await _await_replication(ctx, waits, request.get("timeout_ms", 30000))
     if acks == 0:
         failed = [p for t in responses for p in t["partition_responses"] if p["error_code"] != ErrorCode.NONE]
         if failed:

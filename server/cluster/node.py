@@ -1,0 +1,301 @@
+"""`ClusterNode`: this broker as a member of a ZooKeeper-coordinated cluster.
+
+Why a separate object: on a single broker (no `zookeeper.connect`) none of this exists and
+`Broker` behaves exactly as before. In a cluster the node
+
+- registers the broker in ZooKeeper (`/brokers/ids/<id>`, ephemeral; its czxid is the broker
+  epoch) and takes part in the controller election (server/cluster/controller.py);
+- applies what the controller decides, and nothing else: LeaderAndIsr makes local replicas
+  leaders or followers, UpdateMetadata fills the metadata cache clients are answered from,
+  StopReplica stops (and deletes) replicas — each checked against the broker epoch and the
+  controller epoch (CLUSTER.md §3.2) under one state-change lock;
+- runs the replica fetchers of the partitions it follows (server/cluster/fetcher.py), the
+  ISR shrink check of the partitions it leads, and sends ISR changes to the controller
+  (AlterPartition, server/cluster/alter_partition.py);
+- tells the coordinators which `__consumer_offsets` / `__transaction_state` partitions it
+  now leads (they load them) or no longer leads (they unload them).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+
+import trio
+
+from wire.errors import ErrorCode
+
+from server.cluster.metadata_cache import MetadataCache
+from server.errors import KafkaError
+
+log = logging.getLogger("trafka.cluster")
+
+E = ErrorCode
+OFFSETS_TOPIC = "__consumer_offsets"
+TXN_TOPIC = "__transaction_state"
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class ClusterNode:
+    def __init__(self, broker) -> None:
+        from server.cluster.admin import ClusterAdmin
+        from server.cluster.alter_partition import AlterPartitionManager
+        from server.cluster.client import BrokerChannels
+        from server.cluster.controller import Controller
+        from server.cluster.fetcher import ReplicaFetcherManager
+        from server.cluster.zk import ZooKeeperClient
+
+        self.broker = broker
+        self.config = broker.config
+        self.node_id = broker.node_id
+        self.zk = ZooKeeperClient()
+        self.cache = MetadataCache()
+        self.channels = BrokerChannels()
+        self.controller = Controller(self)
+        self.fetchers = ReplicaFetcherManager(self)
+        self.alter_partition = AlterPartitionManager(self)
+        self.admin = ClusterAdmin(self)
+        self.broker_epoch = -1
+        self.controller_epoch = 0  # the highest seen (STALE_CONTROLLER_EPOCH below it)
+        self.state_lock = trio.Lock()
+        self.lag_ms = self.config.get("replica.lag.time.max.ms")
+        self.started = False
+
+    # ------------------------------------------------------------------ lifecycle
+    def registration(self):
+        from server.cluster.znodes import BrokerRegistration, EndPoint
+
+        host, port = self.config.advertised
+        rack = self.config.raw("broker.rack") or None
+        return BrokerRegistration(broker_id=self.node_id, endpoints=(EndPoint("PLAINTEXT", host, port, "PLAINTEXT"),),
+                                  rack=rack, host=host, port=port)
+
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        cfg = self.config
+        await self.zk.start(cfg.raw("zookeeper.connect"), cfg.get("zookeeper.session.timeout.ms"))
+        try:
+            await self.zk.ensure_persistent_paths()
+            cluster_id = await self.zk.get_or_create_cluster_id(self.broker.cluster_id or _new_cluster_id())
+            if self.broker.cluster_id and cluster_id != self.broker.cluster_id:
+                stored = self.broker.stored_cluster_id()
+                if stored and stored != cluster_id:
+                    raise RuntimeError(f"the data directory belongs to cluster {stored}, ZooKeeper says {cluster_id}")
+            self.broker.adopt_cluster_id(cluster_id)
+            self.broker_epoch = await self.zk.register_broker(self.registration())
+            log.info("broker %d registered in ZooKeeper (broker epoch %d, cluster %s)", self.node_id,
+                     self.broker_epoch, cluster_id)
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self.controller.run)
+                nursery.start_soon(self.fetchers.run)
+                nursery.start_soon(self.alter_partition.run)
+                nursery.start_soon(self._isr_shrink_loop)
+                nursery.start_soon(self._session_loop)
+                self.started = True
+                task_status.started()
+        finally:
+            self.channels.close()
+            with trio.CancelScope(shield=True):
+                await self.zk.close()
+
+    async def _session_loop(self) -> None:
+        """After a session expiry: register again (a new broker epoch) and re-elect."""
+        async for event in self.zk.session_events():
+            if event == "reconnected_new_session":
+                try:
+                    self.broker_epoch = await self.zk.register_broker(self.registration())
+                    log.info("broker %d registered again after a session expiry (broker epoch %d)", self.node_id,
+                             self.broker_epoch)
+                except Exception:
+                    log.exception("re-registering broker %d failed", self.node_id)
+                await self.controller.session_renewed()
+            elif event == "lost":
+                await self.controller.session_lost()
+
+    async def _isr_shrink_loop(self) -> None:
+        """Every replica.lag.time.max.ms / 2, each led partition drops followers that have
+        not caught up for replica.lag.time.max.ms (CLUSTER.md §4.7)."""
+        while True:
+            await trio.sleep(max(self.lag_ms / 2000, 0.05))
+            now = now_ms()
+            for partition in list(self.broker.partitions.values()):
+                if not partition.is_leader or not partition.followers or partition.pending_isr is not None:
+                    continue
+                out = partition.out_of_sync_replicas(now, self.lag_ms)
+                if out:
+                    log.info("%s: followers %s fell behind for %d ms: shrinking the ISR %s", partition.name, out,
+                             self.lag_ms, partition.isr)
+                    partition.propose_isr([r for r in partition.isr if r not in out])
+
+    # ------------------------------------------------------------------ topics
+    async def auto_create_topic(self, name: str) -> None:
+        """Metadata/Produce/FindCoordinator for an unknown topic: write it to ZooKeeper and
+        return at once (clients retry while it has no leader)."""
+        cfg = self.config
+        if name == OFFSETS_TOPIC:
+            partitions, rf = self.internal_partitions("offsets.topic.num.partitions"), cfg.get("offsets.topic.replication.factor")
+            configs = {"cleanup.policy": "compact", "segment.bytes": "104857600"}
+        elif name == TXN_TOPIC:
+            partitions, rf = self.internal_partitions("transaction.state.log.num.partitions"), \
+                cfg.get("transaction.state.log.replication.factor")
+            configs = {"cleanup.policy": "compact", "segment.bytes": str(cfg.get("transaction.state.log.segment.bytes")),
+                       "min.insync.replicas": str(cfg.get("transaction.state.log.min.isr"))}
+        else:
+            partitions, rf, configs = cfg.get("num.partitions"), cfg.get("default.replication.factor"), {}
+        if name in (OFFSETS_TOPIC, TXN_TOPIC):
+            rf = max(1, min(rf, len(self.cache.brokers)))
+            if "min.insync.replicas" in configs:
+                configs["min.insync.replicas"] = str(min(int(configs["min.insync.replicas"]), rf))
+        try:
+            await self.admin.create_topic(name, self.admin.plan(partitions, rf), configs, 0)
+        except KafkaError as exc:
+            if exc.code not in (E.TOPIC_ALREADY_EXISTS, E.REQUEST_TIMED_OUT):
+                raise
+
+    def internal_partitions(self, setting: str) -> int:
+        """Kafka's default of 50 partitions for the internal topics in a cluster, unless set."""
+        if self.config.source(setting) == "default":
+            return 50
+        return self.config.get(setting)
+
+    # ------------------------------------------------------------------ controller requests
+    def _check_epochs(self, request: dict, version: int, min_broker_epoch_version: int) -> ErrorCode:
+        broker_epoch = request.get("broker_epoch", -1) if version >= min_broker_epoch_version else -1
+        if broker_epoch != -1 and broker_epoch < self.broker_epoch:
+            return E.STALE_BROKER_EPOCH
+        if request["controller_epoch"] < self.controller_epoch:
+            return E.STALE_CONTROLLER_EPOCH
+        self.controller_epoch = request["controller_epoch"]
+        return E.NONE
+
+    async def leader_and_isr(self, request: dict, version: int) -> tuple[ErrorCode, list[tuple[str, int, ErrorCode]]]:
+        """Apply LeaderAndIsr: per partition leader or follower, fenced by epochs."""
+        async with self.state_lock:
+            code = self._check_epochs(request, version, 2)
+            if code != E.NONE:
+                log.warning("LeaderAndIsr from controller %d refused: %s", request["controller_id"], code.name)
+                return code, []
+            if version >= 2:
+                states = [(t["topic_name"], t.get("topic_id"), p) for t in request["topic_states"]
+                          for p in t["partition_states"]]
+            else:
+                states = [(p["topic_name"], None, p) for p in request["ungrouped_partition_states"]]
+            results: list[tuple[str, int, ErrorCode]] = []
+            became_leader: list = []
+            became_follower: list = []
+            for topic, topic_id, state in states:
+                index = state["partition_index"]
+                try:
+                    code = await self._apply_partition_state(topic, topic_id, state, became_leader, became_follower)
+                except Exception as exc:
+                    log.exception("LeaderAndIsr for %s-%d failed", topic, index)
+                    code = E.KAFKA_STORAGE_ERROR if isinstance(exc, OSError) else E.UNKNOWN_SERVER_ERROR
+                results.append((topic, index, code))
+            self.fetchers.remove([p for p in became_leader])
+            self.fetchers.add(became_follower)
+            self._coordinators_follow(became_leader, became_follower)
+        return E.NONE, results
+
+    async def _apply_partition_state(self, topic: str, topic_id, state: dict, became_leader: list,
+                                     became_follower: list) -> ErrorCode:
+        index = state["partition_index"]
+        replicas = list(state["replicas"])
+        if self.node_id not in replicas:
+            return E.UNKNOWN_TOPIC_OR_PARTITION
+        partition = self.broker.partitions.get((topic, index))
+        epoch = state["leader_epoch"]
+        if partition is not None and partition.leader_epoch >= 0 and epoch <= partition.leader_epoch:
+            return E.STALE_CONTROLLER_EPOCH
+        if partition is None:
+            partition = await self.broker.host_partition(topic, topic_id, index, replicas)
+        leader = state["leader"]
+        if leader == self.node_id:
+            partition.make_leader(epoch, list(state["isr"]), replicas, state["partition_epoch"], now_ms())
+            partition.on_isr_change = self.alter_partition.submit
+            partition.min_isr_default = self.config.get("min.insync.replicas")
+            became_leader.append(partition)
+            log.info("%s: leader in epoch %d, ISR %s", partition.name, epoch, state["isr"])
+        else:
+            partition.make_follower(leader, epoch, list(state["isr"]), replicas, state["partition_epoch"])
+            partition.on_isr_change = None
+            became_follower.append(partition)
+            log.info("%s: follower of broker %d in epoch %d", partition.name, leader, epoch)
+        return E.NONE
+
+    def _coordinators_follow(self, became_leader: list, became_follower: list) -> None:
+        broker = self.broker
+        for partition in became_leader:
+            if partition.topic == OFFSETS_TOPIC:
+                self._spawn_load(broker.groups, partition.index, partition.leader_epoch)
+            elif partition.topic == TXN_TOPIC:
+                self._spawn_load(broker.txn, partition.index, partition.leader_epoch)
+        for partition in became_follower:
+            if partition.topic == OFFSETS_TOPIC:
+                broker.groups.unload_partition(partition.index, partition.leader_epoch)
+            elif partition.topic == TXN_TOPIC:
+                broker.txn.unload_partition(partition.index, partition.leader_epoch)
+
+    def _spawn_load(self, coordinator, index: int, epoch: int) -> None:
+        nursery = self.broker.nursery
+        if nursery is None:
+            log.warning("no nursery to load coordinator partition %d", index)
+            return
+        nursery.start_soon(coordinator.load_partition, index, epoch)
+
+    async def update_metadata(self, request: dict, version: int) -> ErrorCode:
+        async with self.state_lock:
+            code = self._check_epochs(request, version, 5)
+            if code != E.NONE:
+                return code
+            deleted = self.cache.update(request, version)
+            self.channels.update_endpoints({b.broker_id: (b.host, b.port) for b in self.cache.brokers.values()})
+            for topic, index in deleted:
+                await self.broker.forget_partition_metadata(topic, index)
+            self.fetchers.leaders_changed()
+        return E.NONE
+
+    async def stop_replica(self, request: dict, version: int) -> tuple[ErrorCode, list[tuple[str, int, ErrorCode]]]:
+        async with self.state_lock:
+            code = self._check_epochs(request, version, 1)
+            if code != E.NONE:
+                return code, []
+            items: list[tuple[str, int, int, bool]] = []
+            if version >= 3:
+                for t in request["topic_states"]:
+                    for p in t["partition_states"]:
+                        items.append((t["topic_name"], p["partition_index"], p["leader_epoch"], p["delete_partition"]))
+            elif version >= 1:
+                for t in request["topics"]:
+                    for i in t["partition_indexes"]:
+                        items.append((t["name"], i, -1, request["delete_partitions"]))
+            else:
+                for p in request["ungrouped_partitions"]:
+                    items.append((p["topic_name"], p["partition_index"], -1, request["delete_partitions"]))
+            results = []
+            for topic, index, epoch, delete in items:
+                partition = self.broker.partitions.get((topic, index))
+                if partition is not None and epoch not in (-1, -2) and epoch < partition.leader_epoch:
+                    results.append((topic, index, E.FENCED_LEADER_EPOCH))
+                    continue
+                if partition is not None:
+                    self.fetchers.remove([partition])
+                    if topic == OFFSETS_TOPIC:
+                        self.broker.groups.unload_partition(index, None)
+                    elif topic == TXN_TOPIC:
+                        self.broker.txn.unload_partition(index, None)
+                    if delete:
+                        await self.broker.delete_partition(topic, index)
+                    else:
+                        partition.make_follower(-1, partition.leader_epoch, partition.isr, partition.replicas,
+                                                partition.partition_epoch)
+                results.append((topic, index, E.NONE))
+        return E.NONE, results
+
+
+def _new_cluster_id() -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()

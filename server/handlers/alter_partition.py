@@ -1,0 +1,23 @@
+"""AlterPartition (56): a partition leader asks the controller to change the ISR (KIP-497).
+
+Implements v0-3. Served by the active controller only (NOT_CONTROLLER elsewhere, and on a
+single broker, which has none); checks and the compare-and-set write are the
+controller's (server/cluster/controller.py, CLUSTER.md §3.3).
+"""
+
+from __future__ import annotations
+
+from wire.errors import ErrorCode
+from wire.registry import ApiKey
+
+from server.context import RequestContext
+
+API_KEY = ApiKey.ALTER_PARTITION
+MAY_BLOCK = True
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    node = ctx.broker.cluster
+    if node is None or not node.controller.active:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "topics": []}
+    return await node.controller.alter_partition(request, ctx.api_version)

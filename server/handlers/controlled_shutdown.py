@@ -1,0 +1,24 @@
+"""ControlledShutdown (7): a broker about to stop asks the controller to move its leaderships.
+
+Implements v0-3. The controller elects other ISR members for partitions the broker leads
+and takes it out of the ISRs it is in; the answer lists partitions it still leads (the
+broker retries, then stops regardless). NOT_CONTROLLER on any broker but the controller.
+"""
+
+from __future__ import annotations
+
+from wire.errors import ErrorCode
+from wire.registry import ApiKey
+
+from server.context import RequestContext
+
+API_KEY = ApiKey.CONTROLLED_SHUTDOWN
+MAY_BLOCK = True
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    node = ctx.broker.cluster
+    if node is None or not node.controller.active:
+        return {"error_code": ErrorCode.NOT_CONTROLLER, "remaining_partitions": []}
+    code, remaining = await node.controller.controlled_shutdown(request["broker_id"], request.get("broker_epoch", -1))
+    return {"error_code": code, "remaining_partitions": [{"topic_name": t, "partition_index": p} for t, p in remaining]}

@@ -1,0 +1,25 @@
+"""StopReplica (5): the controller stops (and with delete_partition deletes) local replicas.
+
+Implements v0-4. Fenced by broker and controller epoch; per partition by leader epoch
+(-2 = the topic is being deleted). Replicas of __consumer_offsets / __transaction_state
+also unload their coordinator state (server/cluster/node.py).
+"""
+
+from __future__ import annotations
+
+from wire.errors import ErrorCode
+from wire.registry import ApiKey
+
+from server.context import RequestContext
+
+API_KEY = ApiKey.STOP_REPLICA
+MAY_BLOCK = False
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    node = ctx.broker.cluster
+    if node is None:
+        return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH, "partition_errors": []}
+    code, results = await node.stop_replica(request, ctx.api_version)
+    return {"error_code": code, "partition_errors": [{"topic_name": t, "partition_index": i, "error_code": e}
+                                                     for t, i, e in results]}

@@ -1,0 +1,23 @@
+"""UpdateMetadata (6): the controller tells every broker the cluster's state.
+
+Implements v0-8. Fills the metadata cache clients are answered from (live brokers,
+controller, partition leaders/ISR/replicas); fenced by broker and controller epoch
+(server/cluster/metadata_cache.py). A single broker has no controller: STALE_CONTROLLER_EPOCH.
+"""
+
+from __future__ import annotations
+
+from wire.errors import ErrorCode
+from wire.registry import ApiKey
+
+from server.context import RequestContext
+
+API_KEY = ApiKey.UPDATE_METADATA
+MAY_BLOCK = False
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    node = ctx.broker.cluster
+    if node is None:
+        return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH}
+    return {"error_code": await node.update_metadata(request, ctx.api_version)}
