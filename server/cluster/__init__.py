@@ -1,0 +1,1 @@
+"""A cluster of brokers coordinated by ZooKeeper (issue 15)."""
