@@ -195,7 +195,7 @@ class BrokerClient:
         """
         entry: _InFlight | None = None
         conn: _Connection | None = None
-        with trio.move_on_after(timeout_s) as scope:
+        with trio.move_on_after(timeout_s):
             conn = await self._connection()
             entry = await self._send(conn, api_key, version, body)
             try:
@@ -205,7 +205,8 @@ class BrokerClient:
                 raise
         name = _api_name(api_key)
         if entry is None:
-            raise RequestTimedOut(f"{self}: {name} v{version} not sent within {timeout_s} s (connecting)")
+            # Still connecting, or stuck writing (a peer that stopped reading): not sent whole.
+            raise RequestTimedOut(f"{self}: {name} v{version} not sent within {timeout_s} s")
         if conn is not None:
             conn.fail(ConnectionLost(f"{self}: connection closed after {name} (correlation "
                                      f"{entry.correlation_id}) timed out"))
@@ -278,8 +279,12 @@ class BrokerClient:
         entry = await self._send(conn, ApiKey.API_VERSIONS, HANDSHAKE_VERSION, body)
         response = await self._wait(conn, entry)
         if response["error_code"] != ErrorCode.NONE:
-            code = ErrorCode(response["error_code"])
-            raise HandshakeFailed(f"{self}: ApiVersions v{HANDSHAKE_VERSION} answered {code.name}", code)
+            try:
+                code = ErrorCode(response["error_code"])
+            except ValueError:
+                code = ErrorCode.UNKNOWN_SERVER_ERROR
+            raise HandshakeFailed(f"{self}: ApiVersions v{HANDSHAKE_VERSION} answered error "
+                                  f"{response['error_code']}", code)
         self.api_versions = {k["api_key"]: (k["min_version"], k["max_version"]) for k in response["api_keys"]}
 
     async def _send(self, conn: _Connection, api_key: int, version: int, body: dict[str, Any]) -> _InFlight:

@@ -12,6 +12,7 @@ import pytest
 import trio
 
 from server.cluster.client import (
+    CLIENT_SOFTWARE_VERSION,
     BrokerChannels,
     BrokerClient,
     ClientClosed,
@@ -21,7 +22,7 @@ from server.cluster.client import (
     UnknownBroker,
 )
 from tests.brokerproc import BrokerProcess, free_port
-from wire import ApiKey, Request, decode_request, encode_response
+from wire import ApiKey, Request, encode_response
 from wire.connection import NEED_DATA, Connection
 from wire.errors import ErrorCode
 from wire.registry import API_VERSIONS, INTER_BROKER_VERSIONS
@@ -149,8 +150,10 @@ def test_next_request_reconnects_after_a_broker_restart(tmp_path):
         run(main)
 
 
-async def _serve_silent(listener: trio.SocketListener, answer_handshake: bool, accepted: list) -> None:
-    """Accept connections; answer ApiVersions if asked to, then read and never answer."""
+async def _serve_silent(listener: trio.SocketListener, answer_handshake: bool, accepted: list,
+                        seen: list | None = None) -> None:
+    """Accept connections; answer ApiVersions if asked to, then read and never answer.
+    `seen` collects the requests received."""
     async def handle(stream: trio.SocketStream) -> None:
         accepted.append(stream)
         conn = Connection()
@@ -158,6 +161,8 @@ async def _serve_silent(listener: trio.SocketListener, answer_handshake: bool, a
             conn.receive_data(data)
             while (request := conn.next_request()) is not NEED_DATA:
                 assert isinstance(request, Request)
+                if seen is not None:
+                    seen.append(request)
                 if answer_handshake and request.api_key == ApiKey.API_VERSIONS:
                     await stream.send_all(encode_response(ApiKey.API_VERSIONS, request.api_version,
                                                           request.correlation_id,
@@ -189,10 +194,17 @@ def test_timeout_after_the_handshake_fails_the_other_requests_in_flight():
             (listener,) = await trio.open_tcp_listeners(0, host="127.0.0.1")
             port = listener.socket.getsockname()[1]
             accepted: list = []
-            nursery.start_soon(_serve_silent, listener, True, accepted)
-            async with BrokerClient("127.0.0.1", port) as client:
+            seen: list = []
+            nursery.start_soon(_serve_silent, listener, True, accepted, seen)
+            async with BrokerClient("127.0.0.1", port, client_id="trafka-broker-3") as client:
                 await client.connect()
                 assert client.api_versions == {}
+                # The handshake: ApiVersions v3 naming the client software (KIP-511).
+                (hello,) = seen
+                assert (hello.api_key, hello.api_version, hello.client_id) == (ApiKey.API_VERSIONS, 3,
+                                                                              "trafka-broker-3")
+                assert hello.body["client_software_name"] == "trafka"
+                assert hello.body["client_software_version"] == CLIENT_SOFTWARE_VERSION
                 outcomes: dict[str, BaseException] = {}
 
                 async def one(name: str, timeout_s: float) -> None:
