@@ -1,1 +1,12 @@
-"""The cluster: brokers replicating partitions, coordinated by ZooKeeper (Kafka's ZooKeeper mode)."""
+"""The cluster: brokers replicating partitions, coordinated by ZooKeeper (Kafka's
+ZooKeeper mode, 2.x–3.x; ../shared/CLUSTER.md).
+
+- `znodes`: Kafka's znode layout and JSON payloads (what `ZkData.scala` writes, so
+  `zkCli.sh` shows a familiar tree); `zk`: the trio-side ZooKeeper client (kazoo underneath).
+- `client`: inter-broker requests (BrokerClient, BrokerChannels).
+- `controller`: the elected controller (leaders, ISRs, LeaderAndIsr/UpdateMetadata/StopReplica).
+- `node`: this broker as a member (registration, applying the controller's requests);
+  `metadata_cache`: what clients are told; `fetcher`: followers copying leaders;
+  `followers`: the leader's view of its followers; `alter_partition`: ISR changes sent to the
+  controller; `admin`: CreateTopics/CreatePartitions/DeleteTopics through ZooKeeper.
+"""
