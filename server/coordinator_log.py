@@ -11,10 +11,21 @@ order) and the replay loop are here once.
 Replay hands each data record to the coordinator, and each transaction marker (a control
 batch) too: `__consumer_offsets` holds transactional offset commits that become visible
 only when their marker says COMMIT.
+
+Ownership. In a cluster a coordinator answers only for the keys of the partitions of its
+topic this broker leads (Kafka's placement: the coordinator of a group is the leader of its
+`__consumer_offsets` partition). `owned` maps each such partition to its coordinator epoch
+(the partition's leader epoch) once its state is in memory; `loading` holds those being
+replayed. `status(partition)` is the one answer every request path gives for a key:
+NONE, COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR. Loads and unloads carry the
+leader epoch that caused them, and one older than the newest seen for the partition is
+skipped (Kafka's epochForPartitionId), so a late, stale LeaderAndIsr cannot undo a newer
+one. A single broker owns every partition from start-up.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Callable
@@ -22,8 +33,10 @@ from dataclasses import dataclass
 
 import trio
 
-from wire.errors import CorruptRecords
+from wire.errors import CorruptRecords, ErrorCode
 from wire.records import BatchHeader, ControlType, Record, build_batch, control_type, iter_records
+
+from server.errors import UnknownTopicOrPartition
 
 
 log = logging.getLogger("trafka.coordinator")
@@ -40,6 +53,21 @@ class BadRecord(ValueError):
 class ReplayCounts:
     records: int = 0
     skipped: int = 0
+
+
+def append_error(code: ErrorCode) -> ErrorCode | None:
+    """What a coordinator's client is told when appending to the coordinator topic failed
+    with `code`, for the cases every Kafka coordinator maps alike (GroupMetadataManager,
+    TransactionStateManager): this broker no longer leads the partition → NOT_COORDINATOR
+    (the client looks the coordinator up again); the partition is missing or short of
+    in-sync replicas → COORDINATOR_NOT_AVAILABLE (it retries). None for the other codes,
+    which each coordinator maps its own way."""
+    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+        return ErrorCode.NOT_COORDINATOR
+    if code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
+                ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return None
 
 
 def wall_ms() -> int:
@@ -64,7 +92,7 @@ def partition_for_key(key: str, partitions: int) -> int:
 
 class CoordinatorLog:
     """One internal topic: created on first start, appended to under a per-partition lock,
-    replayed at start-up."""
+    replayed partition by partition when this broker becomes its leader."""
 
     def __init__(self, broker, topic: str, partitions: int, configs: dict[str, str]) -> None:
         self.broker = broker
@@ -73,6 +101,87 @@ class CoordinatorLog:
         self.configs = dict(configs)
         self.now_ms: Callable[[], int] = wall_ms
         self._locks: dict[int, trio.Lock] = {}
+        self.owned: dict[int, int] = {}  # partition -> coordinator epoch, state in memory
+        self.loading: set[int] = set()
+        self._epochs: dict[int, int] = {}  # newest coordinator epoch seen per partition
+        self._load_ids = itertools.count(1)
+        self._load_id: dict[int, int] = {}  # the load under way per partition
+
+    # ------------------------------------------------------------------ ownership
+    def owns(self, partition: int) -> bool:
+        return partition in self.owned
+
+    def status(self, partition: int) -> ErrorCode:
+        """Whether this coordinator answers for keys on `partition`: NONE,
+        COORDINATOR_LOAD_IN_PROGRESS while it is replayed, else NOT_COORDINATOR."""
+        if partition in self.owned:
+            return ErrorCode.NONE
+        if partition in self.loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ErrorCode.NOT_COORDINATOR
+
+    def epoch(self, partition: int) -> int:
+        """The coordinator epoch of an owned partition (-1 if not owned)."""
+        return self.owned.get(partition, -1)
+
+    def leader_epoch(self, partition: int) -> int:
+        """The partition's current leader epoch here: the epoch a single broker loads it at."""
+        found = self.broker.partitions.get((self.topic, partition))
+        return found.leader_epoch if found is not None else 0
+
+    def begin_load(self, partition: int, epoch: int) -> int | None:
+        """Start loading `partition` at `epoch`: an id for `finish_load`, or None when there
+        is nothing to load (the epoch is older than one seen already, the partition is
+        owned — its epoch is raised — or a load of it is under way)."""
+        current = self._epochs.get(partition)
+        if current is not None and epoch < current:
+            log.info("%s-%d: not loading at coordinator epoch %d, epoch %d is newer", self.topic, partition,
+                     epoch, current)
+            return None
+        self._epochs[partition] = epoch
+        if partition in self.owned:
+            self.owned[partition] = epoch
+            return None
+        if partition in self.loading:
+            return None
+        self.loading.add(partition)
+        load_id = self._load_id[partition] = next(self._load_ids)
+        return load_id
+
+    def load_current(self, partition: int, load_id: int) -> bool:
+        """Load `load_id` is still the one wanted (not unloaded or superseded since)."""
+        return self._load_id.get(partition) == load_id
+
+    def finish_load(self, partition: int, load_id: int) -> bool:
+        """The replay of load `load_id` is done: True and the partition is owned, or False
+        when it was unloaded (or loaded anew) meanwhile and the replayed state is stale."""
+        if self._load_id.get(partition) != load_id:
+            return False
+        del self._load_id[partition]
+        self.loading.discard(partition)
+        self.owned[partition] = self._epochs[partition]
+        return True
+
+    def abandon_load(self, partition: int, load_id: int) -> None:
+        """The replay of load `load_id` failed: the partition is neither loading nor owned."""
+        if self._load_id.get(partition) == load_id:
+            del self._load_id[partition]
+            self.loading.discard(partition)
+
+    def begin_unload(self, partition: int, epoch: int | None) -> bool:
+        """Stop answering for `partition` (led elsewhere now). False, changing nothing, when
+        `epoch` is older than the newest seen; None (a deletion) always unloads."""
+        current = self._epochs.get(partition)
+        if epoch is not None:
+            if current is not None and epoch < current:
+                log.info("%s-%d: not unloading at coordinator epoch %d, epoch %d is newer", self.topic, partition,
+                         epoch, current)
+                return False
+            self._epochs[partition] = epoch
+        self.owned.pop(partition, None)
+        self.loading.discard(partition)
+        self._load_id.pop(partition, None)
+        return True
 
     def ensure_topic(self) -> int:
         """Blocking, at start-up: create the topic if missing; returns its partition count
@@ -112,33 +221,45 @@ class CoordinatorLog:
 
     def replay(self, on_record: Callable[[int, BatchHeader, Record], None],
                on_marker: Callable[[int, BatchHeader, ControlType], None] | None = None) -> ReplayCounts:
-        """Blocking, at start-up: hand every record of every partition, in log order, to
-        `on_record(partition, batch header, record)` and every transaction marker to
-        `on_marker(partition, batch header, COMMIT|ABORT)`. Undecodable records and
-        batches are skipped with a log line: losing one beats refusing to start."""
+        """Blocking: `replay_partition` over every partition, in partition order."""
         counts = ReplayCounts()
         for partition in range(self.partitions):
-            plog = self.broker.partition(self.topic, partition).log
-            for header, data in plog.iter_batches(plog.log_start_offset):
-                try:
-                    if header.is_control:
-                        if on_marker is not None:
-                            for record in iter_records(data):
-                                kind = control_type(record)
-                                if kind in (ControlType.COMMIT, ControlType.ABORT):
-                                    on_marker(partition, header, kind)
-                        continue
-                    for record in iter_records(data):
-                        counts.records += 1
-                        try:
-                            on_record(partition, header, record)
-                        except BadRecord as exc:
-                            counts.skipped += 1
-                            log.warning("%s-%d offset %d: skipping record: %s", self.topic, partition,
-                                        record.offset, exc)
-                except CorruptRecords as exc:
-                    # Recovery checked the CRCs, so this is a batch we cannot decode.
-                    counts.skipped += 1
-                    log.error("%s-%d: skipping undecodable batch at offset %d: %s", self.topic, partition,
-                              header.base_offset, exc)
+            self.replay_partition(partition, on_record, on_marker, counts)
+        return counts
+
+    def replay_partition(self, partition: int, on_record: Callable[[int, BatchHeader, Record], None],
+                         on_marker: Callable[[int, BatchHeader, ControlType], None] | None = None,
+                         counts: ReplayCounts | None = None) -> ReplayCounts:
+        """Blocking (start-up, or a worker thread): hand every record of `partition` up to
+        its log end offset now, in log order, to `on_record(partition, batch header,
+        record)` and every transaction marker to `on_marker(partition, batch header,
+        COMMIT|ABORT)`. Undecodable records and batches are skipped with a log line: losing
+        one beats refusing to start."""
+        counts = counts if counts is not None else ReplayCounts()
+        found = self.broker.partitions.get((self.topic, partition))
+        if found is None:
+            raise UnknownTopicOrPartition(f"{self.topic}-{partition} does not exist here")
+        plog = found.log
+        for header, data in plog.iter_batches(plog.log_start_offset):
+            try:
+                if header.is_control:
+                    if on_marker is not None:
+                        for record in iter_records(data):
+                            kind = control_type(record)
+                            if kind in (ControlType.COMMIT, ControlType.ABORT):
+                                on_marker(partition, header, kind)
+                    continue
+                for record in iter_records(data):
+                    counts.records += 1
+                    try:
+                        on_record(partition, header, record)
+                    except BadRecord as exc:
+                        counts.skipped += 1
+                        log.warning("%s-%d offset %d: skipping record: %s", self.topic, partition,
+                                    record.offset, exc)
+            except CorruptRecords as exc:
+                # Recovery checked the CRCs, so this is a batch we cannot decode.
+                counts.skipped += 1
+                log.error("%s-%d: skipping undecodable batch at offset %d: %s", self.topic, partition,
+                          header.base_offset, exc)
         return counts

@@ -61,6 +61,16 @@ Durability: every change clients rely on is appended to __consumer_offsets (reco
 Kafka's formats, server/groups/records.py) before it is acknowledged; `load()` replays the
 topic at start-up, so offsets and Stable groups (members, generation, assignments) come
 back after a restart and members that keep heartbeating carry on without a rebalance.
+
+Placement (a cluster). A group belongs to the __consumer_offsets partition its id hashes
+to, and this broker coordinates it only while it leads that partition. `load_partition`
+replays one partition when leadership arrives (in a worker thread, under the partition's
+write lock) and `unload_partition` drops its groups when leadership leaves: they become
+Dead, whoever waits in JoinGroup/SyncGroup is answered NOT_COORDINATOR, their timers stop.
+Every entry point asks `group_status` first: NOT_COORDINATOR for a partition led
+elsewhere, COORDINATOR_LOAD_IN_PROGRESS while it loads (SyncGroup then answers
+REBALANCE_IN_PROGRESS and Heartbeat NONE, as Kafka does for clients that predate the
+code). A single broker loads every partition at start-up and owns them all.
 Replay resolves transactional offsets by the markers in the log; those whose marker is
 not written yet stay pending until the transaction coordinator completes them.
 Writes to one offsets partition are serialized by a lock held across the append and the
@@ -78,7 +88,8 @@ import itertools
 import logging
 import math
 import uuid
-from collections.abc import Hashable
+from collections.abc import AsyncIterator, Hashable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import trio
@@ -86,7 +97,7 @@ import trio
 from wire.errors import ErrorCode
 from wire.records import BatchHeader, ControlType, Record
 
-from server.coordinator_log import BadRecord, CoordinatorLog, wall_ms
+from server.coordinator_log import BadRecord, CoordinatorLog, ReplayCounts, append_error, wall_ms
 from server.errors import error_code_for
 from server.groups import records as rec
 from server.groups.group import (
@@ -132,6 +143,11 @@ class _Timers:
 
     def cancel(self, key: Hashable) -> None:
         self._due.pop(key, None)
+
+    def cancel_group(self, group_id: str) -> None:
+        """Every deadline of one group (keys are (kind, group id, ...))."""
+        for key in [k for k in self._due if isinstance(k, tuple) and len(k) > 1 and k[1] == group_id]:
+            del self._due[key]
 
     def next_deadline(self) -> float | None:
         heap = self._heap
@@ -228,7 +244,8 @@ class _Loader:
 
 
 class GroupCoordinator:
-    """All groups of this broker (it coordinates every group: there is one broker)."""
+    """The groups whose __consumer_offsets partition this broker leads (all of them on a
+    single broker)."""
 
     def __init__(self, broker) -> None:
         self.broker = broker
@@ -250,6 +267,8 @@ class GroupCoordinator:
         # producer id -> groups holding its pending transactional offsets (Kafka's
         # openGroupsForProducer), so a transaction marker finds them without a scan
         self._txn_groups: dict[int, set[str]] = {}
+        # transaction markers written to a partition while it loads: applied after the load
+        self._deferred_txn: dict[int, list[tuple[int, bool]]] = {}
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -257,28 +276,22 @@ class GroupCoordinator:
         return self.log.partitions
 
     def load(self) -> None:
-        """Blocking, at start-up: create __consumer_offsets if missing and rebuild groups,
-        committed offsets and pending transactional offsets from it."""
+        """Blocking, at start-up on a single broker: create __consumer_offsets if missing and
+        load every partition of it (groups, committed offsets, pending transactional
+        offsets), at each partition's leader epoch."""
         self.log.ensure_topic()
-        loader = _Loader()
-        counts = self.log.replay(loader.on_record, loader.on_marker)
-        now = self.now_ms()
-        pending_by_group: dict[str, dict[int, dict[tuple[str, int], CommittedOffset]]] = {}
-        for (_partition, producer_id), pending in loader.pending.items():
-            for (group_id, tp), committed in pending.items():
-                pending_by_group.setdefault(group_id, {}).setdefault(producer_id, {})[tp] = committed
-        offsets = loader.offsets
-        loaded = {g for g, per_group in offsets.items() if per_group} | set(loader.groups) | set(pending_by_group)
-        for group_id in loaded:
-            group = Group(group_id, now)
-            value = loader.groups.get(group_id)
-            if value is not None:
-                self._restore_group(group, value)
-            group.offsets.update(offsets.get(group_id, {}))
-            for producer_id, pending in pending_by_group.get(group_id, {}).items():
-                group.pending_txn_offsets[producer_id] = pending
-                self._txn_groups.setdefault(producer_id, set()).add(group_id)
-            self.groups[group_id] = group
+        counts = ReplayCounts()
+        for partition in range(self.log.partitions):
+            load_id = self.log.begin_load(partition, self.log.leader_epoch(partition))
+            if load_id is None:
+                continue
+            try:
+                loader = self._replay_partition(partition, counts)
+            except BaseException:
+                self.log.abandon_load(partition, load_id)
+                raise
+            if self.log.finish_load(partition, load_id):
+                self._install(partition, loader)
         self.loaded = True
         log.info("loaded %d groups (%d with members), %d committed offsets and %d pending transactional offsets "
                  "from %d records of %s%s",
@@ -288,7 +301,113 @@ class GroupCoordinator:
                  counts.records, OFFSETS_TOPIC,
                  f" ({counts.skipped} unreadable records skipped)" if counts.skipped else "")
 
-    def _restore_group(self, group: Group, value: rec.GroupValue) -> None:
+    async def load_partition(self, partition: int, epoch: int) -> None:
+        """This broker now leads __consumer_offsets-`partition` at leader epoch `epoch`:
+        replay it (in a worker thread: disk I/O) and coordinate its groups. Until the
+        replay is done its groups' requests get COORDINATOR_LOAD_IN_PROGRESS. A load at an
+        epoch older than the newest seen for the partition is skipped, as is one for a
+        partition already owned or loading. Holding the partition's write lock keeps
+        writes that were waiting for it behind the load."""
+        load_id = self.log.begin_load(partition, epoch)
+        if load_id is None:
+            return
+        try:
+            async with self._lock(partition):
+                if not self.log.load_current(partition, load_id):
+                    return
+                counts = ReplayCounts()
+                loader = await trio.to_thread.run_sync(self._replay_partition, partition, counts)
+                if not self.log.finish_load(partition, load_id):
+                    log.info("%s-%d: unloaded while loading; replayed state dropped", OFFSETS_TOPIC, partition)
+                    return
+                loaded = self._install(partition, loader)
+        except Exception:
+            self.log.abandon_load(partition, load_id)
+            log.exception("%s-%d: loading at epoch %d failed; not coordinating its groups", OFFSETS_TOPIC,
+                          partition, epoch)
+            return
+        except BaseException:
+            self.log.abandon_load(partition, load_id)
+            raise
+        log.info("%s-%d: loaded %d groups from %d records at coordinator epoch %d%s", OFFSETS_TOPIC, partition,
+                 len(loaded), counts.records, epoch,
+                 f" ({counts.skipped} unreadable records skipped)" if counts.skipped else "")
+
+    def unload_partition(self, partition: int, epoch: int | None) -> None:
+        """__consumer_offsets-`partition` is led elsewhere now (or deleted: epoch None): its
+        groups become Dead and leave memory, members waiting in JoinGroup or SyncGroup are
+        answered NOT_COORDINATOR (they find the new coordinator), their timers stop. An
+        unload at an epoch older than the newest seen is skipped."""
+        if not self.log.begin_unload(partition, epoch):
+            return
+        self._deferred_txn.pop(partition, None)
+        now = self.now_ms()
+        gone = [g for gid, g in self.groups.items() if self.partition_for(gid) == partition]
+        for group in gone:
+            self._answer_waiting(group, E.NOT_COORDINATOR)
+            group.transition(S.DEAD, now)
+            del self.groups[group.group_id]
+            self._timers.cancel_group(group.group_id)
+            for producer_id in group.pending_txn_offsets:
+                ids = self._txn_groups.get(producer_id)
+                if ids is not None:
+                    ids.discard(group.group_id)
+                    if not ids:
+                        del self._txn_groups[producer_id]
+        if self._members_to_arm:
+            self._members_to_arm = [(g, m) for g, m in self._members_to_arm if g not in gone]
+        log.info("%s-%d: unloaded %d groups (coordinator epoch %s)", OFFSETS_TOPIC, partition, len(gone),
+                 "-" if epoch is None else epoch)
+
+    def owns(self, partition: int) -> bool:
+        return self.log.owns(partition)
+
+    def group_status(self, group_id: str) -> ErrorCode:
+        """What a request for `group_id` is answered before anything else: NONE when this
+        broker coordinates the group and has loaded it, NOT_COORDINATOR when its offsets
+        partition is led elsewhere, COORDINATOR_LOAD_IN_PROGRESS while it loads."""
+        return self.log.status(self.partition_for(group_id))
+
+    def _replay_partition(self, partition: int, counts: ReplayCounts) -> _Loader:
+        """Blocking: the replayed state of one offsets partition."""
+        loader = _Loader()
+        self.log.replay_partition(partition, loader.on_record, loader.on_marker, counts)
+        return loader
+
+    def _install(self, partition: int, loader: _Loader) -> list[Group]:
+        """Put the groups replayed from one partition in memory (the partition is owned now)."""
+        now = self.now_ms()
+        pending_by_group: dict[str, dict[int, dict[tuple[str, int], CommittedOffset]]] = {}
+        for (_partition, producer_id), pending in loader.pending.items():
+            for (group_id, tp), committed in pending.items():
+                pending_by_group.setdefault(group_id, {}).setdefault(producer_id, {})[tp] = committed
+        offsets = loader.offsets
+        ids = {g for g, per_group in offsets.items() if per_group} | set(loader.groups) | set(pending_by_group)
+        installed = []
+        to_arm: list[tuple[Group, Member]] = []
+        for group_id in ids:
+            group = Group(group_id, now)
+            value = loader.groups.get(group_id)
+            if value is not None:
+                to_arm.extend((group, m) for m in self._restore_group(group, value))
+            group.offsets.update(offsets.get(group_id, {}))
+            for producer_id, pending in pending_by_group.get(group_id, {}).items():
+                group.pending_txn_offsets[producer_id] = pending
+                self._txn_groups.setdefault(producer_id, set()).add(group_id)
+            self.groups[group_id] = group
+            installed.append(group)
+        if self._nursery is None:
+            self._members_to_arm.extend(to_arm)  # `run` arms them: no trio clock before it
+        else:
+            deadline_base = trio.current_time()
+            for group, member in to_arm:
+                member.expires_at = deadline_base + member.session_timeout_ms / 1000
+                self._arm_session(group, member)
+        for producer_id, commit in self._deferred_txn.pop(partition, []):
+            self.complete_txn(partition, producer_id, commit)
+        return installed
+
+    def _restore_group(self, group: Group, value: rec.GroupValue) -> list[Member]:
         group.protocol_type = value.protocol_type or None
         group.generation_id = value.generation
         group.protocol_name = value.protocol
@@ -301,10 +420,10 @@ class GroupCoordinator:
             group.members[m.member_id] = member
             if m.group_instance_id is not None:
                 group.static_members[m.group_instance_id] = m.member_id
-            self._members_to_arm.append((group, member))
         group.leader_id = value.leader if value.leader in group.members else next(iter(group.members), None)
         # A group stored with members was Stable (it is stored when its assignment is).
         group.state = S.STABLE if group.members else S.EMPTY
+        return list(group.members.values())
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """The group timers: sessions, join phases, pending syncs, offsets retention."""
@@ -341,9 +460,13 @@ class GroupCoordinator:
     def close(self) -> None:
         """Blocking, at shutdown: answer whoever still waits so no handler hangs."""
         for group in self.groups.values():
-            for member in group.members.values():
-                member.answer_join(JoinResult(E.NOT_COORDINATOR, member.member_id))
-                member.answer_sync(SyncResult(E.NOT_COORDINATOR))
+            self._answer_waiting(group, E.NOT_COORDINATOR)
+
+    @staticmethod
+    def _answer_waiting(group: Group, error: ErrorCode) -> None:
+        for member in group.members.values():
+            member.answer_join(JoinResult(error, member.member_id))
+            member.answer_sync(SyncResult(error))
 
     def statistics(self) -> dict[str, int]:
         out: dict[str, int] = {"groups": len(self.groups), "timers": len(self._timers)}
@@ -543,6 +666,9 @@ class GroupCoordinator:
         for MEMBER_ID_REQUIRED, and for rejoins that change nothing)."""
         if not group_id:
             return JoinResult(E.INVALID_GROUP_ID, member_id)
+        status = self.group_status(group_id)
+        if status != E.NONE:
+            return JoinResult(status, member_id)
         if not self.min_session_ms <= session_timeout_ms <= self.max_session_ms:
             return JoinResult(E.INVALID_SESSION_TIMEOUT, member_id)
         if rebalance_timeout_ms <= 0:  # JoinGroup v0 has no rebalance timeout
@@ -697,6 +823,13 @@ class GroupCoordinator:
                          assignments: dict[str, bytes]) -> SyncResult:
         if not group_id:
             return SyncResult(E.INVALID_GROUP_ID)
+        status = self.group_status(group_id)
+        if status == E.COORDINATOR_LOAD_IN_PROGRESS:
+            # The state of the rebalance is not known yet: the member rejoins (Kafka answers
+            # so because older clients do not know COORDINATOR_LOAD_IN_PROGRESS here).
+            return SyncResult(E.REBALANCE_IN_PROGRESS)
+        if status != E.NONE:
+            return SyncResult(status)
         group = self.groups.get(group_id)
         if group is None:
             return SyncResult(E.UNKNOWN_MEMBER_ID)
@@ -748,6 +881,11 @@ class GroupCoordinator:
                   group_instance_id: str | None) -> ErrorCode:
         if not group_id:
             return E.INVALID_GROUP_ID
+        status = self.group_status(group_id)
+        if status == E.COORDINATOR_LOAD_IN_PROGRESS:
+            return E.NONE  # the group is still loading: answered blindly, as Kafka does
+        if status != E.NONE:
+            return status
         group = self.groups.get(group_id)
         if group is None:
             return E.UNKNOWN_MEMBER_ID
@@ -771,6 +909,9 @@ class GroupCoordinator:
         group-level error and one error per member."""
         if not group_id:
             return E.INVALID_GROUP_ID, [E.INVALID_GROUP_ID] * len(leaving)
+        status = self.group_status(group_id)
+        if status != E.NONE:
+            return status, [status] * len(leaving)
         group = self.groups.get(group_id)
         if group is None:
             return E.NONE, [E.UNKNOWN_MEMBER_ID] * len(leaving)
@@ -803,6 +944,19 @@ class GroupCoordinator:
     def _lock(self, partition: int) -> trio.Lock:
         return self.log.lock(partition)
 
+    @asynccontextmanager
+    async def _locked(self, group_id: str) -> AsyncIterator[ErrorCode]:
+        """The write lock of the group's offsets partition, yielding `group_status`: checked
+        before waiting (a request for a group led elsewhere does not queue) and again once
+        the lock is held (the partition may have been unloaded meanwhile). The lock is
+        held only when the status is NONE."""
+        status = self.group_status(group_id)
+        if status != E.NONE:
+            yield status
+            return
+        async with self._lock(self.partition_for(group_id)):
+            yield self.group_status(group_id)
+
     def partition_for(self, group_id: str) -> int:
         return self.log.partition_for(group_id)
 
@@ -812,12 +966,27 @@ class GroupCoordinator:
         return await self.log.append(partition, entries)
 
     @staticmethod
-    def _write_error(exc: BaseException, what: str) -> ErrorCode:
+    def _write_error(exc: BaseException, what: str, *, group_write: bool = False) -> ErrorCode:
+        """What the client is told when a write to __consumer_offsets failed (Kafka's
+        GroupMetadataManager): no longer the partition's leader → NOT_COORDINATOR, the
+        partition missing or short of replicas → COORDINATOR_NOT_AVAILABLE; too large →
+        INVALID_COMMIT_OFFSET_SIZE for offsets (UNKNOWN_SERVER_ERROR for the group record);
+        a timed-out group record (SyncGroup) → REBALANCE_IN_PROGRESS, a timed-out commit
+        REQUEST_TIMED_OUT; anything else COORDINATOR_NOT_AVAILABLE, which clients retry."""
         code = error_code_for(exc)
-        if code == E.MESSAGE_TOO_LARGE:
-            return E.INVALID_COMMIT_OFFSET_SIZE
-        log.error("%s: writing to %s failed: %r", what, OFFSETS_TOPIC, exc)
-        return E.COORDINATOR_NOT_AVAILABLE
+        if code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE, E.INVALID_FETCH_SIZE):
+            if not group_write:
+                return E.INVALID_COMMIT_OFFSET_SIZE
+            log.error("%s: writing to %s failed: %r", what, OFFSETS_TOPIC, exc)
+            return E.UNKNOWN_SERVER_ERROR
+        mapped = append_error(code)
+        if mapped is None:
+            if code == E.REQUEST_TIMED_OUT:
+                mapped = E.REBALANCE_IN_PROGRESS if group_write else E.REQUEST_TIMED_OUT
+            else:
+                mapped = E.COORDINATOR_NOT_AVAILABLE
+        log.error("%s: writing to %s failed: %r (answered %s)", what, OFFSETS_TOPIC, exc, mapped.name)
+        return mapped
 
     def _group_value(self, group: Group, assignments: dict[str, bytes] | None = None) -> bytes:
         members = [rec.MemberValue(m.member_id, m.group_instance_id, m.client_id, m.client_host,
@@ -831,14 +1000,15 @@ class GroupCoordinator:
     async def _store_group_for(self, group: Group, assignments: dict[str, bytes] | None = None) -> ErrorCode:
         partition = self.partition_for(group.group_id)
         async with self._lock(partition):
+            if not self.log.owns(partition):
+                return E.NOT_COORDINATOR  # unloaded while this write waited
             if group.is_(S.DEAD) or self.groups.get(group.group_id) is not group:
                 return E.NONE  # deleted while this write waited: its tombstone must stay last
             value = self._group_value(group, assignments)
             try:
                 await self._append(partition, [(rec.encode_group_key(rec.GroupKey(group.group_id)), value)])
             except Exception as exc:
-                code = self._write_error(exc, f"group {group.group_id}")
-                return E.UNKNOWN_SERVER_ERROR if code == E.INVALID_COMMIT_OFFSET_SIZE else code
+                return self._write_error(exc, f"group {group.group_id}", group_write=True)
         return E.NONE
 
     async def _store_group_quietly(self, group: Group) -> None:
@@ -901,7 +1071,10 @@ class GroupCoordinator:
         if not valid:
             return results
         partition = self.partition_for(group_id)
-        async with self._lock(partition):
+        async with self._locked(group_id) as status:
+            if status != E.NONE:
+                results.update({tp: status for tp in valid})
+                return results
             group = self.groups.get(group_id)
             error = self._commit_check(group, generation_id, member_id, group_instance_id)
             if error == E.NONE and group is None:
@@ -961,7 +1134,10 @@ class GroupCoordinator:
         if not valid:
             return results
         partition = self.partition_for(group_id)
-        async with self._lock(partition):
+        async with self._locked(group_id) as status:
+            if status != E.NONE:
+                results.update({tp: status for tp in valid})
+                return results
             group = self.groups.get(group_id)
             # Kafka creates the group for a transactional commit: a producer may commit
             # for a group no consumer has joined yet.
@@ -1007,6 +1183,9 @@ class GroupCoordinator:
         __consumer_offsets-`offsets_partition`: the producer's pending offsets of the
         groups on that partition become committed (unless a later plain commit replaced
         them) or are dropped (Kafka's handleTxnCompletion)."""
+        if offsets_partition in self.log.loading:
+            # The replay may already have passed the marker's offset: apply it once loaded.
+            self._deferred_txn.setdefault(offsets_partition, []).append((producer_id, commit))
         group_ids = self._txn_groups.pop(producer_id, None)
         if not group_ids:
             return
@@ -1027,6 +1206,8 @@ class GroupCoordinator:
     def pending_txn_partitions(self, group_id: str) -> set[tuple[str, int]]:
         """Partitions of the group with a transactional offset not committed or aborted
         yet: OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for them."""
+        if self.group_status(group_id) != E.NONE:
+            return set()
         group = self.groups.get(group_id)
         if group is None or group.is_(S.DEAD):
             return set()
@@ -1035,7 +1216,11 @@ class GroupCoordinator:
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None
                       ) -> tuple[ErrorCode, dict[tuple[str, int], CommittedOffset | None]]:
         """Committed offsets of `partitions` (None: every partition with one). A group
-        nobody knows has no offsets, which is not an error."""
+        nobody knows has no offsets, which is not an error; a group coordinated elsewhere or
+        still loading is (`group_status`)."""
+        status = self.group_status(group_id)
+        if status != E.NONE:
+            return status, {}
         group = self.groups.get(group_id)
         offsets = {} if group is None or group.is_(S.DEAD) else group.offsets
         if partitions is None:
@@ -1062,7 +1247,9 @@ class GroupCoordinator:
                              ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
         """OffsetDelete: only for partitions the group does not consume right now."""
         partition = self.partition_for(group_id)
-        async with self._lock(partition):
+        async with self._locked(group_id) as status:
+            if status != E.NONE:
+                return status, {}
             group = self.groups.get(group_id)
             if group is None or group.is_(S.DEAD):
                 return E.GROUP_ID_NOT_FOUND, {}
@@ -1100,6 +1287,8 @@ class GroupCoordinator:
                 continue
             partition = self.partition_for(group.group_id)
             async with self._lock(partition):
+                if self.groups.get(group.group_id) is not group:
+                    continue  # unloaded or deleted meanwhile
                 gone = offsets_of_topic(group)
                 if not gone:
                     continue
@@ -1158,14 +1347,22 @@ class GroupCoordinator:
         return removed
 
     # ------------------------------------------------------------------ admin
-    def describe_group(self, group_id: str) -> Group | None:
+    def describe_group(self, group_id: str) -> tuple[ErrorCode, Group | None]:
+        """(`group_status`, the group or None when unknown or being deleted)."""
+        status = self.group_status(group_id)
+        if status != E.NONE:
+            return status, None
         group = self.groups.get(group_id)
-        return None if group is None or group.is_(S.DEAD) else group
+        return E.NONE, None if group is None or group.is_(S.DEAD) else group
 
-    def list_groups(self, states: set[str] | None = None, types: set[str] | None = None) -> list[Group]:
-        """Groups, filtered by state names and group types (case-insensitive, as Kafka)."""
+    def list_groups(self, states: set[str] | None = None, types: set[str] | None = None
+                    ) -> tuple[ErrorCode, list[Group]]:
+        """The groups this broker coordinates, filtered by state names and group types
+        (case-insensitive, as Kafka); the code is COORDINATOR_LOAD_IN_PROGRESS while a
+        partition loads (its groups are not listed yet), as Kafka answers."""
+        code = E.COORDINATOR_LOAD_IN_PROGRESS if self.log.loading else E.NONE
         if types is not None and "classic" not in types:
-            return []
+            return code, []
         out = []
         for group in self.groups.values():
             if group.is_(S.DEAD):
@@ -1173,13 +1370,16 @@ class GroupCoordinator:
             if states is not None and str(group.state).lower() not in states:
                 continue
             out.append(group)
-        return out
+        return code, out
 
     async def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
         results: dict[str, ErrorCode] = {}
         for group_id in group_ids:
             partition = self.partition_for(group_id)
-            async with self._lock(partition):
+            async with self._locked(group_id) as status:
+                if status != E.NONE:
+                    results[group_id] = status
+                    continue
                 group = self.groups.get(group_id)
                 if group is None or group.is_(S.DEAD):
                     results[group_id] = E.GROUP_ID_NOT_FOUND

@@ -2,7 +2,8 @@
 
 Implements v0-5. State names are Kafka's ("Empty", "PreparingRebalance",
 "CompletingRebalance", "Stable", "Dead"); an unknown group is described as Dead with no
-error, as Kafka does before v6. Member metadata and assignments are only shown while the
+error, as Kafka does before v6; a group this broker does not coordinate answers
+NOT_COORDINATOR, one whose offsets partition is loading COORDINATOR_LOAD_IN_PROGRESS. Member metadata and assignments are only shown while the
 group is Stable (otherwise they are empty and protocol_data is ""), also as Kafka does.
 With include_authorized_operations (v3+) every group allows READ, DELETE and DESCRIBE:
 there are no ACLs.
@@ -27,7 +28,10 @@ def _describe(ctx: RequestContext, group_id: str, with_operations: bool) -> dict
     if groups is None:
         return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "group_id": group_id, "group_state": "",
                 "protocol_type": "", "protocol_data": "", "members": [], "authorized_operations": operations}
-    group = groups.describe_group(group_id)
+    code, group = groups.describe_group(group_id)
+    if code != ErrorCode.NONE:
+        return {"error_code": code, "group_id": group_id, "group_state": "", "protocol_type": "",
+                "protocol_data": "", "members": [], "authorized_operations": operations}
     if group is None:
         return {"error_code": ErrorCode.NONE, "group_id": group_id, "group_state": str(GroupState.DEAD),
                 "protocol_type": "", "protocol_data": "", "members": [], "authorized_operations": operations}

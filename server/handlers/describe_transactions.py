@@ -3,7 +3,8 @@
 Implements v0. Each id answers its state by Kafka's name (Empty, Ongoing, PrepareCommit,
 ...), timeout, start time (-1 when no transaction runs), producer id and epoch, and the
 partitions of its transaction; an id the coordinator does not know answers
-TRANSACTIONAL_ID_NOT_FOUND.
+TRANSACTIONAL_ID_NOT_FOUND, one coordinated by another broker NOT_COORDINATOR, one whose
+partition is loading COORDINATOR_LOAD_IN_PROGRESS.
 """
 
 from __future__ import annotations
@@ -18,14 +19,10 @@ MAY_BLOCK = False
 
 
 def _state(ctx: RequestContext, tid: str) -> dict:
-    txn = ctx.broker.txn
-    if not txn.loaded:
-        return {"error_code": ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, "transactional_id": tid,
-                "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
-                "producer_id": -1, "producer_epoch": -1, "topics": []}
-    m = txn.describe(tid)
-    if m is None:
-        return {"error_code": ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, "transactional_id": tid,
+    code, m = ctx.broker.txn.describe(tid)
+    if code != ErrorCode.NONE or m is None:
+        return {"error_code": code if code != ErrorCode.NONE else ErrorCode.TRANSACTIONAL_ID_NOT_FOUND,
+                "transactional_id": tid,
                 "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
                 "producer_id": -1, "producer_epoch": -1, "topics": []}
     return {"error_code": ErrorCode.NONE, "transactional_id": tid, "transaction_state": m.state.kafka_name,

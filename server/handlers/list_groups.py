@@ -2,7 +2,8 @@
 
 Implements v0-5. states_filter (v4+) and types_filter (v5+) match case-insensitively, as
 Kafka does; every group here is a "classic" group, so a types filter without "classic"
-lists nothing.
+lists nothing. In a cluster each broker lists the groups it coordinates (clients ask
+every broker), with COORDINATOR_LOAD_IN_PROGRESS while one of its partitions loads.
 """
 
 from __future__ import annotations
@@ -22,13 +23,13 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "groups": []}
     states = request.get("states_filter") or None
     types = request.get("types_filter") or None
-    listed = groups.list_groups(
+    code, listed = groups.list_groups(
         states={s.lower() for s in states} if states else None,
         types={t.lower() for t in types} if types else None,
     )
     return {
         "throttle_time_ms": 0,
-        "error_code": ErrorCode.NONE,
+        "error_code": code,
         "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type or "",
                     "group_state": str(g.state), "group_type": "classic"} for g in listed],
     }

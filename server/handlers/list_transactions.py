@@ -7,7 +7,6 @@ running longer than duration_filter ms (-1: no filter).
 
 from __future__ import annotations
 
-from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
@@ -18,12 +17,9 @@ MAY_BLOCK = False
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
     txn = ctx.broker.txn
-    if not txn.loaded:
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-                "unknown_state_filters": [], "transaction_states": []}
     states = set(request.get("state_filters") or [])
     producer_ids = set(request.get("producer_id_filters") or [])
-    found, unknown = txn.list(states or None, producer_ids or None, request.get("duration_filter", -1))
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "unknown_state_filters": unknown,
+    code, found, unknown = txn.list(states or None, producer_ids or None, request.get("duration_filter", -1))
+    return {"throttle_time_ms": 0, "error_code": code, "unknown_state_filters": unknown,
             "transaction_states": [{"transactional_id": m.transactional_id, "producer_id": m.producer_id,
                                     "transaction_state": m.state.kafka_name} for m in found]}

@@ -28,6 +28,13 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics: list[dict] | None,
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
     wanted = None if topics is None else [(t["name"], p) for t in topics for p in t["partition_indexes"]]
     code, offsets = groups.fetch_offsets(group_id, wanted)
+    if code != ErrorCode.NONE:
+        if ctx.api_version >= 2:
+            return code, []
+        # v1 has no group-level error: every partition asked for carries it.
+        return code, [{"name": t["name"], "partitions": [
+            {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
+             "error_code": code} for p in t["partition_indexes"]]} for t in topics or []]
     unstable = groups.pending_txn_partitions(group_id) if require_stable else set()
     by_topic: dict[str, list[dict]] = {}
     for topic in (t["name"] for t in topics) if topics is not None else sorted({t for t, _ in offsets}):

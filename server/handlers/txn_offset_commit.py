@@ -58,6 +58,10 @@ async def _commit(ctx: RequestContext, request: dict,
     group_id = request["group_id"]
     producer_id = request["producer_id"]
     producer_epoch = request["producer_epoch"]
+    status = groups.group_status(group_id)
+    if status != ErrorCode.NONE:  # before asking the transaction coordinator, as Kafka
+        results.update({tp: status for tp in known})
+        return results
     verified = broker.txn.verify_partition(request["transactional_id"], producer_id, producer_epoch,
                                            (OFFSETS_TOPIC, groups.partition_for(group_id)))
     if verified != ErrorCode.NONE:

@@ -33,7 +33,14 @@ the topic. While a change is being written (or markers are being written) the id
   transaction.abort.timed.out.transaction.cleanup.interval.ms). Ids idle in Empty or
   Complete* for transactional.id.expiration.ms are removed with a tombstone.
 
-There is one broker, so it coordinates every transactional id, with coordinator epoch 0.
+Placement (a cluster). A transactional id belongs to the __transaction_state partition it
+hashes to, and this broker coordinates it only while it leads that partition, with the
+partition's leader epoch as coordinator epoch (sent with every marker, so a deposed
+coordinator's markers are refused). `load_partition` replays one partition (in a worker
+thread) and then finishes its Prepare* transactions; `unload_partition` drops its ids,
+and their marker tasks stop. Every request path asks `txn_status` first:
+NOT_COORDINATOR for a partition led elsewhere, COORDINATOR_LOAD_IN_PROGRESS while it loads.
+A single broker owns every partition from start-up.
 """
 
 from __future__ import annotations
@@ -46,7 +53,8 @@ import trio
 from wire.errors import ErrorCode
 from wire.records import Record
 
-from server.coordinator_log import BadRecord, CoordinatorLog, wall_ms
+from server.coordinator_log import BadRecord, CoordinatorLog, ReplayCounts, append_error, wall_ms
+from server.errors import error_code_for
 from server.txn import records as rec
 from server.txn.markers import write_marker
 from server.txn.metadata import IDLE, MAX_EPOCH, PREPARING, STATE_BY_NAME, TransactionMetadata, TxnState
@@ -56,7 +64,6 @@ log = logging.getLogger("trafka.txn")
 TXN_TOPIC = "__transaction_state"
 E = ErrorCode
 S = TxnState
-COORDINATOR_EPOCH = 0
 _MARKER_RETRY_S = 0.1
 
 
@@ -96,13 +103,93 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ lifecycle
     def load(self) -> None:
-        """Blocking, at start-up: rebuild every transactional id from __transaction_state; ids
-        caught between Prepare and Complete are finished by `run`. Like Kafka, the topic is
-        created with the first transactional id, not before."""
+        """Blocking, at start-up on a single broker: load every partition of
+        __transaction_state; ids caught between Prepare and Complete are finished by `run`.
+        Like Kafka, the topic is created with the first transactional id, not before: until
+        then this broker owns the partitions the topic will have."""
         if self.broker.topics.get(TXN_TOPIC) is None:
+            self.log.owned = {p: 0 for p in range(self.log.partitions)}
             self.loaded = True
             return
         self.log.ensure_topic()
+        counts = ReplayCounts()
+        for partition in range(self.log.partitions):
+            load_id = self.log.begin_load(partition, self.log.leader_epoch(partition))
+            if load_id is None:
+                continue
+            try:
+                latest = self._replay_partition(partition, counts)
+            except BaseException:
+                self.log.abandon_load(partition, load_id)
+                raise
+            if self.log.finish_load(partition, load_id):
+                self._install(latest)
+        self.loaded = True
+        log.info("loaded %d transactional ids (%d ongoing, %d to complete) from %d records of %s%s",
+                 len(self.txns), sum(1 for m in self.txns.values() if m.state == S.ONGOING), len(self._to_resume),
+                 counts.records, TXN_TOPIC, f" ({counts.skipped} unreadable records skipped)" if counts.skipped else "")
+
+    async def load_partition(self, partition: int, epoch: int) -> None:
+        """This broker now leads __transaction_state-`partition` at leader epoch `epoch`:
+        replay it in a worker thread, coordinate its ids, and finish the transactions it
+        left in a Prepare state. Meanwhile its ids get COORDINATOR_LOAD_IN_PROGRESS. A load
+        at an epoch older than the newest seen, or of a partition owned or loading, is
+        skipped."""
+        load_id = self.log.begin_load(partition, epoch)
+        if load_id is None:
+            return
+        try:
+            async with self.log.lock(partition):
+                if not self.log.load_current(partition, load_id):
+                    return
+                counts = ReplayCounts()
+                latest = await trio.to_thread.run_sync(self._replay_partition, partition, counts)
+                if not self.log.finish_load(partition, load_id):
+                    log.info("%s-%d: unloaded while loading; replayed state dropped", TXN_TOPIC, partition)
+                    return
+                loaded = self._install(latest)
+        except Exception:
+            self.log.abandon_load(partition, load_id)
+            log.exception("%s-%d: loading at epoch %d failed; not coordinating its ids", TXN_TOPIC, partition, epoch)
+            return
+        except BaseException:
+            self.log.abandon_load(partition, load_id)
+            raise
+        log.info("%s-%d: loaded %d transactional ids from %d records at coordinator epoch %d", TXN_TOPIC, partition,
+                 len(loaded), counts.records, epoch)
+        if self._nursery is not None:
+            self._resume_prepared()
+
+    def unload_partition(self, partition: int, epoch: int | None) -> None:
+        """__transaction_state-`partition` is led elsewhere now (or deleted: epoch None): its
+        transactional ids leave memory and their marker tasks stop retrying (the new
+        coordinator finishes those transactions). Skipped at an epoch older than the
+        newest seen."""
+        if not self.log.begin_unload(partition, epoch):
+            return
+        gone = [m for tid, m in self.txns.items() if self.log.partition_for(tid) == partition]
+        for m in gone:
+            del self.txns[m.transactional_id]
+        if self._to_resume:
+            self._to_resume = [m for m in self._to_resume if self.txns.get(m.transactional_id) is m]
+        log.info("%s-%d: unloaded %d transactional ids (coordinator epoch %s)", TXN_TOPIC, partition, len(gone),
+                 "-" if epoch is None else epoch)
+
+    def owns(self, partition: int) -> bool:
+        return self.log.owns(partition)
+
+    def txn_status(self, transactional_id: str) -> ErrorCode:
+        """NONE when this broker coordinates `transactional_id` and has loaded it,
+        NOT_COORDINATOR when its partition is led elsewhere, COORDINATOR_LOAD_IN_PROGRESS
+        while it loads."""
+        return self.log.status(self.log.partition_for(transactional_id))
+
+    def _mine(self, m: TransactionMetadata) -> bool:
+        """`m` is still the coordinated state of its id (its partition was not unloaded)."""
+        return self.txns.get(m.transactional_id) is m
+
+    def _replay_partition(self, partition: int, counts: ReplayCounts) -> dict[str, rec.TxnLogValue | None]:
+        """Blocking: the last record of every transactional id of one partition."""
         latest: dict[str, rec.TxnLogValue | None] = {}
 
         def on_record(_partition: int, _header, record: Record) -> None:
@@ -111,8 +198,13 @@ class TransactionCoordinator:
             tid = rec.decode_key(record.key)
             latest[tid] = None if record.value is None else rec.decode_value(record.value)
 
-        counts = self.log.replay(on_record)
+        self.log.replay_partition(partition, on_record, None, counts)
+        return latest
+
+    def _install(self, latest: dict[str, rec.TxnLogValue | None]) -> list[TransactionMetadata]:
+        """Put replayed ids in memory; those in a Prepare state are queued for `run` to finish."""
         ids = self.broker.producers
+        installed = []
         for tid, value in latest.items():
             if value is None:
                 continue
@@ -125,25 +217,29 @@ class TransactionCoordinator:
                                     {(t, p) for t, ps in value.partitions.items() for p in ps},
                                     value.start_ms, value.last_update_ms)
             self.txns[tid] = m
+            installed.append(m)
             ids.saw_epoch(m.producer_id, m.producer_epoch)
             if state in PREPARING:
                 m.pending = True
                 self._to_resume.append(m)
-        self.loaded = True
-        log.info("loaded %d transactional ids (%d ongoing, %d to complete) from %d records of %s%s",
-                 len(self.txns), sum(1 for m in self.txns.values() if m.state == S.ONGOING), len(self._to_resume),
-                 counts.records, TXN_TOPIC, f" ({counts.skipped} unreadable records skipped)" if counts.skipped else "")
+        return installed
+
+    def _resume_prepared(self) -> None:
+        """Finish the transactions loaded in a Prepare state (markers, then Complete*)."""
+        for m in self._to_resume:
+            if not self._mine(m):
+                continue
+            log.info("transactional id %r: completing %s left by the previous run", m.transactional_id,
+                     m.state.kafka_name)
+            self._spawn(self._complete, m, m.state == S.PREPARE_COMMIT)
+        self._to_resume.clear()
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Finish transactions left in a Prepare state, then abort timed-out transactions
         and remove expired ids on Kafka's intervals."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            for m in self._to_resume:
-                log.info("transactional id %r: completing %s left by the previous run", m.transactional_id,
-                         m.state.kafka_name)
-                nursery.start_soon(self._complete, m, m.state == S.PREPARE_COMMIT)
-            self._to_resume.clear()
+            self._resume_prepared()
             task_status.started()
             try:
                 next_abort = trio.current_time() + self.abort_interval_s
@@ -190,16 +286,40 @@ class TransactionCoordinator:
                 return E.COORDINATOR_NOT_AVAILABLE
             partition = self.log.partition_for(m.transactional_id)
         async with self.log.lock(partition):
+            # Unloaded (or loaded anew) while this write waited: no longer ours to change.
+            status = self.log.status(partition)
+            if status != E.NONE or not self._mine(m):
+                return status if status != E.NONE else E.NOT_COORDINATOR
+            epoch = self.log.epoch(partition)
             try:
                 await self.log.append(partition, [(rec.encode_key(m.transactional_id), value)])
             except Exception as exc:
-                log.error("transactional id %r: writing to %s failed: %r", m.transactional_id, TXN_TOPIC, exc)
-                return E.COORDINATOR_NOT_AVAILABLE
+                code = self._write_error(error_code_for(exc))
+                log.error("transactional id %r: writing to %s failed: %r (answered %s)", m.transactional_id,
+                          TXN_TOPIC, exc, code.name)
+                return code
+            if self.log.epoch(partition) != epoch or not self._mine(m):
+                # Kafka's rule: the coordinator epoch moved during the append, so the new
+                # coordinator owns the state (it reads this record back) — not memory here.
+                return E.NOT_COORDINATOR
             for name, v in changes.items():
                 setattr(m, name, v)
         if "producer_epoch" in changes or "producer_id" in changes:
             self.broker.producers.saw_epoch(m.producer_id, m.producer_epoch)
         return E.NONE
+
+    @staticmethod
+    def _write_error(code: ErrorCode) -> ErrorCode:
+        """Kafka's TransactionStateManager mapping of a failed append: a lost leadership →
+        NOT_COORDINATOR; a missing or under-replicated partition, or a timeout →
+        COORDINATOR_NOT_AVAILABLE (the client retries); too large → UNKNOWN_SERVER_ERROR;
+        anything else COORDINATOR_NOT_AVAILABLE, as before."""
+        mapped = append_error(code)
+        if mapped is not None:
+            return mapped
+        if code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE):
+            return E.UNKNOWN_SERVER_ERROR
+        return E.COORDINATOR_NOT_AVAILABLE
 
     def _spawn(self, fn, *args) -> None:
         if self._nursery is None:
@@ -214,6 +334,9 @@ class TransactionCoordinator:
             return InitResult(E.COORDINATOR_LOAD_IN_PROGRESS)
         if not transactional_id:
             return InitResult(E.INVALID_REQUEST)
+        status = self.txn_status(transactional_id)
+        if status != E.NONE:
+            return InitResult(status)
         if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
             log.info("transactional id %r: transaction.timeout.ms %d outside (0, %d]", transactional_id, timeout_ms,
                      self.max_timeout_ms)
@@ -281,6 +404,9 @@ class TransactionCoordinator:
                         ) -> tuple[ErrorCode, TransactionMetadata | None]:
         if not self.loaded:
             return E.COORDINATOR_LOAD_IN_PROGRESS, None
+        status = self.txn_status(transactional_id)
+        if status != E.NONE:
+            return status, None
         m = self.txns.get(transactional_id)
         if m is None or m.producer_id != producer_id:
             return E.INVALID_PRODUCER_ID_MAPPING, None
@@ -360,8 +486,13 @@ class TransactionCoordinator:
             while pending:
                 retry = []
                 for topic, index in pending:
+                    coordinator_epoch = self.log.epoch(self.log.partition_for(m.transactional_id))
+                    if not self._mine(m) or coordinator_epoch < 0:
+                        log.info("transactional id %r: no longer coordinated here; its markers are left to the new "
+                                 "coordinator", m.transactional_id)
+                        return
                     code = await write_marker(self.broker, topic, index, m.producer_id, m.producer_epoch, commit,
-                                              COORDINATOR_EPOCH)
+                                              max(coordinator_epoch, 0))
                     if code in (E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION):
                         continue  # written, or the partition is gone (deleted topic)
                     if code in (E.INVALID_PRODUCER_EPOCH, E.TRANSACTION_COORDINATOR_FENCED):
@@ -377,6 +508,8 @@ class TransactionCoordinator:
                 code = await self._write(m, state=S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT, partitions=set())
                 if code == E.NONE:
                     break
+                if not self._mine(m):
+                    return
                 await trio.sleep(_MARKER_RETRY_S)
             log.debug("transactional id %r: %s", m.transactional_id, m.state.kafka_name)
         finally:
@@ -406,6 +539,8 @@ class TransactionCoordinator:
             m.pending = True
             try:
                 async with self.log.lock(partition):
+                    if not self.log.owns(partition) or not self._mine(m):
+                        continue
                     await self.log.append(partition, [(rec.encode_key(m.transactional_id), None)])
                 m.state = S.DEAD
                 if self.txns.get(m.transactional_id) is m:
@@ -419,13 +554,23 @@ class TransactionCoordinator:
         return removed
 
     # ------------------------------------------------------------------ admin
-    def describe(self, transactional_id: str) -> TransactionMetadata | None:
+    def describe(self, transactional_id: str) -> tuple[ErrorCode, TransactionMetadata | None]:
+        """(`txn_status`, the id's state or None when unknown)."""
+        if not self.loaded:
+            return E.COORDINATOR_LOAD_IN_PROGRESS, None
+        status = self.txn_status(transactional_id)
+        if status != E.NONE:
+            return status, None
         m = self.txns.get(transactional_id)
-        return None if m is None or m.state == S.DEAD else m
+        return E.NONE, None if m is None or m.state == S.DEAD else m
 
     def list(self, states: set[str] | None, producer_ids: set[int] | None, min_duration_ms: int = -1
-             ) -> tuple[list[TransactionMetadata], list[str]]:
-        """(matching ids, state filters that are not a state) — ListTransactions."""
+             ) -> tuple[ErrorCode, list[TransactionMetadata], list[str]]:
+        """(error, matching ids of the partitions this broker coordinates, state filters that
+        are not a state) — ListTransactions; COORDINATOR_LOAD_IN_PROGRESS and nothing listed
+        while a partition loads, as Kafka answers."""
+        if not self.loaded or self.log.loading:
+            return E.COORDINATOR_LOAD_IN_PROGRESS, [], []
         unknown = [s for s in states or () if s.lower() not in STATE_BY_NAME]
         wanted = None if not states else {STATE_BY_NAME[s.lower()] for s in states if s.lower() in STATE_BY_NAME}
         now = self.now_ms()
@@ -440,4 +585,4 @@ class TransactionCoordinator:
             if min_duration_ms >= 0 and (m.start_ms < 0 or now - m.start_ms <= min_duration_ms):
                 continue
             out.append(m)
-        return out, unknown
+        return E.NONE, out, unknown

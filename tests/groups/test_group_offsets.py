@@ -162,15 +162,15 @@ def test_list_and_describe(group_env):
     async def main(env):
         await commit(env, {("t", 0): 1}, group="simple")
         member, gen = await one_member(env, group="busy")
-        listed = {g.group_id: str(g.state) for g in env.groups.list_groups()}
+        listed = {g.group_id: str(g.state) for g in env.groups.list_groups()[1]}
         assert listed == {"simple": "Empty", "busy": "Stable"}
-        assert [g.group_id for g in env.groups.list_groups(states={"stable"})] == ["busy"]
-        assert [g.group_id for g in env.groups.list_groups(states={"empty"}, types={"classic"})] == ["simple"]
-        assert env.groups.list_groups(types={"consumer"}) == []
-        busy = env.groups.describe_group("busy")
+        assert [g.group_id for g in env.groups.list_groups(states={"stable"})[1]] == ["busy"]
+        assert [g.group_id for g in env.groups.list_groups(states={"empty"}, types={"classic"})[1]] == ["simple"]
+        assert env.groups.list_groups(types={"consumer"}) == (E.NONE, [])
+        busy = env.groups.describe_group("busy")[1]
         assert busy.state == S.STABLE and list(busy.members) == [member]
         assert busy.members[member].metadata_for(busy.protocol_name) == consumer_subscription("t")
-        assert env.groups.describe_group("missing") is None
+        assert env.groups.describe_group("missing") == (E.NONE, None)
 
     env.run(main)
 
