@@ -99,7 +99,10 @@ class Broker:
                     key, value = line.split("=", 1)
                     stored[key.strip()] = value.strip()
         if not self.cluster_id:
-            self.cluster_id = stored.get("cluster.id") or uuid.uuid4().hex[:22]
+            self.cluster_id = stored.get("cluster.id")
+            if not self.cluster_id and self.cluster is not None:
+                return  # a cluster member learns the id from ZooKeeper (/cluster/id)
+            self.cluster_id = self.cluster_id or uuid.uuid4().hex[:22]
         if stored.get("cluster.id") != self.cluster_id or stored.get("node.id") != str(self.node_id):
             self.data_dir.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".tmp")

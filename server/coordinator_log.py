@@ -108,6 +108,13 @@ class CoordinatorLog:
         self._load_id: dict[int, int] = {}  # the load under way per partition
 
     # ------------------------------------------------------------------ ownership
+    def start_clustered(self) -> None:
+        """A cluster member owns no partition until the controller makes it a leader."""
+        self.owned = {}
+        meta = self.broker.topics.get(self.topic)
+        if meta is not None:
+            self.partitions = meta.partitions
+
     def owns(self, partition: int) -> bool:
         return partition in self.owned
 
@@ -133,6 +140,9 @@ class CoordinatorLog:
         """Start loading `partition` at `epoch`: an id for `finish_load`, or None when there
         is nothing to load (the epoch is older than one seen already, the partition is
         owned — its epoch is raised — or a load of it is under way)."""
+        meta = self.broker.topics.get(self.topic)
+        if meta is not None:
+            self.partitions = meta.partitions  # in a cluster, the count ZooKeeper has
         current = self._epochs.get(partition)
         if current is not None and epoch < current:
             log.info("%s-%d: not loading at coordinator epoch %d, epoch %d is newer", self.topic, partition,

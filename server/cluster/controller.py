@@ -38,6 +38,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.cluster import znodes as zn
+from server.cluster.zk import BadVersion, CheckOp, CreateOp, DeleteOp, NodeExists, NoNode, SetDataOp
 
 log = logging.getLogger("trafka.controller")
 E = ErrorCode
@@ -133,7 +134,7 @@ class BrokerQueue:
             async for api_key, version, body, on_answer in self.receive:
                 while True:
                     try:
-                        client = self.controller.node.channels.client(self.broker_id)
+                        client = self.controller.channels.client(self.broker_id)
                         answer = await client.request(api_key, version, body, 30.0)
                     except Exception as exc:
                         log.debug("controller → broker %d %s: %r; retrying", self.broker_id, ApiKey(api_key).name, exc)
@@ -160,7 +161,13 @@ class Controller:
         self._events_send, self._events = trio.open_memory_channel(math.inf)
         self._nursery: trio.Nursery | None = None
         self._active_scope: trio.CancelScope | None = None
+        self._watches: list = []
+        self._topic_watches: dict[str, object] = {}
         self.unclean = node.config.get("unclean.leader.election.enable")
+        # Its own connections (Kafka's ControllerChannelManager), apart from the fetchers'.
+        from server.cluster.client import BrokerChannels
+
+        self.channels = BrokerChannels(client_id=f"controller-{self.broker_id}")
 
     # ------------------------------------------------------------------ election
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -181,7 +188,16 @@ class Controller:
     def enqueue(self, event) -> None:
         self._events_send.send_nowait(event)
 
-    async def _on_controller_change(self, *_args) -> None:
+    def _event(self, handler):
+        """A ZooKeeper watch callback that queues `handler` as a controller event."""
+        async def callback(_value) -> None:
+            self.enqueue(handler)
+        return callback
+
+    def _watch(self, watch) -> None:
+        self._watches.append(watch)
+
+    async def _on_controller_change(self, _value) -> None:
         self.enqueue(self._elect)
 
     async def session_lost(self) -> None:
@@ -205,17 +221,17 @@ class Controller:
         if epoch_node is None:
             try:
                 await self.zk.create(zn.CONTROLLER_EPOCH_PATH, zn.encode_controller_epoch(0))
-            except self.zk.NodeExists:
+            except NodeExists:
                 pass
             epoch_node = await self.zk.get(zn.CONTROLLER_EPOCH_PATH)
         epoch = zn.decode_controller_epoch(epoch_node[0])
         version = epoch_node[1].version
         try:
             results = await self.zk.multi([
-                ("create", zn.CONTROLLER_PATH, zn.ControllerRegistration(self.broker_id).encode(), True),
-                ("set", zn.CONTROLLER_EPOCH_PATH, zn.encode_controller_epoch(epoch + 1), version),
+                CreateOp(zn.CONTROLLER_PATH, zn.ControllerRegistration(self.broker_id).encode(), ephemeral=True),
+                SetDataOp(zn.CONTROLLER_EPOCH_PATH, zn.encode_controller_epoch(epoch + 1), version),
             ])
-        except (self.zk.NodeExists, self.zk.BadVersion):
+        except (NodeExists, BadVersion):
             return  # someone else won
         self.epoch = epoch + 1
         self.epoch_zk_version = results[1].version
@@ -232,15 +248,20 @@ class Controller:
         for queue in self.queues.values():
             queue.cancel.cancel()
         self.queues.clear()
+        self.channels.update_endpoints({})
+        for watch in [*self._watches, *self._topic_watches.values()]:
+            watch.cancel()
+        self._watches.clear()
+        self._topic_watches.clear()
         self.ctx = ControllerContext()
         log.info("broker %d resigned as controller", self.broker_id)
 
     # ------------------------------------------------------------------ guarded ZooKeeper writes
-    async def _write(self, ops: list[tuple]) -> list:
+    async def _write(self, ops: list) -> list:
         """A multi-op guarded by /controller_epoch's version (KAFKA-6082)."""
         try:
-            return (await self.zk.multi([("check", zn.CONTROLLER_EPOCH_PATH, self.epoch_zk_version), *ops]))[1:]
-        except self.zk.BadVersion as exc:
+            return (await self.zk.multi([CheckOp(zn.CONTROLLER_EPOCH_PATH, self.epoch_zk_version), *ops]))[1:]
+        except BadVersion as exc:
             if await self._epoch_moved():
                 raise ControllerMoved() from exc
             raise
@@ -252,10 +273,10 @@ class Controller:
     # ------------------------------------------------------------------ failover
     async def _on_failover(self) -> None:
         zk = self.zk
-        await zk.watch_children(zn.BROKER_IDS_PATH, lambda *_: self.enqueue(self._on_brokers_change))
-        await zk.watch_children(zn.TOPICS_PATH, lambda *_: self.enqueue(self._on_topics_change))
-        await zk.watch_children(zn.DELETE_TOPICS_PATH, lambda *_: self.enqueue(self._on_delete_topics))
         ctx = self.ctx = ControllerContext()
+        self._watch(await zk.watch_children(zn.BROKER_IDS_PATH, self._event(self._on_brokers_change)))
+        self._watch(await zk.watch_children(zn.TOPICS_PATH, self._event(self._on_topics_change)))
+        self._watch(await zk.watch_children(zn.DELETE_TOPICS_PATH, self._event(self._on_delete_topics)))
         for broker_id, broker in (await self._read_brokers()).items():
             ctx.brokers[broker_id] = broker
             self._open_queue(broker_id)
@@ -299,7 +320,9 @@ class Controller:
             state = await self.zk.get(zn.partition_state_path(topic, p))
             if state is not None:
                 self.ctx.states[(topic, p)] = zn.PartitionState.decode(state[0], state[1].version)
-        await self.zk.watch_data(zn.topic_path(topic), lambda *_: self.enqueue(lambda: self._on_topic_data(topic)))
+        if topic not in self._topic_watches:
+            self._topic_watches[topic] = await self.zk.watch_data(
+                zn.topic_path(topic), self._event(lambda: self._on_topic_data(topic)))
         return True
 
     def _open_queue(self, broker_id: int) -> None:
@@ -315,7 +338,7 @@ class Controller:
 
     # ------------------------------------------------------------------ requests to brokers
     def _endpoints(self) -> None:
-        self.node.channels.update_endpoints({b: (lb.registration.host, lb.registration.port)
+        self.channels.update_endpoints({b: (lb.registration.host, lb.registration.port)
                                              for b, lb in self.ctx.brokers.items()})
 
     def _send(self, broker_id: int, api_key: int, version: int, body: dict, on_answer=None) -> None:
@@ -403,10 +426,15 @@ class Controller:
     async def _write_state(self, tp: tuple[str, int], state: zn.PartitionState, create: bool = False) -> zn.PartitionState:
         path = zn.partition_state_path(*tp)
         if create:
-            results = await self._write([("create", path, state.encode(), False, True)])
+            parents = []
+            if not await self.zk.exists(zn.topic_partitions_path(tp[0])):
+                parents.append(CreateOp(zn.topic_partitions_path(tp[0])))
+            if not await self.zk.exists(zn.partition_path(*tp)):
+                parents.append(CreateOp(zn.partition_path(*tp)))
+            await self._write([*parents, CreateOp(path, state.encode())])
             version = 0
         else:
-            results = await self._write([("set", path, state.encode(), self.ctx.states[tp].zk_version)])
+            results = await self._write([SetDataOp(path, state.encode(), self.ctx.states[tp].zk_version)])
             version = results[0].version
         new = zn.PartitionState(state.leader, state.leader_epoch, list(state.isr), self.epoch,
                                 state.leader_recovery_state, version)
@@ -449,7 +477,7 @@ class Controller:
                     await self._write_state(tp, zn.PartitionState(leader, state.leader_epoch + 1, isr, self.epoch))
                     self._send_leader_and_isr(live, [tp])
                     changed.append(tp)
-            except (self.zk.BadVersion, self.zk.NoNode, self.zk.NodeExists):
+            except (BadVersion, NoNode, NodeExists):
                 await self._reload_state(tp)
         return changed
 
@@ -505,7 +533,7 @@ class Controller:
                 continue
             try:
                 await self._write_state(tp, zn.PartitionState(state.leader, state.leader_epoch + 1, isr, self.epoch))
-            except (self.zk.BadVersion, self.zk.NoNode):
+            except (BadVersion, NoNode):
                 await self._reload_state(tp)
                 continue
             replicas = ctx.assignments[tp[0]][tp[1]]
@@ -547,6 +575,9 @@ class Controller:
 
     def _forget_topic(self, topic: str) -> None:
         ctx = self.ctx
+        watch = self._topic_watches.pop(topic, None)
+        if watch is not None:
+            watch.cancel()
         for p in list(ctx.assignments.get(topic, {})):
             ctx.states.pop((topic, p), None)
         ctx.assignments.pop(topic, None)
@@ -564,7 +595,10 @@ class Controller:
         (leader -2), replicas are stopped and deleted, then the znodes go."""
         ctx = self.ctx
         if topic not in ctx.assignments:
-            await self._write([("delete", zn.delete_topic_path(topic), -1)])
+            try:
+                await self._write([DeleteOp(zn.delete_topic_path(topic))])
+            except NoNode:
+                pass
             return
         ctx.deleting.add(topic)
         tps = list(ctx.partitions(topic))
@@ -573,21 +607,13 @@ class Controller:
             hosted = [tp for tp in tps if b in ctx.assignments[topic][tp[1]]]
             if hosted:
                 self._send_stop_replica(b, hosted, delete=True)
-        ops = [("delete", zn.partition_state_path(topic, p), -1) for _t, p in tps]
-        ops += [("delete", zn.partition_path(topic, p), -1) for _t, p in tps]
-        ops += [("delete", zn.topic_partitions_path(topic), -1), ("delete", zn.topic_path(topic), -1)]
-        try:
-            await self._write(ops)
-        except self.zk.NoNode:
-            pass
-        try:
-            await self._write([("delete", zn.topic_config_path(topic), -1)])
-        except self.zk.NoNode:
-            pass
-        try:
-            await self._write([("delete", zn.delete_topic_path(topic), -1)])
-        except self.zk.NoNode:
-            pass
+        for path in ([zn.partition_state_path(topic, p) for _t, p in tps] + [zn.partition_path(topic, p) for _t, p in tps]
+                     + [zn.topic_partitions_path(topic), zn.topic_path(topic), zn.topic_config_path(topic),
+                        zn.delete_topic_path(topic)]):
+            try:
+                await self._write([DeleteOp(path)])
+            except NoNode:
+                pass
         self._forget_topic(topic)
         log.info("controller: topic %s deleted", topic)
 
@@ -660,7 +686,7 @@ class Controller:
         try:
             new = await self._write_state((topic, index), zn.PartitionState(state.leader, state.leader_epoch,
                                                                            list(new_isr), self.epoch))
-        except self.zk.BadVersion:
+        except BadVersion:
             await self._reload_state((topic, index))
             return E.INVALID_UPDATE_VERSION, None
         log.info("controller: %s-%d ISR %s -> %s", topic, index, state.isr, new.isr)
@@ -705,7 +731,7 @@ class Controller:
                 isr = [r for r in state.isr if r != broker_id]
                 try:
                     await self._write_state(tp, zn.PartitionState(leader, state.leader_epoch + 1, isr, self.epoch))
-                except self.zk.BadVersion:
+                except BadVersion:
                     await self._reload_state(tp)
                     remaining.append(tp)
                     continue
@@ -716,7 +742,7 @@ class Controller:
                 try:
                     await self._write_state(tp, zn.PartitionState(state.leader, state.leader_epoch + 1, isr,
                                                                   self.epoch))
-                except self.zk.BadVersion:
+                except BadVersion:
                     await self._reload_state(tp)
                     continue
                 self._send_leader_and_isr([r for r in replicas if r in ctx.brokers and r != broker_id], [tp])

@@ -76,14 +76,18 @@ class ClusterNode:
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         cfg = self.config
-        await self.zk.start(cfg.raw("zookeeper.connect"), cfg.get("zookeeper.session.timeout.ms"))
+        async with self.zk:
+            await self.zk.start(cfg.raw("zookeeper.connect"), cfg.get("zookeeper.session.timeout.ms"))
+            await self._run_registered(task_status)
+
+    async def _run_registered(self, task_status) -> None:
         try:
             await self.zk.ensure_persistent_paths()
-            cluster_id = await self.zk.get_or_create_cluster_id(self.broker.cluster_id or _new_cluster_id())
-            if self.broker.cluster_id and cluster_id != self.broker.cluster_id:
-                stored = self.broker.stored_cluster_id()
-                if stored and stored != cluster_id:
-                    raise RuntimeError(f"the data directory belongs to cluster {stored}, ZooKeeper says {cluster_id}")
+            stored = self.broker.stored_cluster_id()
+            cluster_id = await self.zk.get_or_create_cluster_id(stored or _new_cluster_id())
+            if stored and stored != cluster_id:
+                # Kafka's InconsistentClusterIdException: this data belongs to another cluster.
+                raise RuntimeError(f"the data directory belongs to cluster {stored}, ZooKeeper says {cluster_id}")
             self.broker.adopt_cluster_id(cluster_id)
             self.broker_epoch = await self.zk.register_broker(self.registration())
             log.info("broker %d registered in ZooKeeper (broker epoch %d, cluster %s)", self.node_id,
@@ -98,13 +102,13 @@ class ClusterNode:
                 task_status.started()
         finally:
             self.channels.close()
-            with trio.CancelScope(shield=True):
-                await self.zk.close()
 
     async def _session_loop(self) -> None:
         """After a session expiry: register again (a new broker epoch) and re-elect."""
+        from server.cluster.zk import SessionState
+
         async for event in self.zk.session_events():
-            if event == "reconnected_new_session":
+            if event.state == SessionState.NEW_SESSION:
                 try:
                     self.broker_epoch = await self.zk.register_broker(self.registration())
                     log.info("broker %d registered again after a session expiry (broker epoch %d)", self.node_id,
@@ -112,7 +116,7 @@ class ClusterNode:
                 except Exception:
                     log.exception("re-registering broker %d failed", self.node_id)
                 await self.controller.session_renewed()
-            elif event == "lost":
+            elif event.state == SessionState.EXPIRED:
                 await self.controller.session_lost()
 
     async def _isr_shrink_loop(self) -> None:

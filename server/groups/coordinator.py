@@ -275,6 +275,12 @@ class GroupCoordinator:
     def partitions(self) -> int:
         return self.log.partitions
 
+    def start_clustered(self) -> None:
+        """In a cluster: nothing is loaded at start; `load_partition` runs for each partition
+        of the internal topic this broker comes to lead (LeaderAndIsr)."""
+        self.log.start_clustered()
+        self.loaded = True
+
     def load(self) -> None:
         """Blocking, at start-up on a single broker: create __consumer_offsets if missing and
         load every partition of it (groups, committed offsets, pending transactional

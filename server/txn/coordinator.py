@@ -102,6 +102,12 @@ class TransactionCoordinator:
         self._to_resume: list[TransactionMetadata] = []
 
     # ------------------------------------------------------------------ lifecycle
+    def start_clustered(self) -> None:
+        """In a cluster: nothing is loaded at start; `load_partition` runs for each partition
+        of the internal topic this broker comes to lead (LeaderAndIsr)."""
+        self.log.start_clustered()
+        self.loaded = True
+
     def load(self) -> None:
         """Blocking, at start-up on a single broker: load every partition of
         __transaction_state; ids caught between Prepare and Complete are finished by `run`.

@@ -1,0 +1,88 @@
+"""A cluster of Trafka broker processes on loopback ports, sharing one real ZooKeeper."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from tests.brokerproc import BrokerProcess, free_port, raw_request
+from wire.registry import ApiKey
+
+FAST = ("--set", "replica.lag.time.max.ms=3000", "--set", "zookeeper.session.timeout.ms=6000",
+        "--set", "replica.fetch.wait.max.ms=200", "--set", "replica.fetch.backoff.ms=200",
+        "--set", "offsets.topic.num.partitions=3", "--set", "transaction.state.log.num.partitions=3")
+
+
+class Cluster:
+    def __init__(self, root: Path, zk_connect: str, size: int = 3, *extra: str) -> None:
+        self.zk_connect = zk_connect
+        self.brokers: dict[int, BrokerProcess] = {}
+        for node in range(1, size + 1):
+            port = free_port()
+            self.brokers[node] = BrokerProcess(root / f"broker-{node}" / "data", "--node-id", str(node),
+                                               "--set", f"zookeeper.connect={zk_connect}", *FAST, *extra, port=port)
+
+    def start(self) -> "Cluster":
+        for broker in self.brokers.values():
+            broker.start()
+        self.wait_for(lambda: len(self.metadata()["brokers"]) == len(self.brokers), 30, "all brokers registered")
+        return self
+
+    def stop(self) -> None:
+        for broker in self.brokers.values():
+            try:
+                broker.stop()
+            except Exception:
+                broker.kill()
+
+    def __enter__(self) -> "Cluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers.values() if b.proc is not None and b.proc.poll() is None)
+
+    def any_live(self) -> BrokerProcess:
+        for broker in self.brokers.values():
+            if broker.proc is not None and broker.proc.poll() is None:
+                return broker
+        raise RuntimeError("no live broker")
+
+    def call(self, key: ApiKey, version: int, body: dict, node: int | None = None) -> dict:
+        broker = self.brokers[node] if node is not None else self.any_live()
+        return raw_request("127.0.0.1", broker.port, key, version, body)
+
+    def metadata(self, topics: list[str] | None = None, node: int | None = None) -> dict:
+        body = {"topics": None if topics is None else [{"name": t, "topic_id": None} for t in topics],
+                "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
+        return self.call(ApiKey.METADATA, 12, body, node)
+
+    def partition(self, topic: str, index: int, node: int | None = None) -> dict | None:
+        for t in self.metadata([topic], node)["topics"]:
+            for p in t["partitions"]:
+                if p["partition_index"] == index:
+                    return p
+        return None
+
+    def create_topic(self, name: str, partitions: int, rf: int, configs: dict[str, str] | None = None) -> dict:
+        body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": rf, "assignments": [],
+                            "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],
+                "timeout_ms": 20000, "validate_only": False}
+        return self.call(ApiKey.CREATE_TOPICS, 5, body)["topics"][0]
+
+    @staticmethod
+    def wait_for(condition, timeout: float, what: str, interval: float = 0.1):
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            try:
+                last = condition()
+                if last:
+                    return last
+            except (OSError, KeyError, IndexError, TypeError):
+                pass
+            time.sleep(interval)
+        raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
