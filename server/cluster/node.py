@@ -89,7 +89,7 @@ class ClusterNode:
                 # Kafka's InconsistentClusterIdException: this data belongs to another cluster.
                 raise RuntimeError(f"the data directory belongs to cluster {stored}, ZooKeeper says {cluster_id}")
             self.broker.adopt_cluster_id(cluster_id)
-            self.broker_epoch = await self.zk.register_broker(self.registration())
+            self.broker_epoch = await self._register()
             log.info("broker %d registered in ZooKeeper (broker epoch %d, cluster %s)", self.node_id,
                      self.broker_epoch, cluster_id)
             async with trio.open_nursery() as nursery:
@@ -102,6 +102,22 @@ class ClusterNode:
                 task_status.started()
         finally:
             self.channels.close()
+
+    async def _register(self) -> int:
+        """Register /brokers/ids/<id>. After a crash the previous process's ephemeral znode
+        lives until its session times out; wait for it (twice the session timeout), as a
+        restarted Kafka broker would otherwise refuse to start."""
+        from server.cluster.zk import NodeExists
+
+        deadline = trio.current_time() + 2 * self.config.get("zookeeper.session.timeout.ms") / 1000 + 5
+        while True:
+            try:
+                return await self.zk.register_broker(self.registration())
+            except NodeExists as exc:
+                if trio.current_time() > deadline:
+                    raise
+                log.info("%s; waiting for the previous session to expire", exc)
+                await trio.sleep(0.5)
 
     async def _session_loop(self) -> None:
         """After a session expiry: register again (a new broker epoch) and re-elect."""
