@@ -324,7 +324,8 @@ class ZooKeeperClient:
 
     @property
     def session_id(self) -> int | None:
-        """The current session id (None before start or while no session is established)."""
+        """The id of the latest session (None before start); after EXPIRED it is still the
+        expired session's until NEW_SESSION is delivered."""
         return self._session_id
 
     @property
@@ -600,7 +601,11 @@ class ZooKeeperClient:
                     continue
                 stat = existing[1]
                 owner = stat.ephemeralOwner
-                if owner == self._session_id:
+                live = self.client_id  # kazoo's view: trio may not have seen NEW_SESSION yet
+                current = live[0] if live else self._session_id
+                if current is not None:
+                    self._sessions.add(current)
+                if owner == current:
                     try:
                         await self.set(path, data, stat.version)
                     except (NoNode, BadVersion):
@@ -613,7 +618,7 @@ class ZooKeeperClient:
                         pass
                     continue
                 raise NodeExists(f"broker id {registration.broker_id} already registered at {path} by another "
-                                 f"live session (0x{owner:x}; this session 0x{self._session_id or 0:x})",
+                                 f"live session (0x{owner:x}; this session 0x{current or 0:x})",
                                  path=path) from None
         raise ZooKeeperError(f"could not register {path}: it kept changing", path=path)
 
