@@ -37,6 +37,7 @@ from __future__ import annotations
 import enum
 import logging
 import math
+import threading
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Sequence, Union
@@ -46,7 +47,6 @@ from kazoo import exceptions as kz
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState, ZnodeStat
-from kazoo.retry import KazooRetry
 
 from server.cluster import znodes
 
@@ -246,15 +246,18 @@ class ZooKeeperClient:
         self._nursery = await self._stack.enter_async_context(trio.open_nursery())
         return self
 
-    async def __aexit__(self, *exc: Any) -> bool | None:
+    async def __aexit__(self, *exc: Any) -> bool:
         try:
             with trio.CancelScope(shield=True):
                 await self.close()
         finally:
             stack, self._stack, self._nursery = self._stack, None, None
             if stack is not None:
-                return await stack.__aexit__(*exc)
-        return None
+                # The watch tasks are cancelled by now; the nursery only has their errors to
+                # raise. The body's own exception propagates as it is, not wrapped in an
+                # ExceptionGroup (`except ConnectionLoss` keeps working around the block).
+                await stack.__aexit__(None, None, None)
+        return False
 
     async def start(self, connect_string: str, session_timeout_ms: int = 18000,
                     connection_timeout_ms: int | None = None) -> None:
@@ -282,9 +285,14 @@ class ZooKeeperClient:
         self._kazoo = client
         try:
             await trio.to_thread.run_sync(client.start, connect_s, abandon_on_cancel=True)
-        except KazooTimeoutError as e:
+        except KazooTimeoutError as e:  # kazoo has stopped the client
             self._kazoo = None
             raise ConnectionLoss(f"no ZooKeeper answered at {self.hosts} within {connect_s}s") from e
+        except trio.Cancelled:
+            # the abandoned thread's client would keep reconnecting: stop it behind our back
+            self._kazoo = None
+            threading.Thread(target=_stop_kazoo, args=(client,), name="zk-stop", daemon=True).start()
+            raise
         client_id = client.client_id
         if client_id is not None:
             self._session_id = client_id[0]
@@ -316,7 +324,8 @@ class ZooKeeperClient:
 
     @property
     def session_id(self) -> int | None:
-        """The current session id (None before start or while no session is established)."""
+        """The id of the latest session (None before start); after EXPIRED it is still the
+        expired session's until NEW_SESSION is delivered."""
         return self._session_id
 
     @property
@@ -469,14 +478,13 @@ class ZooKeeperClient:
             return tx.commit_async().get(timeout=timeout)
 
         raw = await self._run(run, ops[0].path if ops else None)
-        failed = next((i for i, r in enumerate(raw)
-                       if isinstance(r, Exception) and not isinstance(r, (kz.RolledBackError, kz.RuntimeInconsistency))),
-                      None)
-        if failed is None:
-            if any(isinstance(r, Exception) for r in raw):  # rolled back without a culprit: should not happen
-                failed = next(i for i, r in enumerate(raw) if isinstance(r, Exception))
-            else:
-                return list(raw)
+        # ZooKeeper answers a failed multi with the culprit's error, "rolled back" for the ops
+        # before it and "runtime inconsistency" for those after
+        errors = [i for i, r in enumerate(raw) if isinstance(r, Exception)]
+        if not errors:
+            return list(raw)
+        side_effects = (kz.RolledBackError, kz.RuntimeInconsistency)
+        failed = next((i for i in errors if not isinstance(raw[i], side_effects)), errors[0])
         results = [_translate(r, ops[i].path) if isinstance(r, Exception) else r for i, r in enumerate(raw)]
         error = _translate(raw[failed], ops[failed].path, op_index=failed, results=results)
         raise error
@@ -486,7 +494,8 @@ class ZooKeeperClient:
     async def watch_children(self, path: str, callback: ChildrenCallback) -> Watch:
         """Run `callback(children)` (sorted names; [] while `path` does not exist) now and
         after every change, until `Watch.cancel()` or `close()`. Returns once the watch is
-        armed; callbacks run one at a time per watch, in the client's nursery."""
+        armed; callbacks run one at a time per watch, in the client's nursery. An exception
+        in a callback is not swallowed: it ends the client's nursery, hence the `async with`."""
         return await self._watch(path, "children", callback)
 
     async def watch_data(self, path: str, callback: DataCallback) -> Watch:
@@ -592,7 +601,11 @@ class ZooKeeperClient:
                     continue
                 stat = existing[1]
                 owner = stat.ephemeralOwner
-                if owner == self._session_id:
+                live = self.client_id  # kazoo's view: trio may not have seen NEW_SESSION yet
+                current = live[0] if live else self._session_id
+                if current is not None:
+                    self._sessions.add(current)
+                if owner == current:
                     try:
                         await self.set(path, data, stat.version)
                     except (NoNode, BadVersion):
@@ -605,7 +618,7 @@ class ZooKeeperClient:
                         pass
                     continue
                 raise NodeExists(f"broker id {registration.broker_id} already registered at {path} by another "
-                                 f"live session (0x{owner:x}; this session 0x{self._session_id or 0:x})",
+                                 f"live session (0x{owner:x}; this session 0x{current or 0:x})",
                                  path=path) from None
         raise ZooKeeperError(f"could not register {path}: it kept changing", path=path)
 

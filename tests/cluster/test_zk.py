@@ -11,8 +11,8 @@ import trio
 from kazoo.client import KazooClient
 
 from server.cluster import znodes
-from server.cluster.zk import (BadVersion, CheckOp, CreateOp, DeleteOp, NodeExists, NoNode, NotEmpty, SessionEvent,
-                               SessionState, SetDataOp, ZooKeeperClient, split_connect_string)
+from server.cluster.zk import (BadVersion, CheckOp, ConnectionLoss, CreateOp, DeleteOp, NodeExists, NoNode, NotEmpty,
+                               SessionEvent, SessionState, SetDataOp, ZooKeeperClient, split_connect_string)
 from server.cluster.znodes import BrokerRegistration, EndPoint
 
 SESSION_MS = 6000
@@ -338,3 +338,32 @@ def test_harness_restart_keeps_znodes(zookeeper):
         client.delete(path)
         client.stop()
         client.close()
+
+
+def test_start_without_a_server_is_a_connection_loss():
+    from tests.cluster.zookeeper import free_port
+
+    async def main():
+        with pytest.raises(ConnectionLoss, match="no ZooKeeper answered"):
+            async with ZooKeeperClient() as zk:  # the error is not wrapped in an ExceptionGroup
+                await zk.start(f"127.0.0.1:{free_port()}", SESSION_MS, connection_timeout_ms=1000)
+
+    run(main)
+
+
+def test_a_failing_watch_callback_is_not_silent(zk_connect):
+    async def main():
+        async def broken(children: list[str]) -> None:
+            if children:
+                raise RuntimeError("controller bug")
+
+        with pytest.raises(BaseExceptionGroup) as raised:
+            async with ZooKeeperClient() as zk:
+                await zk.start(zk_connect, SESSION_MS)
+                await zk.create("/brokers/ids", make_parents=True)
+                await zk.watch_children("/brokers/ids", broken)
+                await zk.create("/brokers/ids/1", ephemeral=True)
+                await trio.sleep_forever()  # cancelled when the callback fails
+        assert raised.group_contains(RuntimeError, match="controller bug")
+
+    run(main)

@@ -19,6 +19,7 @@ socket alone is not enough, since the port is bound before the database is loade
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import signal
@@ -63,6 +64,7 @@ class ZooKeeperServer:
         self._own_dir = data_dir is None
         self.base_dir = Path(tempfile.mkdtemp(prefix="trafka-zk-")) if data_dir is None else Path(data_dir)
         self.proc: subprocess.Popen | None = None
+        self._atexit = False
 
     # --- availability ----------------------------------------------------------------
 
@@ -138,6 +140,9 @@ class ZooKeeperServer:
                                          stdin=subprocess.DEVNULL, cwd=self.base_dir, start_new_session=True)
         finally:
             log.close()
+        if not self._atexit:  # no orphaned JVM if the test process ends without stop()
+            atexit.register(self.kill)
+            self._atexit = True
         deadline = time.monotonic() + timeout
         while not self.answers():
             if self.proc.poll() is not None:
