@@ -106,6 +106,11 @@ async def run_broker(config, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
                 async for signum in signals:
                     log.info("received %s: shutting down", signal.Signals(signum).name)
                     break
+            if broker.cluster is not None and config.get("controlled.shutdown.enable"):
+                # Leaderships move to other brokers while this one still serves (Kafka's
+                # controlled shutdown), so clients see a new leader, not a dead one.
+                with trio.move_on_after(config.get("shutdown.timeout.ms") / 1000):
+                    await broker.cluster.controlled_shutdown()
             broker.shutting_down = True
             server.close_listeners()
             broker.wake_all()

@@ -150,6 +150,33 @@ class ClusterNode:
                              self.lag_ms, partition.isr)
                     partition.propose_isr([r for r in partition.isr if r not in out])
 
+    async def controlled_shutdown(self, retries: int = 3) -> bool:
+        """Ask the controller to move this broker's leaderships away (ControlledShutdown),
+        retrying while some remain; True when none is left. The broker stops regardless."""
+        from wire.registry import ApiKey
+
+        for attempt in range(retries):
+            controller = self.cache.controller_id
+            try:
+                answer = await self.channels.request(controller, ApiKey.CONTROLLED_SHUTDOWN, 3,
+                                                     {"broker_id": self.node_id, "broker_epoch": self.broker_epoch}, 10.0)
+            except Exception as exc:
+                log.info("controlled shutdown: controller %d unreachable (%r)", controller, exc)
+                await trio.sleep(0.5)
+                continue
+            remaining = answer.get("remaining_partitions") or []
+            if answer["error_code"] == E.NONE and not remaining:
+                # Wait (briefly) until no local partition still thinks it leads.
+                with trio.move_on_after(5):
+                    while any(p.is_leader and p.followers for p in self.broker.partitions.values()):
+                        await trio.sleep(0.05)
+                log.info("controlled shutdown of broker %d complete", self.node_id)
+                return True
+            log.info("controlled shutdown attempt %d: %s, %d partitions still led here", attempt + 1,
+                     ErrorCode(answer["error_code"]).name, len(remaining))
+            await trio.sleep(1)
+        return False
+
     # ------------------------------------------------------------------ topics
     async def auto_create_topic(self, name: str) -> None:
         """Metadata/Produce/FindCoordinator for an unknown topic: write it to ZooKeeper and

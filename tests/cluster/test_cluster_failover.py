@@ -149,3 +149,19 @@ def test_stopped_follower_truncates_and_catches_up(tmp_path, zk_connect):
                          "the caught-up follower leads")
         records = read_all(cluster.brokers[follower].bootstrap, "catchup", 500, timeout=30)
         assert sorted(v for _p, _o, v in records) == sorted(b"c%d" % i for i in range(500))
+
+
+def test_a_stopping_leader_hands_over_before_it_goes(tmp_path, zk_connect):
+    """SIGTERM: the broker asks the controller to move its leaderships (ControlledShutdown)
+    before it stops, so the new leader is there before its ZooKeeper session ends."""
+    with Cluster(tmp_path, zk_connect, 3, "--set", "zookeeper.session.timeout.ms=30000") as cluster:
+        assert cluster.create_topic("handover", 1, 3)["error_code"] == 0
+        cluster.wait_for(full_isr(cluster, "handover", 0), 30, "a full ISR")
+        leader = cluster.partition("handover", 0)["leader_id"]
+        started = time.monotonic()
+        cluster.brokers[leader].stop()
+        other = next(b for b in (1, 2, 3) if b != leader)
+        cluster.wait_for(lambda: cluster.partition("handover", 0, other)["leader_id"] not in (-1, leader), 20,
+                         "a new leader")
+        assert time.monotonic() - started < 15, "leadership moved only when the 30 s session expired"
+        assert "controlled shutdown of broker" in cluster.brokers[leader].log_tail(400)
