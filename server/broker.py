@@ -130,7 +130,10 @@ class Broker:
                 plog = self.logs.open_log(name, index, config)
                 partition = self._add_partition(meta, index, plog)
                 if self.cluster is not None:
+                    # No leader until the controller says; and no high watermark checkpoint
+                    # here, so start it low: a leader raises it once its ISR has fetched.
                     partition.leader_id = partition.leader_epoch = -1
+                    partition.high_watermark = plog.log_start_offset
                 headers += partition.load_producer_state()
         if headers:
             log.info("producer state rebuilt from %d batch headers", headers)
@@ -184,6 +187,7 @@ class Broker:
         plog = await trio.to_thread.run_sync(self.logs.open_log, topic, index, self._configs[topic])
         partition = self._add_partition(meta, index, plog)
         partition.leader_id = partition.leader_epoch = -1
+        partition.high_watermark = plog.log_start_offset
         await trio.to_thread.run_sync(partition.load_producer_state)
         return partition
 

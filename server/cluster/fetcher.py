@@ -176,6 +176,12 @@ class ReplicaFetcherManager:
             if data:
                 await partition.append_as_follower(bytearray(data))
         partition.set_follower_high_watermark(part["high_watermark"])
+        leader_start = part.get("log_start_offset", -1)
+        plog = partition.log
+        if leader_start > plog.log_start_offset and leader_start <= plog.log_end_offset:
+            # DeleteRecords or retention at the leader: followers follow (Kafka's
+            # maybeIncrementLogStartOffset on the follower).
+            await trio.to_thread.run_sync(lambda: plog.delete_records_before(leader_start))
         return True
 
     async def _truncate(self, partition, leader_epoch: int, leader_end: int) -> None:
