@@ -36,7 +36,7 @@ import trio
 from wire.errors import CorruptRecords, ErrorCode
 from wire.records import BatchHeader, ControlType, Record, build_batch, control_type, iter_records
 
-from server.errors import UnknownTopicOrPartition
+from server.errors import KafkaError, UnknownTopicOrPartition
 
 
 log = logging.getLogger("trafka.coordinator")
@@ -101,6 +101,7 @@ class CoordinatorLog:
         self.configs = dict(configs)
         self.now_ms: Callable[[], int] = wall_ms
         self._locks: dict[int, trio.Lock] = {}
+        self.commit_timeout_s = 5.0  # offsets.commit.timeout.ms
         self.owned: dict[int, int] = {}  # partition -> coordinator epoch, state in memory
         self.loading: set[int] = set()
         self._epochs: dict[int, int] = {}  # newest coordinator epoch seen per partition
@@ -227,6 +228,14 @@ class CoordinatorLog:
             outcome = await self.broker.append((self.topic, partition), batch, len(chunk))
             if first < 0:
                 first = outcome.base_offset
+            last = outcome.base_offset + len(chunk)
+        local = self.broker.partitions.get((self.topic, partition))
+        if local is not None and local.followers:
+            # A cluster: answer only once the ISR has the records (Kafka's
+            # offsets.commit.required.acks=-1), so a leader change cannot lose them.
+            code = await local.await_replicated(last, self.commit_timeout_s)
+            if code != ErrorCode.NONE:
+                raise KafkaError(f"{self.topic}-{partition}: records not replicated ({code.name})", code)
         return first
 
     def replay(self, on_record: Callable[[int, BatchHeader, Record], None],

@@ -35,6 +35,7 @@ import trio
 from storage import PartitionLog
 from storage.producer_snapshot import delete_snapshots, list_snapshots, load_latest, snapshot_path, write_snapshot
 from storage.txn_index import AbortedTxn
+from wire.errors import ErrorCode
 from wire.records import BatchHeader, ControlType, build_txn_marker, iter_headers, parse_header, read_txn_marker
 
 from server.cluster.followers import FollowerState
@@ -212,6 +213,28 @@ class Partition:
             self.propose_isr(self.isr + [replica_id])
         if self.maybe_advance_high_watermark():
             self.wake()
+
+    async def await_replicated(self, required: int, timeout_s: float) -> ErrorCode:
+        """Wait until the high watermark reaches `required` (acks=all for the broker's own
+        writes): NONE, NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR is below
+        min.insync.replicas by then, NOT_LEADER_OR_FOLLOWER if leadership moved,
+        REQUEST_TIMED_OUT after `timeout_s`."""
+        epoch = self.leader_epoch
+        deadline = trio.current_time() + timeout_s
+        while True:
+            if not self.is_leader or self.leader_epoch != epoch:
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER
+            if self.high_watermark >= required:
+                if len(self.maximal_isr()) < self.min_insync_replicas:
+                    return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                return ErrorCode.NONE
+            remaining = deadline - trio.current_time()
+            if remaining <= 0:
+                return ErrorCode.REQUEST_TIMED_OUT
+            event = trio.Event()
+            self.waiters.add(event)
+            with trio.move_on_after(remaining):
+                await event.wait()
 
     def out_of_sync_replicas(self, now_ms: int, lag_ms: int) -> list[int]:
         end = self.log.log_end_offset

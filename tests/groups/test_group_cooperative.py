@@ -16,7 +16,7 @@ import struct
 
 import trio
 
-from conftest import SESSION_MS, consumer_assignment
+from tests.groups.conftest import SESSION_MS, consumer_assignment
 from server.groups import GroupState
 from wire.errors import ErrorCode as E
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import trio
 
-from conftest import SESSION_MS, consumer_assignment, consumer_subscription
+from tests.groups.conftest import SESSION_MS, consumer_assignment, consumer_subscription
 from wire.errors import ErrorCode as E
 from wire.registry import API_VERSIONS, ApiKey
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import trio
 
-from conftest import consumer_assignment, consumer_subscription
+from tests.groups.conftest import consumer_assignment, consumer_subscription
 from server.groups import CommittedOffset, GroupState
 from wire.errors import ErrorCode as E
 

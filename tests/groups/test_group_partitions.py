@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import trio
 
-from conftest import consumer_assignment
+from tests.groups.conftest import consumer_assignment
 from server.coordinator_log import partition_for_key
 from server.groups import CommittedOffset, GroupState
 from wire.errors import ErrorCode as E

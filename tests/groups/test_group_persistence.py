@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import trio
 
-from conftest import consumer_assignment
+from tests.groups.conftest import consumer_assignment
 from server.groups import CommittedOffset, GroupState
 from server.groups import records as rec
 from server.coordinator_log import partition_for_key

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import trio
 
-from conftest import REBALANCE_MS, SESSION_MS, consumer_assignment, consumer_subscription
+from tests.groups.conftest import REBALANCE_MS, SESSION_MS, consumer_assignment, consumer_subscription
 from server.groups import GroupState
 from wire.errors import ErrorCode as E
 

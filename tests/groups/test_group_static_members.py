@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import trio
 
-from conftest import SESSION_MS, consumer_subscription
+from tests.groups.conftest import SESSION_MS, consumer_subscription
 from server.groups import GroupState
 from wire.errors import ErrorCode as E
 

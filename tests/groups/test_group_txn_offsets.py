@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import consumer_assignment
+from tests.groups.conftest import consumer_assignment
 from server.groups import CommittedOffset, GroupState
 from server.groups.coordinator import OFFSETS_TOPIC
 from wire.errors import ErrorCode as E
