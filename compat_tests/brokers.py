@@ -480,17 +480,17 @@ class TrafkaCluster(Broker):
 
     # -- actions
 
-    def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None
-                     ) -> None:
-        """RF=3 (the brokers place the replicas), then wait until every partition has a
-        leader and its full ISR."""
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None,
+                     assignment: dict[int, list[int]] | None = None) -> None:
+        """RF=3, the brokers placing the replicas (or `assignment`: partition -> replicas),
+        then wait until every partition has a leader and all its replicas in the ISR."""
         n = self.live_nodes()[0]
         err = kafka_wire.create_topic_v2(self.host, self.nodes[n].port, name, partitions,
-                                         self.SIZE, configs)
+                                         self.SIZE, configs, assignment=assignment)
         if err != 0:
             raise AssertionError(f"CreateTopics {name}: error {err}")
-        for p in range(partitions):
-            self.wait_isr(name, p)
+        for p in range(len(assignment) if assignment else partitions):
+            self.wait_isr(name, p, len(assignment[p]) if assignment else self.SIZE)
 
     def kill_leader(self, topic: str, partition: int) -> int:
         """SIGKILL the partition's leader; returns its node id."""

@@ -345,12 +345,18 @@ def find_coordinator_v1(host: str, port: int, key: str, key_type: int = 0,
 
 
 def create_topic_v2(host: str, port: int, name: str, partitions: int, replication_factor: int,
-                    configs: dict[str, str] | None = None, timeout_ms: int = 20000) -> int:
-    """CreateTopics v2 (the oldest Kafka 3.9 serves) for one topic, the broker choosing the
-    replicas: its error code."""
+                    configs: dict[str, str] | None = None, timeout_ms: int = 20000,
+                    assignment: dict[int, list[int]] | None = None) -> int:
+    """CreateTopics v2 (the oldest Kafka 3.9 serves) for one topic: its error code. The
+    broker places the replicas unless `assignment` (partition -> replicas) names them (then
+    partitions and replication factor are sent as -1, as Kafka requires)."""
     configs = configs or {}
+    if assignment:
+        partitions, replication_factor = -1, -1
     body = struct.pack(">i", 1) + string(name) + struct.pack(">ih", partitions, replication_factor)
-    body += struct.pack(">i", 0)  # no explicit assignments
+    body += struct.pack(">i", len(assignment or {}))
+    for index, replicas in sorted((assignment or {}).items()):
+        body += struct.pack(">ii", index, len(replicas)) + b"".join(struct.pack(">i", r) for r in replicas)
     body += struct.pack(">i", len(configs)) + b"".join(string(k) + string(v) for k, v in configs.items())
     body += struct.pack(">ib", timeout_ms, 0)  # validate_only false
     r = _round_trip(host, port, frame(request_header(API_CREATE_TOPICS, 2, 23, "trafka-compat",

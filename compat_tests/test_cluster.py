@@ -111,6 +111,29 @@ def _group_coordinated_elsewhere(broker) -> tuple[str, int]:
     raise AssertionError("every group id found was coordinated by node 1")
 
 
+def _consume_commit_resume(client: Client, setup: Client, topic: str, group: str) -> None:
+    """10 records in partition 0; the group consumes 4 (and commits), the committed offset
+    reads back as 4, an explicit commit moves it to 6 (kcat has none), and the group resumes
+    there: every step goes through the group's coordinator."""
+    messages = [Message(b"g-%d" % i, partition=0) for i in range(10)]
+    setup.produce(topic, messages, acks="all")
+    assert_exact(client.consume(topic, 4, group=group, timeout=30), {0: messages[:4]})
+    try:
+        committed = client.committed(group, topic, [0])
+    except NotSupportedByClient:
+        committed = setup.committed(group, topic, [0])
+    assert committed == {0: 4}
+    resume = 4
+    try:
+        client.commit(group, topic, {0: 6})
+        resume = 6
+        assert client.committed(group, topic, [0]) == {0: 6}
+    except NotSupportedByClient:
+        pass  # kcat: its consumer's commit above is the one checked
+    assert_exact(client.consume(topic, 10 - resume, group=group, timeout=30),
+                 {0: messages[resume:]}, {0: resume})
+
+
 def test_cluster_group_coordinator_not_bootstrap(client, setup_client, broker, topic_name):
     """Join, commit and fetch offsets of a group whose coordinator is another broker than the
     one the client bootstraps from: the client must find it (FindCoordinator) and talk to it."""
@@ -118,25 +141,22 @@ def test_cluster_group_coordinator_not_bootstrap(client, setup_client, broker, t
     group, coordinator = _group_coordinated_elsewhere(broker)
     partition = abs(java_string_hash(group)) % OFFSETS_PARTITIONS
     assert broker.partition("__consumer_offsets", partition).leader == coordinator
-    messages = [Message(b"g-%d" % i, partition=0) for i in range(10)]
-    setup_client.produce(topic_name, messages, acks="all")
+    _consume_commit_resume(client, setup_client, topic_name, group)
 
-    assert_exact(client.consume(topic_name, 4, group=group, timeout=30), {0: messages[:4]})
-    try:
-        committed = client.committed(group, topic_name, [0])
-    except NotSupportedByClient:
-        committed = setup_client.committed(group, topic_name, [0])
-    assert committed == {0: 4}
-    resume = 4
-    try:
-        client.commit(group, topic_name, {0: 6})
-        resume = 6
-        assert client.committed(group, topic_name, [0]) == {0: 6}
-    except NotSupportedByClient:
-        pass  # kcat: its consumer's commit above is the one checked
-    assert_exact(client.consume(topic_name, 10 - resume, group=group, timeout=30),
-                 {0: messages[resume:]}, {0: resume})
-    assert broker.metadata().brokers.keys() == {1, 2, 3}
+
+def test_cluster_group_offsets_of_partition_coordinator_does_not_host(
+        client, setup_client, broker, topic_name):
+    """The same with a partition the coordinator holds no replica of (RF=1 on another broker,
+    as with any topic of fewer replicas than brokers): Kafka's coordinator checks a committed
+    partition against the cluster's metadata (KafkaApis: metadataCache.contains), not against
+    the logs it hosts, so committing and fetching offsets work the same."""
+    group, coordinator = _group_coordinated_elsewhere(broker)
+    host = next(n for n in sorted(broker.nodes) if n != coordinator)
+    broker.create_topic(topic_name, 1, {"min.insync.replicas": "1"}, assignment={0: [host]})
+    for node in broker.live_nodes():  # every broker knows the topic: no propagation excuse
+        broker.wait_for(lambda: (lambda p: p is not None and p.leader == host)(
+            broker.partition(topic_name, 0, node)), 30, f"node {node} to know {topic_name}")
+    _consume_commit_resume(client, setup_client, topic_name, group)
 
 
 class BackgroundProducer:
