@@ -15,6 +15,7 @@ import os
 import shlex
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -29,7 +30,10 @@ START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
 
 # The broker kinds `--broker` accepts. "lossy"/"tagfix" kinds are diagnostics, never defaults.
-KNOWN_KINDS = ("trafka", "tansu", "external", "tansu-lossy", "trafka-lossy", "tansu-tagfix")
+# "trafka-cluster" is three Trafka brokers on a real ZooKeeper; the cluster scenarios
+# (test_cluster.py) choose it themselves (conftest's `broker_kinds` marker).
+KNOWN_KINDS = ("trafka", "tansu", "external", "tansu-lossy", "trafka-lossy", "tansu-tagfix",
+               "trafka-cluster")
 
 
 class BrokerUnavailable(Exception):
@@ -318,6 +322,213 @@ class ProxiedBroker(Broker):
                 f"--- inner broker ---\n{self.inner.log_tail(lines // 2)}")
 
 
+class TrafkaCluster(Broker):
+    """Three Trafka brokers (node ids 1..3) on one real ZooKeeper, every topic RF=3 with
+    min.insync.replicas=2 by default. `bootstrap` names all three, as an application's would.
+
+    Besides the Broker API, what the cluster scenarios need: `metadata()` (Metadata v1 from
+    a live broker: controller, leaders, replicas, ISRs), `kill(node)` (SIGKILL: a crash,
+    noticed when its ZooKeeper session expires), `kill_leader(topic, partition)`,
+    `kill_controller()`, `stop(node)` (SIGTERM: controlled shutdown), `start(node)`,
+    `restart(node)`, `create_topic()`, waits, and `heal()`: every broker up, a controller,
+    every partition led with its full ISR.
+    """
+
+    can_restart = True
+    SIZE = 3
+    # tests/cluster/clusterkit.py's FAST settings: failures noticed and repaired in seconds.
+    FAST = ("--set", "replica.lag.time.max.ms=3000", "--set", "zookeeper.session.timeout.ms=6000",
+            "--set", "replica.fetch.wait.max.ms=200", "--set", "replica.fetch.backoff.ms=200",
+            "--set", "offsets.topic.num.partitions=3",
+            "--set", "transaction.state.log.num.partitions=3")
+    SETTLE_S = 60.0  # what any election, ISR expansion or catch-up may take here
+
+    def __init__(self, workdir: Path, extra_args: list[str] | None = None,
+                 name: str = "trafka-cluster") -> None:
+        super().__init__(name)
+        TrafkaBroker.check_available()
+        from tests.cluster.zookeeper import ZooKeeperServer
+
+        reason = ZooKeeperServer.unavailable_reason()
+        if reason:
+            raise BrokerUnavailable(f"no ZooKeeper for {name}: {reason}")
+        workdir.mkdir(parents=True, exist_ok=True)
+        (workdir / "zookeeper").mkdir(exist_ok=True)
+        self.zk = ZooKeeperServer(data_dir=workdir / "zookeeper")
+        self.zk_connect = f"{self.zk.connect_string}/trafka"
+        settings = ["--set", f"zookeeper.connect={self.zk_connect}",
+                    "--set", f"default.replication.factor={self.SIZE}",
+                    "--set", "min.insync.replicas=2", *self.FAST]
+        self.nodes: dict[int, TrafkaBroker] = {}
+        for node in range(1, self.SIZE + 1):
+            self.nodes[node] = TrafkaBroker(workdir / f"node-{node}",
+                                            ["--node-id", str(node), *settings,
+                                             *(extra_args or [])], name=f"{name}-{node}")
+        self.port = self.nodes[1].port
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.nodes.values())
+
+    # -- lifecycle
+
+    def start(self, node: int | None = None) -> None:
+        """Start one broker (None: ZooKeeper and every broker not running), wait until it
+        serves; starting the whole cluster also waits until all are registered."""
+        if node is not None:
+            self.nodes[node].start()
+            return
+        if not self.zk.running:
+            try:
+                self.zk.start()
+            except RuntimeError as exc:
+                raise BrokerFailed(f"ZooKeeper did not start: {exc}") from exc
+        for broker in self.nodes.values():
+            if not broker.alive():
+                broker.start()
+        self.wait_for(lambda: len(self.metadata().brokers) == self.SIZE, self.SETTLE_S,
+                      "every broker registered")
+
+    def stop(self, node: int | None = None) -> None:
+        """SIGTERM one broker (a controlled shutdown), or everything (None)."""
+        if node is not None:
+            self.nodes[node].stop()
+            return
+        for broker in self.nodes.values():
+            broker.stop()
+        self.zk.stop()
+
+    def kill(self, node: int) -> None:
+        """SIGKILL one broker: no controlled shutdown, its ZooKeeper session expires later."""
+        self.nodes[node].kill()
+
+    def restart(self, node: int | None = None, kill: bool = False) -> None:
+        nodes = [node] if node is not None else list(self.nodes)
+        for n in nodes:
+            self.kill(n) if kill else self.stop(n)
+        for n in nodes:
+            self.start(n)
+
+    def alive(self) -> bool:
+        return self.zk.running and all(b.alive() for b in self.nodes.values())
+
+    def live_nodes(self) -> list[int]:
+        return [n for n, b in self.nodes.items() if b.alive()]
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(f"--- node {n}{'' if b.alive() else ' (down)'} ---\n{b.log_tail(lines // 2)}"
+                         for n, b in self.nodes.items())
+
+    # -- views
+
+    def metadata(self, topics: list[str] | None = None, node: int | None = None
+                 ) -> kafka_wire.ClusterView:
+        """Metadata v1 from `node`, else from the first live broker that answers."""
+        last: Exception | None = None
+        for n in [node] if node is not None else self.live_nodes():
+            try:
+                return kafka_wire.metadata_v1(self.host, self.nodes[n].port, topics)
+            except (OSError, kafka_wire.WireError) as exc:
+                last = exc
+        raise ConnectionError(f"no broker answered Metadata: {last!r}")
+
+    def partition(self, topic: str, index: int, node: int | None = None
+                  ) -> kafka_wire.PartitionState | None:
+        return self.metadata([topic], node).topics.get(topic, {}).get(index)
+
+    @staticmethod
+    def wait_for(condition, timeout: float, what: str, interval: float = 0.1):
+        """Poll `condition` until it returns something true; connection errors are retried."""
+        deadline = time.monotonic() + timeout
+        last = None
+        while True:
+            try:
+                last = condition()
+                if last:
+                    return last
+            except (OSError, kafka_wire.WireError, struct.error) as exc:
+                last = exc
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} "
+                                     f"(last: {last!r})")
+            time.sleep(interval)
+
+    def wait_leader(self, topic: str, index: int, not_in: tuple[int, ...] = (),
+                    timeout: float | None = None) -> int:
+        """The partition's leader once it is a live broker not in `not_in`."""
+        def check():
+            p = self.partition(topic, index)
+            return p.leader if p and p.leader >= 0 and p.leader not in not_in \
+                and self.nodes[p.leader].alive() else None
+        return self.wait_for(check, timeout or self.SETTLE_S,
+                             f"{topic}/{index} led by a live broker not in {not_in}")
+
+    def wait_isr(self, topic: str, index: int, size: int | None = None,
+                 timeout: float | None = None) -> kafka_wire.PartitionState:
+        size = size or self.SIZE
+
+        def check():
+            p = self.partition(topic, index)
+            return p if p and p.leader >= 0 and len(p.isr) == size else None
+        return self.wait_for(check, timeout or self.SETTLE_S, f"{topic}/{index} with {size} in its ISR")
+
+    def wait_controller(self, not_in: tuple[int, ...] = ()) -> int:
+        def check():
+            c = self.metadata().controller_id
+            return c if c >= 0 and c not in not_in and self.nodes[c].alive() else None
+        return self.wait_for(check, self.SETTLE_S, f"a live controller not in {not_in}")
+
+    # -- actions
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None,
+                     assignment: dict[int, list[int]] | None = None) -> None:
+        """RF=3, the brokers placing the replicas (or `assignment`: partition -> replicas),
+        then wait until every partition has a leader and all its replicas in the ISR."""
+        n = self.live_nodes()[0]
+        err = kafka_wire.create_topic_v2(self.host, self.nodes[n].port, name, partitions,
+                                         self.SIZE, configs, assignment=assignment)
+        if err != 0:
+            raise AssertionError(f"CreateTopics {name}: error {err}")
+        for p in range(len(assignment) if assignment else partitions):
+            self.wait_isr(name, p, len(assignment[p]) if assignment else self.SIZE)
+
+    def kill_leader(self, topic: str, partition: int) -> int:
+        """SIGKILL the partition's leader; returns its node id."""
+        leader = self.wait_leader(topic, partition)
+        self.kill(leader)
+        return leader
+
+    def kill_controller(self) -> int:
+        """SIGKILL the controller; returns its node id."""
+        controller = self.wait_controller()
+        self.kill(controller)
+        return controller
+
+    def heal(self) -> None:
+        """Every broker running and registered, a controller, every partition of every topic
+        led by a live broker with all replicas in its ISR: what each scenario leaves."""
+        for broker in self.nodes.values():
+            if not broker.alive():
+                broker.start()
+        self.wait_for(lambda: len(self.metadata().brokers) == self.SIZE, self.SETTLE_S,
+                      "every broker registered")
+        self.wait_controller()
+
+        lagging: list = []
+
+        def settled():
+            view = self.metadata()
+            lagging[:] = [(t, i, p.leader, p.isr) for t, parts in view.topics.items()
+                          for i, p in parts.items()
+                          if p.leader < 0 or sorted(p.isr) != sorted(p.replicas)]
+            return not lagging
+        try:
+            self.wait_for(settled, self.SETTLE_S, "every partition led, with its full ISR")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; not settled (topic, partition, leader, isr): "
+                                 f"{lagging[:6]}") from None
+
+
 def make_broker(kind: str, workdir: Path, trafka_args: list[str] | None = None) -> Broker:
     """A not-yet-started broker of `kind`; raises BrokerUnavailable when it cannot run here."""
     if kind == "trafka":
@@ -329,6 +540,8 @@ def make_broker(kind: str, workdir: Path, trafka_args: list[str] | None = None) 
         return ExternalBroker()
     if kind in ("tansu-lossy", "trafka-lossy"):
         return ProxiedBroker(kind, kind.split("-")[0], "drop-produce", workdir, trafka_args)
+    if kind == "trafka-cluster":
+        return TrafkaCluster(workdir, trafka_args)
     if kind == "tansu-tagfix":
         return ProxiedBroker(kind, "tansu", "strip-apiversions-tags", workdir)
     raise ValueError(f"unknown broker kind {kind!r}; known: {', '.join(KNOWN_KINDS)}")

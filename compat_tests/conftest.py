@@ -57,6 +57,9 @@ def _split(value: str) -> list[str]:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "compat(client=NAME): names the client of a compat "
                             "scenario that has no `client` parameter (for the report matrix)")
+    config.addinivalue_line("markers", "broker_kinds(*kinds): the broker kinds a scenario runs "
+                            "against instead of --broker's (each when it, or its base kind "
+                            "before the '-', is chosen): the cluster scenarios")
     for kind in _split(config.getoption("--broker")):
         if kind not in brokers_mod.KNOWN_KINDS:
             raise pytest.UsageError(f"--broker: unknown kind {kind!r}; known: "
@@ -75,6 +78,11 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "broker_kind" in metafunc.fixturenames:
         kinds = _split(metafunc.config.getoption("--broker"))
+        own = metafunc.definition.get_closest_marker("broker_kinds")
+        if own is not None:
+            # A scenario that needs a kind of its own (the 3-broker cluster) runs against it
+            # when that kind, or the broker it is made of ("trafka"), is chosen.
+            kinds = [k for k in own.args if k in kinds or k.split("-")[0] in kinds]
         metafunc.parametrize("broker_kind", kinds, ids=kinds)
     if "client_name" in metafunc.fixturenames:
         names = _split(metafunc.config.getoption("--clients"))

@@ -18,6 +18,8 @@ API_PRODUCE = 0
 API_FETCH = 1
 API_LIST_OFFSETS = 2
 API_METADATA = 3
+API_FIND_COORDINATOR = 10
+API_CREATE_TOPICS = 19
 API_API_VERSIONS = 18
 
 UNSUPPORTED_VERSION = 35
@@ -268,3 +270,98 @@ def batch_offsets(records: bytes) -> list[tuple[int, int]]:
             return out
         last_delta = struct.unpack(">i", body[11:15])[0]
         out.append((base, base + last_delta))
+
+
+# --------------------------------------------------------------------------- cluster views
+
+
+@dataclass
+class PartitionState:
+    leader: int
+    replicas: list[int]
+    isr: list[int]
+    error_code: int
+
+
+@dataclass
+class ClusterView:
+    """What one broker says about the cluster (Metadata v1): live brokers, the controller,
+    and each partition's leader, replicas (assignment order) and ISR."""
+
+    brokers: dict[int, tuple[str, int]]
+    controller_id: int
+    topics: dict[str, dict[int, PartitionState]]
+    topic_errors: dict[str, int]
+
+
+def _round_trip(host: str, port: int, request: bytes, timeout: float) -> Reader:
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.settimeout(timeout)
+        sock.sendall(request)
+        r = Reader(read_frame(sock))
+    r.int32()  # correlation id
+    return r
+
+
+def metadata_v1(host: str, port: int, topics: list[str] | None = None,
+                timeout: float = 5.0) -> ClusterView:
+    """Metadata v1 (the first with controller_id; non-flexible): `topics=None` asks for all.
+    v1 has no allow_auto_topic_creation, so ask only for topics that exist."""
+    body = struct.pack(">i", -1) if topics is None else (
+        struct.pack(">i", len(topics)) + b"".join(string(t) for t in topics))
+    r = _round_trip(host, port, frame(request_header(API_METADATA, 1, 21, "trafka-compat", False)
+                                      + body), timeout)
+    brokers = {}
+    for _ in range(r.int32()):
+        node, host_, port_ = r.int32(), r.string(False), r.int32()
+        r.string(False)  # rack
+        brokers[node] = (host_, port_)
+    controller = r.int32()
+    out: dict[str, dict[int, PartitionState]] = {}
+    errors: dict[str, int] = {}
+    for _ in range(r.int32()):
+        err, name = r.int16(), r.string(False)
+        r.int8()  # is_internal
+        errors[name] = err
+        parts = out.setdefault(name, {})
+        for _ in range(r.int32()):
+            perr, index, leader = r.int16(), r.int32(), r.int32()
+            replicas = [r.int32() for _ in range(r.int32())]
+            isr = [r.int32() for _ in range(r.int32())]
+            parts[index] = PartitionState(leader, replicas, isr, perr)
+    return ClusterView(brokers, controller, out, errors)
+
+
+def find_coordinator_v1(host: str, port: int, key: str, key_type: int = 0,
+                        timeout: float = 5.0) -> tuple[int, int]:
+    """FindCoordinator v1 for a group (key_type 0): (error_code, coordinator node id)."""
+    body = string(key) + struct.pack(">b", key_type)
+    r = _round_trip(host, port, frame(request_header(API_FIND_COORDINATOR, 1, 22, "trafka-compat",
+                                                     False) + body), timeout)
+    r.int32()  # throttle
+    err = r.int16()
+    r.string(False)  # error message
+    return err, r.int32()
+
+
+def create_topic_v2(host: str, port: int, name: str, partitions: int, replication_factor: int,
+                    configs: dict[str, str] | None = None, timeout_ms: int = 20000,
+                    assignment: dict[int, list[int]] | None = None) -> int:
+    """CreateTopics v2 (the oldest Kafka 3.9 serves) for one topic: its error code. The
+    broker places the replicas unless `assignment` (partition -> replicas) names them (then
+    partitions and replication factor are sent as -1, as Kafka requires)."""
+    configs = configs or {}
+    if assignment:
+        partitions, replication_factor = -1, -1
+    body = struct.pack(">i", 1) + string(name) + struct.pack(">ih", partitions, replication_factor)
+    body += struct.pack(">i", len(assignment or {}))
+    for index, replicas in sorted((assignment or {}).items()):
+        body += struct.pack(">ii", index, len(replicas)) + b"".join(struct.pack(">i", r) for r in replicas)
+    body += struct.pack(">i", len(configs)) + b"".join(string(k) + string(v) for k, v in configs.items())
+    body += struct.pack(">ib", timeout_ms, 0)  # validate_only false
+    r = _round_trip(host, port, frame(request_header(API_CREATE_TOPICS, 2, 23, "trafka-compat",
+                                                     False) + body), timeout_ms / 1000 + 10)
+    r.int32()  # throttle
+    r.int32()  # one topic
+    r.string(False)
+    return r.int16()

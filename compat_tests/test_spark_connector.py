@@ -651,3 +651,54 @@ def test_read_committed_sees_committed_rows(spark, broker, admin):
         gaps = [b for a, b in zip(offsets, offsets[1:]) if b != a + 1]
         assert len(gaps) == 3 and all(b - a == 2 for a, b in zip(offsets, offsets[1:]) if b != a + 1), (
             f"partition {p}: offsets {offsets} should skip exactly one marker after each ended transaction")
+
+
+@pytest.mark.broker_kinds("trafka-cluster")
+def test_stream_through_leader_kill(spark, broker, tmp_path):
+    """readStream from the 3-broker cluster (RF=3, min.insync.replicas=2) while the leader of
+    a partition is SIGKILLed: the query keeps going, its consumers following the new leader,
+    and the memory sink (idempotent per batch id) ends with every produced record exactly
+    once. Records are produced in three rounds: before the kill, with the leader dead, and
+    after the killed broker is back in the ISR."""
+    topic = unique_name("spark-cluster")
+    broker.create_topic(topic, 3)
+    rounds = [[(p, f"k{r}-{p}-{i}".encode(), f"r{r}-p{p}-{i}".encode(), None, None)
+               for p in range(3) for i in range(30)] for r in range(3)]
+    name = query_name()
+    query = (
+        read_stream(spark, broker.bootstrap, subscribe=topic, startingOffsets="earliest")
+        .writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(processingTime="500 milliseconds")
+        .start()
+    )
+
+    def wait_rows(n: int, what: str) -> None:
+        deadline = time.monotonic() + WAIT_S
+        while spark.table(name).count() < n:
+            assert query.isActive, f"query stopped {what}: {query.exception()}"
+            assert time.monotonic() < deadline, f"fewer than {n} rows {what} after {WAIT_S} s"
+            time.sleep(0.5)
+
+    try:
+        produce(broker.bootstrap, topic, rounds[0])
+        wait_rows(len(rounds[0]), "before the kill")
+        killed = broker.kill_leader(topic, 0)
+        broker.wait_leader(topic, 0, not_in=(killed,))
+        produce(broker.bootstrap, topic, rounds[1])
+        wait_rows(len(rounds[0]) + len(rounds[1]), "with the old leader dead")
+        broker.start(killed)
+        broker.wait_isr(topic, 0)
+        produce(broker.bootstrap, topic, rounds[2])
+        total = sum(len(r) for r in rounds)
+        wait_rows(total, "after the killed broker rejoined")
+        query.processAllAvailable()
+        rows = rows_of(spark.table(name))
+    finally:
+        query.stop()
+    got = Counter((r["partition"], r["key"], r["value"]) for r in rows)
+    sent = Counter((p, k, v) for rnd in rounds for p, k, v, _, _ in rnd)
+    assert got == sent, (f"missing {list((sent - got).elements())[:5]}, "
+                         f"extra or doubled {list((got - sent).elements())[:5]}")
+    assert {p: o for p, o in offsets_by_partition(rows).items()} == {p: list(range(90)) for p in range(3)}
