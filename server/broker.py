@@ -267,6 +267,14 @@ class Broker:
                 log.exception("background storage duty failed")
 
     # ---- topics -------------------------------------------------------------------
+    def partition_exists(self, topic: str, index: int) -> bool:
+        """Whether the topic-partition exists anywhere: the registry of this broker, or in a
+        cluster the metadata cache (a partition need not have a replica here)."""
+        if self.cluster is not None:
+            return self.cluster.cache.partition(topic, index) is not None
+        meta = self.topics.get(topic)
+        return meta is not None and 0 <= index < meta.partitions
+
     def topic_name_for_id(self, topic_id: uuid.UUID) -> str | None:
         return self.topics.name_for_id(topic_id)
 

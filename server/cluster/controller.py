@@ -290,6 +290,11 @@ class Controller:
             if state.leader >= 0 and ctx.live(state.leader):
                 self._send_leader_and_isr([r for r in replicas if ctx.live(r)], [tp])
         await self._elect_offline(list(ctx.partitions()))
+        # Replicas on brokers that are not registered (e.g. the previous controller, gone while
+        # nobody was controller) go offline: out of the ISRs (Kafka's failover step 4).
+        dead = sorted({r for tp in ctx.partitions() for r in ctx.assignments[tp[0]][tp[1]]} - set(ctx.brokers))
+        if dead:
+            await self._on_brokers_failure(dead)
         self._send_update_metadata(list(ctx.brokers), list(ctx.states))
         for topic in list(ctx.deleting):
             await self._delete_topic(topic)

@@ -1046,10 +1046,9 @@ class GroupCoordinator:
         """Per-partition checks of a commit: the errors, and the offsets that passed."""
         results: dict[tuple[str, int], ErrorCode] = {}
         valid: dict[tuple[str, int], CommittedOffset] = {}
-        topics = self.broker.topics
+        exists = self.broker.partition_exists
         for tp, committed in offsets.items():
-            meta = topics.get(tp[0])
-            if meta is None or not 0 <= tp[1] < meta.partitions:
+            if not exists(*tp):
                 results[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
             elif committed.metadata and len(committed.metadata.encode("utf-8")) > MAX_METADATA_BYTES:
                 results[tp] = E.OFFSET_METADATA_TOO_LARGE

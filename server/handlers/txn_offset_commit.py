@@ -48,8 +48,7 @@ async def _commit(ctx: RequestContext, request: dict,
     results: dict[tuple[str, int], ErrorCode] = {}
     known: dict[tuple[str, int], CommittedOffset] = {}
     for tp, committed in offsets.items():
-        meta = broker.topics.get(tp[0])
-        if meta is None or not 0 <= tp[1] < meta.partitions:
+        if not broker.partition_exists(*tp):
             results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         else:
             known[tp] = committed

@@ -165,3 +165,20 @@ def test_a_stopping_leader_hands_over_before_it_goes(tmp_path, zk_connect):
                          "a new leader")
         assert time.monotonic() - started < 15, "leadership moved only when the 30 s session expired"
         assert "controlled shutdown of broker" in cluster.brokers[leader].log_tail(400)
+
+
+def test_a_new_controller_takes_dead_brokers_out_of_the_isrs(tmp_path, zk_connect):
+    """The controller dies: its broker's replicas are on no live broker when the next
+    controller starts, which must take them out of every ISR (found by the compat suite: the
+    ISR kept the dead broker for as long as it stayed away). Followers are given two minutes
+    before their leader would drop them, so only the controller can do it here."""
+    with Cluster(tmp_path, zk_connect, 3, "--set", "replica.lag.time.max.ms=120000") as cluster:
+        assert cluster.create_topic("orphans", 3, 3)["error_code"] == 0
+        for p in range(3):
+            cluster.wait_for(full_isr(cluster, "orphans", p), 30, "a full ISR")
+        controller = cluster.metadata()["controller_id"]
+        cluster.brokers[controller].kill()
+        cluster.wait_for(lambda: cluster.metadata()["controller_id"] not in (-1, controller), 40, "a new controller")
+        for p in range(3):
+            cluster.wait_for(lambda: (lambda x: x if controller not in x["isr_nodes"] else None)(
+                cluster.partition("orphans", p)), 30, f"partition {p} without the dead broker in its ISR")
