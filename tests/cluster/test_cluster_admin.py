@@ -1,0 +1,53 @@
+"""Topic administration in a 3-broker cluster: CreateTopics with explicit assignments and
+replication factors, CreatePartitions, DeleteTopics everywhere, errors Kafka gives."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cluster.clusterkit import Cluster
+from wire.errors import ErrorCode as E
+from wire.registry import ApiKey
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def partition_dirs(cluster: Cluster, topic: str) -> dict[int, list[str]]:
+    return {n: sorted(p.name for p in b.data_dir.iterdir() if p.is_dir() and p.name.rsplit("-", 1)[0] == topic)
+            for n, b in cluster.brokers.items()}
+
+
+def test_create_with_assignment_add_partitions_delete_everywhere(tmp_path, zk_connect):
+    with Cluster(tmp_path, zk_connect) as cluster:
+        body = {"topics": [{"name": "placed", "num_partitions": -1, "replication_factor": -1,
+                            "assignments": [{"partition_index": 0, "broker_ids": [2, 3]},
+                                            {"partition_index": 1, "broker_ids": [3, 1]}], "configs": []}],
+                "timeout_ms": 20000, "validate_only": False}
+        assert cluster.call(ApiKey.CREATE_TOPICS, 5, body)["topics"][0]["error_code"] == E.NONE
+        assert cluster.partition("placed", 0)["replica_nodes"] == [2, 3]
+        assert cluster.wait_for(lambda: cluster.partition("placed", 1)["leader_id"] == 3, 20, "preferred leader 3")
+        # Errors: too many replicas, a dead broker in an assignment, a topic that exists.
+        assert cluster.create_topic("too-wide", 1, 4)["error_code"] == E.INVALID_REPLICATION_FACTOR
+        body["topics"][0].update(name="nowhere", assignments=[{"partition_index": 0, "broker_ids": [1, 9]}])
+        assert cluster.call(ApiKey.CREATE_TOPICS, 5, body)["topics"][0]["error_code"] == E.INVALID_REPLICA_ASSIGNMENT
+        assert cluster.create_topic("placed", 1, 1)["error_code"] == E.TOPIC_ALREADY_EXISTS
+        # CreatePartitions with an assignment
+        grow = {"topics": [{"name": "placed", "count": 3, "assignments": [{"broker_ids": [1, 2]}]}],
+                "timeout_ms": 20000, "validate_only": False}
+        assert cluster.call(ApiKey.CREATE_PARTITIONS, 1, grow)["results"][0]["error_code"] == E.NONE
+        assert cluster.partition("placed", 2)["replica_nodes"] == [1, 2]
+        cluster.wait_for(lambda: len(cluster.partition("placed", 2, 3)["isr_nodes"]) == 2, 20, "partition 2 in sync")
+        assert partition_dirs(cluster, "placed") == {1: ["placed-1", "placed-2"], 2: ["placed-0", "placed-2"],
+                                                     3: ["placed-0", "placed-1"]}
+        # DeleteTopics on one broker removes it from every broker's metadata and disk.
+        deleted = cluster.call(ApiKey.DELETE_TOPICS, 4, {"topic_names": ["placed"], "timeout_ms": 20000}, node=1)
+        assert deleted["responses"][0]["error_code"] == E.NONE
+        for node in (1, 2, 3):
+            cluster.wait_for(lambda: not cluster.metadata(["placed"], node)["topics"][0]["partitions"], 20,
+                             f"placed gone from broker {node}'s metadata")
+        cluster.wait_for(lambda: partition_dirs(cluster, "placed") == {1: [], 2: [], 3: []}, 20,
+                         "the replicas deleted on every broker")
+        # The name can be used again once the controller has removed its znodes (until then
+        # TOPIC_ALREADY_EXISTS, "marked for deletion", as Kafka answers).
+        cluster.wait_for(lambda: cluster.create_topic("placed", 1, 3)["error_code"] == E.NONE, 20, "recreated")
+        assert cluster.wait_for(lambda: len(cluster.partition("placed", 0)["isr_nodes"]) == 3, 20, "recreated")
