@@ -54,7 +54,7 @@ from wire.errors import ErrorCode
 from wire.records import Record
 
 from server.coordinator_log import BadRecord, CoordinatorLog, ReplayCounts, append_error, wall_ms
-from server.errors import error_code_for
+from server.errors import KafkaError, error_code_for
 from server.txn import records as rec
 from server.txn.markers import write_marker
 from server.txn.metadata import IDLE, MAX_EPOCH, PREPARING, STATE_BY_NAME, TransactionMetadata, TxnState
@@ -349,9 +349,19 @@ class TransactionCoordinator:
             return InitResult(E.INVALID_TRANSACTION_TIMEOUT)
         m = self.txns.get(transactional_id)
         if m is None:
-            m = TransactionMetadata(transactional_id, self.broker.producers.new_producer_id(), -1, timeout_ms,
-                                    S.EMPTY, set(), -1, self.now_ms())
-            self.txns[transactional_id] = m
+            try:
+                # In a cluster this may wait for a ZooKeeper block: check ownership again after.
+                new_id = await self.broker.producers.allocate_id()
+            except KafkaError as exc:
+                log.info("transactional id %r: no producer id: %s", transactional_id, exc)
+                return InitResult(exc.code)
+            status = self.txn_status(transactional_id)
+            if status != E.NONE:
+                return InitResult(status)
+            m = self.txns.get(transactional_id)
+            if m is None:
+                m = TransactionMetadata(transactional_id, new_id, -1, timeout_ms, S.EMPTY, set(), -1, self.now_ms())
+                self.txns[transactional_id] = m
         if m.pending:
             return InitResult(E.CONCURRENT_TRANSACTIONS)
         if producer_id >= 0 and m.producer_epoch >= 0:
@@ -374,7 +384,11 @@ class TransactionCoordinator:
         m.pending = True
         try:
             if m.producer_epoch >= MAX_EPOCH:
-                new_id, new_epoch = self.broker.producers.new_producer_id(), 0
+                try:
+                    new_id, new_epoch = await self.broker.producers.allocate_id(), 0
+                except KafkaError as exc:
+                    log.info("transactional id %r: no producer id: %s", transactional_id, exc)
+                    return InitResult(exc.code)
             else:
                 new_id, new_epoch = m.producer_id, m.producer_epoch + 1
             code = await self._write(m, producer_id=new_id, producer_epoch=new_epoch, last_producer_id=m.producer_id,
