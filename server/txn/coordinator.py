@@ -24,7 +24,8 @@ the topic. While a change is being written (or markers are being written) the id
   (KIP-890 part 1): a partition not added is INVALID_TXN_STATE, so a late or hanging
   write cannot sneak into no transaction.
 - EndTxn writes PrepareCommit/PrepareAbort and answers; the markers are then written to
-  every partition of the transaction (server/txn/markers.py), and CompleteCommit/
+  every partition of the transaction (server/txn/markers.py: here, or in a cluster by
+  WriteTxnMarkers to each partition's leader), and CompleteCommit/
   CompleteAbort is written last. A crash in between is finished at start-up: ids loaded in
   a Prepare state get their markers again (a marker for a transaction a partition already
   closed is harmless).
@@ -56,7 +57,7 @@ from wire.records import Record
 from server.coordinator_log import BadRecord, CoordinatorLog, ReplayCounts, append_error, wall_ms
 from server.errors import KafkaError, error_code_for
 from server.txn import records as rec
-from server.txn.markers import write_marker
+from server.txn.markers import MarkerSender
 from server.txn.metadata import IDLE, MAX_EPOCH, PREPARING, STATE_BY_NAME, TransactionMetadata, TxnState
 
 log = logging.getLogger("trafka.txn")
@@ -100,6 +101,7 @@ class TransactionCoordinator:
         self.loaded = False
         self._nursery: trio.Nursery | None = None
         self._to_resume: list[TransactionMetadata] = []
+        self.markers = MarkerSender(broker)
 
     # ------------------------------------------------------------------ lifecycle
     def start_clustered(self) -> None:
@@ -261,6 +263,7 @@ class TransactionCoordinator:
                         nursery.start_soon(self.remove_expired)
             finally:
                 self._nursery = None
+                self.markers.close()
 
     def statistics(self) -> dict[str, int]:
         out: dict[str, int] = {"transactional_ids": len(self.txns)}
@@ -505,14 +508,15 @@ class TransactionCoordinator:
             pending = sorted(m.partitions)
             while pending:
                 retry = []
-                for topic, index in pending:
-                    coordinator_epoch = self.log.epoch(self.log.partition_for(m.transactional_id))
-                    if not self._mine(m) or coordinator_epoch < 0:
-                        log.info("transactional id %r: no longer coordinated here; its markers are left to the new "
-                                 "coordinator", m.transactional_id)
-                        return
-                    code = await write_marker(self.broker, topic, index, m.producer_id, m.producer_epoch, commit,
-                                              max(coordinator_epoch, 0))
+                coordinator_epoch = self.log.epoch(self.log.partition_for(m.transactional_id))
+                if not self._mine(m) or coordinator_epoch < 0:
+                    log.info("transactional id %r: no longer coordinated here; its markers are left to the new "
+                             "coordinator", m.transactional_id)
+                    return
+                # Each partition's leader: here, or another broker of the cluster (WriteTxnMarkers).
+                codes = await self.markers.write(pending, m.producer_id, m.producer_epoch, commit,
+                                                 max(coordinator_epoch, 0))
+                for (topic, index), code in codes.items():
                     if code in (E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION):
                         continue  # written, or the partition is gone (deleted topic)
                     if code in (E.INVALID_PRODUCER_EPOCH, E.TRANSACTION_COORDINATOR_FENCED):
