@@ -19,6 +19,7 @@ from wire.registry import ApiKey
 
 from server.context import RequestContext
 from server.txn.coordinator import for_version
+from server.txn.verification import partition_exists
 
 API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
 MAY_BLOCK = False
@@ -39,9 +40,8 @@ async def _one(ctx: RequestContext, tid: str, pid: int, epoch: int, topics: list
         partitions.setdefault(t["name"], []).extend(t["partitions"])
     unknown = set()
     for topic, indexes in partitions.items():
-        meta = broker.topics.get(topic)
         for p in indexes:
-            if meta is None or not 0 <= p < meta.partitions:
+            if not partition_exists(broker, topic, p):  # in a cluster: the metadata cache
                 unknown.add((topic, p))
     if unknown:
         log.info("AddPartitionsToTxn from %s for %r: unknown partitions %s", ctx.client_id, tid, sorted(unknown))

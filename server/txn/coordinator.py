@@ -58,6 +58,7 @@ from server.coordinator_log import BadRecord, CoordinatorLog, ReplayCounts, appe
 from server.errors import KafkaError, error_code_for
 from server.txn import records as rec
 from server.txn.markers import MarkerSender
+from server.txn.verification import TxnVerifier
 from server.txn.metadata import IDLE, MAX_EPOCH, PREPARING, STATE_BY_NAME, TransactionMetadata, TxnState
 
 log = logging.getLogger("trafka.txn")
@@ -102,6 +103,7 @@ class TransactionCoordinator:
         self._nursery: trio.Nursery | None = None
         self._to_resume: list[TransactionMetadata] = []
         self.markers = MarkerSender(broker)
+        self.verifier = TxnVerifier(broker)  # a partition leader's KIP-890 questions (server/txn/verification.py)
 
     # ------------------------------------------------------------------ lifecycle
     def start_clustered(self) -> None:
@@ -264,6 +266,7 @@ class TransactionCoordinator:
             finally:
                 self._nursery = None
                 self.markers.close()
+                self.verifier.close()
 
     def statistics(self) -> dict[str, int]:
         out: dict[str, int] = {"transactional_ids": len(self.txns)}
