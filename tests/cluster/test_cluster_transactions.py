@@ -180,12 +180,15 @@ def test_idempotent_producers_never_share_a_producer_id(tmp_path, zk_connect):
     with Cluster(tmp_path, zk_connect) as cluster:
         assert cluster.create_topic("idem", 1, 3)["error_code"] == 0
         leader = cluster.wait_for(full_isr(cluster, "idem", 0), 30, "a full ISR")["leader_id"]
-        for node, broker in cluster.brokers.items():
-            for i in range(3):  # bootstrapped at one broker each: InitProducerId goes to different brokers
-                producer = ck.Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True,
-                                        "acks": "all"})
-                producer.produce("idem", value=b"b%d-%d" % (node, i), partition=0)
-                assert producer.flush(30) == 0
+        # Bootstrapped at one broker each and started together, so InitProducerId goes to
+        # every broker before any of them has seen another's id in the log.
+        producers = [(node, i, ck.Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True,
+                                            "acks": "all"}))
+                     for node, broker in cluster.brokers.items() for i in range(3)]
+        for node, i, producer in producers:
+            producer.produce("idem", value=b"b%d-%d" % (node, i), partition=0)
+        for _node, _i, producer in producers:
+            assert producer.flush(30) == 0
         answer = cluster.call(ApiKey.FETCH, 11, {
             "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
             "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
