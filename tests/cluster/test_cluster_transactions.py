@@ -11,7 +11,8 @@ import confluent_kafka as ck
 import pytest
 
 from tests.cluster.clusterkit import Cluster
-from wire.records import iter_headers
+from wire.errors import ErrorCode
+from wire.records import Record, build_batch, iter_headers
 from wire.registry import ApiKey
 
 pytestmark = pytest.mark.timeout(300)
@@ -199,3 +200,41 @@ def test_idempotent_producers_never_share_a_producer_id(tmp_path, zk_connect):
         producer_ids = [header.producer_id for _pos, header in iter_headers(bytearray(records))]
         assert len(producer_ids) == 9
         assert len(set(producer_ids)) == 9, producer_ids
+
+
+def _txn_produce(cluster: Cluster, node: int, tid: str, topic: str, index: int, pid: int, epoch: int, seq: int) -> int:
+    batch = build_batch([Record(0, int(time.time() * 1000), None, b"x")], producer_id=pid, producer_epoch=epoch,
+                        base_sequence=seq, is_transactional=True)
+    body = {"transactional_id": tid, "acks": -1, "timeout_ms": 30000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": index, "records": bytes(batch)}]}]}
+    return cluster.call(ApiKey.PRODUCE, 9, body, node)["responses"][0]["partition_responses"][0]["error_code"]
+
+
+def test_leader_verifies_with_a_coordinator_on_another_broker(tmp_path, zk_connect):
+    """KIP-890: a leader asks the transactional id's coordinator, on another broker, whether
+    the partition is in the transaction (AddPartitionsToTxn verify_only)."""
+    with Cluster(tmp_path, zk_connect) as cluster:
+        leaders = spread_topic(cluster, "verified")
+        tid = "verify-remote"
+        coordinator = coordinator_of(cluster, tid)
+        index = next(p for p, leader in leaders.items() if leader != coordinator)
+        leader = leaders[index]
+        init = cluster.wait_for(lambda: (lambda a: a if a["error_code"] == 0 else None)(cluster.call(
+            ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": tid, "transaction_timeout_ms": 60000, "producer_id": -1,
+                                         "producer_epoch": -1}, coordinator)), 30, "InitProducerId")
+        pid, epoch = init["producer_id"], init["producer_epoch"]
+        # Not added to the transaction: the coordinator (elsewhere) says so.
+        assert _txn_produce(cluster, leader, tid, "verified", index, pid, epoch, 0) == ErrorCode.INVALID_TXN_STATE
+        added = cluster.call(ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
+            "v3_and_below_transactional_id": tid, "v3_and_below_producer_id": pid, "v3_and_below_producer_epoch": epoch,
+            "v3_and_below_topics": [{"name": "verified", "partitions": [index]}]}, coordinator)
+        assert added["results_by_topic_v3_and_below"][0]["results_by_partition"][0]["partition_error_code"] == 0
+        assert _txn_produce(cluster, leader, tid, "verified", index, pid, epoch, 0) == ErrorCode.NONE
+        # A new instance fences this one (its open transaction is aborted first): the fenced
+        # producer's next write elsewhere gets INVALID_PRODUCER_EPOCH, what a partition tells a zombie.
+        cluster.wait_for(lambda: cluster.call(ApiKey.INIT_PRODUCER_ID, 4, {
+            "transactional_id": tid, "transaction_timeout_ms": 60000, "producer_id": -1,
+            "producer_epoch": -1}, coordinator)["error_code"] == 0, 30, "a new producer instance")
+        other = next(p for p in leaders if p != index)
+        assert _txn_produce(cluster, leaders[other], tid, "verified", other, pid, epoch, 0) \
+            == ErrorCode.INVALID_PRODUCER_EPOCH
