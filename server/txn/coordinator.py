@@ -58,8 +58,8 @@ from server.coordinator_log import BadRecord, CoordinatorLog, ReplayCounts, appe
 from server.errors import KafkaError, error_code_for
 from server.txn import records as rec
 from server.txn.markers import MarkerSender
-from server.txn.verification import TxnVerifier
 from server.txn.metadata import IDLE, MAX_EPOCH, PREPARING, STATE_BY_NAME, TransactionMetadata, TxnState
+from server.txn.verification import TxnVerifier
 
 log = logging.getLogger("trafka.txn")
 
