@@ -12,8 +12,10 @@ updated inside its append, under its lock: a retry that arrives on another conne
 the first copy is still being written (fsynced) then finds the first copy recorded. At clean
 shutdown it is saved as Kafka's `<offset>.snapshot` file; start-up loads the newest snapshot
 and reads only the batch headers after it. Producer ids and their latest epochs are
-broker-wide (`ProducerIdManager`); ids come from a counter persisted in the data dir in
-blocks, so no id is handed out twice across restarts.
+broker-wide (`ProducerIdManager`); on a single broker ids come from a counter persisted in
+the data dir in blocks, so no id is handed out twice across restarts; in a cluster they come
+from blocks allocated cluster-wide in ZooKeeper (server/cluster/producer_ids.py), so no two
+brokers hand out the same id.
 """
 
 from __future__ import annotations
@@ -71,6 +73,9 @@ class ProducerIdManager:
         self._id_limit = 0
         # producer id -> latest epoch handed out or seen
         self.epochs: dict[int, int] = {}
+        # In a cluster: the ZooKeeper-allocated blocks ids come from (ProducerIdBlocks), set
+        # by the cluster node; None on a single broker (the counter file).
+        self.blocks = None
 
     def load(self) -> None:
         try:
@@ -105,21 +110,31 @@ class ProducerIdManager:
         self.epochs[pid] = 0
         return pid
 
-    def init_producer(self, producer_id: int, producer_epoch: int) -> tuple[int, int]:
+    async def allocate_id(self) -> int:
+        """A new producer id at epoch 0: from the counter on a single broker (no waiting), from
+        a ZooKeeper block in a cluster (may wait for one; KafkaError
+        COORDINATOR_LOAD_IN_PROGRESS when none comes)."""
+        if self.blocks is None:
+            return self.new_producer_id()
+        pid = await self.blocks.next_id()
+        self.epochs[pid] = 0
+        return pid
+
+    async def init_producer(self, producer_id: int, producer_epoch: int) -> tuple[int, int]:
         """InitProducerId: a new id, or (v3+, KIP-360) an epoch bump for a known one."""
         if producer_id < 0:
-            pid = self.new_producer_id()
+            pid = await self.allocate_id()
             return pid, 0
         current = self.epochs.get(producer_id)
         if current is None:
             # Unknown to us (state expired or another cluster): start over with a new id.
-            pid = self.new_producer_id()
+            pid = await self.allocate_id()
             return pid, 0
         if producer_epoch != current:
             raise KafkaError(f"producer {producer_id} epoch {producer_epoch} is not current ({current})",
                              ErrorCode.PRODUCER_FENCED)
         if current >= 0x7FFE:
-            pid = self.new_producer_id()
+            pid = await self.allocate_id()
             return pid, 0
         self.epochs[producer_id] = current + 1
         return producer_id, current + 1

@@ -8,5 +8,6 @@ ZooKeeper mode, 2.x–3.x; ../shared/CLUSTER.md).
 - `node`: this broker as a member (registration, applying the controller's requests);
   `metadata_cache`: what clients are told; `fetcher`: followers copying leaders;
   `followers`: the leader's view of its followers; `alter_partition`: ISR changes sent to the
-  controller; `admin`: CreateTopics/CreatePartitions/DeleteTopics through ZooKeeper.
+  controller; `admin`: CreateTopics/CreatePartitions/DeleteTopics through ZooKeeper;
+  `producer_ids`: producer id blocks allocated cluster-wide in /latest_producer_id_block.
 """

@@ -47,6 +47,7 @@ class ClusterNode:
         from server.cluster.client import BrokerChannels
         from server.cluster.controller import Controller
         from server.cluster.fetcher import ReplicaFetcherManager
+        from server.cluster.producer_ids import ProducerIdBlocks
         from server.cluster.zk import ZooKeeperClient
 
         self.broker = broker
@@ -59,6 +60,8 @@ class ClusterNode:
         self.fetchers = ReplicaFetcherManager(self)
         self.alter_partition = AlterPartitionManager(self)
         self.admin = ClusterAdmin(self)
+        self.producer_ids = ProducerIdBlocks(self.zk, self.node_id)
+        broker.producers.blocks = self.producer_ids  # producer ids from ZooKeeper blocks
         self.broker_epoch = -1
         self.controller_epoch = 0  # the highest seen (STALE_CONTROLLER_EPOCH below it)
         self.state_lock = trio.Lock()
@@ -98,6 +101,7 @@ class ClusterNode:
                 nursery.start_soon(self.alter_partition.run)
                 nursery.start_soon(self._isr_shrink_loop)
                 nursery.start_soon(self._session_loop)
+                nursery.start_soon(self.producer_ids.run)
                 self.started = True
                 task_status.started()
         finally:

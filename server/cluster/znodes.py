@@ -417,3 +417,34 @@ def decode_config_change_notification(data: bytes) -> str:
     if int(doc.get("version", 1)) == 1:
         return f"{doc['entity_type']}/{doc['entity_name']}"
     return str(doc["entity_path"])
+
+
+# --- /latest_producer_id_block --------------------------------------------------------------
+
+PRODUCER_ID_BLOCK_SIZE = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
+
+
+@dataclass(frozen=True)
+class ProducerIdBlock:
+    """The last block of producer ids handed out, cluster-wide (ProducerIdBlockZNode): ids
+    `first`..`last` inclusive, taken by broker `broker_id`. The bounds are strings in the
+    JSON (Kafka writes the Longs with toString)."""
+
+    broker_id: int
+    first: int
+    last: int
+
+    def next_block(self, broker_id: int, size: int = PRODUCER_ID_BLOCK_SIZE) -> ProducerIdBlock:
+        return ProducerIdBlock(broker_id, self.last + 1, self.last + size)
+
+    def encode(self) -> bytes:
+        return _dumps({"version": 1, "broker": self.broker_id, "block_start": str(self.first),
+                       "block_end": str(self.last)})
+
+    @classmethod
+    def decode(cls, data: bytes | None) -> ProducerIdBlock | None:
+        """None for the empty znode every broker creates at start (no block taken yet)."""
+        if not data:
+            return None
+        doc = _loads(data)
+        return cls(int(doc["broker"]), int(doc["block_start"]), int(doc["block_end"]))

@@ -39,9 +39,8 @@ async def _one(ctx: RequestContext, tid: str, pid: int, epoch: int, topics: list
         partitions.setdefault(t["name"], []).extend(t["partitions"])
     unknown = set()
     for topic, indexes in partitions.items():
-        meta = broker.topics.get(topic)
         for p in indexes:
-            if meta is None or not 0 <= p < meta.partitions:
+            if not broker.partition_exists(topic, p):  # in a cluster: the metadata cache
                 unknown.add((topic, p))
     if unknown:
         log.info("AddPartitionsToTxn from %s for %r: unknown partitions %s", ctx.client_id, tid, sorted(unknown))

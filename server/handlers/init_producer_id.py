@@ -2,7 +2,10 @@
 
 Implements v0-5. Idempotent (no transactional_id): without producer_id (or -1) a new id at
 epoch 0; with the current id and epoch (v3+, KIP-360) the epoch is bumped so the producer
-can reset its sequences after an error; a stale epoch is PRODUCER_FENCED. Transactional:
+can reset its sequences after an error; a stale epoch is PRODUCER_FENCED.
+In a cluster new ids come from blocks allocated in ZooKeeper, so no two brokers hand out the
+same id (server/cluster/producer_ids.py); without a block the answer is
+COORDINATOR_LOAD_IN_PROGRESS, which clients retry. Transactional:
 the transaction coordinator (server/txn/coordinator.py) keeps one producer id per
 transactional.id and bumps its epoch on every call, fencing older instances; an ongoing
 transaction is aborted first (CONCURRENT_TRANSACTIONS, retried by clients);
@@ -37,7 +40,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                 "producer_id": result.producer_id,
                 "producer_epoch": result.producer_epoch}
     try:
-        pid, epoch = ctx.broker.producers.init_producer(request.get("producer_id", -1), request.get("producer_epoch", -1))
+        pid, epoch = await ctx.broker.producers.init_producer(request.get("producer_id", -1),
+                                                              request.get("producer_epoch", -1))
     except KafkaError as exc:
         log.info("InitProducerId from %s: %s", ctx.client_id, exc)
         return {"error_code": exc.code, "producer_id": -1, "producer_epoch": -1}

@@ -14,8 +14,10 @@ magic 2 before they are stored; v3+ carry magic 2 batches). Per partition:
   lock; a retried batch gets its original offsets back and is not written twice;
 - transactional batches (KIP-98): before a producer's first transactional batch on a
   partition, the transaction coordinator confirms the partition is in its transaction
-  (KIP-890 part 1; else INVALID_TXN_STATE, and CONCURRENT_TRANSACTIONS is answered
-  NOT_ENOUGH_REPLICAS, which every client retries, as Kafka does); control batches come
+  (KIP-890 part 1; in a cluster the coordinator may be another broker, asked with
+  AddPartitionsToTxn verify_only; else INVALID_TXN_STATE, and CONCURRENT_TRANSACTIONS or
+  an unreachable coordinator is answered NOT_ENOUGH_REPLICAS, which every client retries,
+  as Kafka does); control batches come
   only from the coordinator's markers, never from clients (INVALID_RECORD).
 acks 0, 1 and -1 behave alike on one broker except that acks=0 gets no response — and,
 as Kafka does, an error under acks=0 closes the connection, the producer's only signal.
@@ -76,19 +78,33 @@ def _to_magic2(records: bytearray, version: int) -> bytearray:
     return records
 
 
-def _verify(ctx: RequestContext, partition, header, transactional_id: str | None) -> None:
+# Kafka's ReplicaManager: verification errors that are retriable but that older clients do
+# not retry correctly become NOT_ENOUGH_REPLICAS, which every client retries (and which
+# does not trigger a metadata refresh).
+_RETRIED_AS_NOT_ENOUGH_REPLICAS = frozenset({
+    ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXCEPTION, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+})
+
+
+async def _verify(ctx: RequestContext, partition, header, transactional_id: str | None) -> None:
     """KIP-890 part 1: ask the transaction coordinator, once per producer transaction and
-    partition, whether the partition was added to the transaction."""
+    partition, whether the partition was added to the transaction (in a cluster the
+    coordinator may be another broker: server/txn/verification.py)."""
     producers = partition.producers
     pid, epoch = header.producer_id, header.producer_epoch
     if pid in producers.ongoing or producers.verified.get(pid) == epoch:
         return
-    code = ctx.broker.txn.verify_partition(transactional_id, pid, epoch, (partition.topic, partition.index))
+    tp = (partition.topic, partition.index)
+    if ctx.broker.cluster is None:
+        code = ctx.broker.txn.verify_partition(transactional_id, pid, epoch, tp)
+    else:
+        code = await ctx.broker.txn.verifier.verify(transactional_id, pid, epoch, tp)
     if code == ErrorCode.NONE:
         producers.verified[pid] = epoch
         return
-    if code == ErrorCode.CONCURRENT_TRANSACTIONS:
-        code = ErrorCode.NOT_ENOUGH_REPLICAS  # retriable for every client, as Kafka answers it
+    if code in _RETRIED_AS_NOT_ENOUGH_REPLICAS:
+        code = ErrorCode.NOT_ENOUGH_REPLICAS
     elif code == ErrorCode.PRODUCER_FENCED:
         code = ErrorCode.INVALID_PRODUCER_EPOCH  # what a partition says to a fenced producer
     raise KafkaError(f"transactional batch of producer {pid} epoch {epoch} for {partition.name} not verified "
@@ -122,7 +138,7 @@ async def _produce_partition(ctx: RequestContext, topic: str, index: int, record
             record_count += header.record_count
         header = headers[0][1] if headers else None
         if header is not None and header.is_transactional and partition.verification:
-            _verify(ctx, partition, header, transactional_id)
+            await _verify(ctx, partition, header, transactional_id)
         validate_records(records, headers, config, partition.name)
         replicated = waits is not None and bool(partition.followers)
         if replicated and len(partition.isr) < partition.min_insync_replicas:

@@ -48,7 +48,7 @@ async def _commit(ctx: RequestContext, request: dict,
     results: dict[tuple[str, int], ErrorCode] = {}
     known: dict[tuple[str, int], CommittedOffset] = {}
     for tp, committed in offsets.items():
-        if not broker.partition_exists(*tp):
+        if not broker.partition_exists(*tp):  # in a cluster: the metadata cache
             results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         else:
             known[tp] = committed
@@ -61,8 +61,12 @@ async def _commit(ctx: RequestContext, request: dict,
     if status != ErrorCode.NONE:  # before asking the transaction coordinator, as Kafka
         results.update({tp: status for tp in known})
         return results
-    verified = broker.txn.verify_partition(request["transactional_id"], producer_id, producer_epoch,
-                                           (OFFSETS_TOPIC, groups.partition_for(group_id)))
+    offsets_tp = (OFFSETS_TOPIC, groups.partition_for(group_id))
+    if broker.cluster is None:
+        verified = broker.txn.verify_partition(request["transactional_id"], producer_id, producer_epoch, offsets_tp)
+    else:  # the transaction coordinator may be another broker (server/txn/verification.py)
+        verified = await broker.txn.verifier.verify(request["transactional_id"], producer_id, producer_epoch,
+                                                    offsets_tp)
     if verified != ErrorCode.NONE:
         code = _VERIFY_ERRORS.get(verified, verified)
         results.update({tp: code for tp in known})

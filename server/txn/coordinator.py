@@ -24,7 +24,8 @@ the topic. While a change is being written (or markers are being written) the id
   (KIP-890 part 1): a partition not added is INVALID_TXN_STATE, so a late or hanging
   write cannot sneak into no transaction.
 - EndTxn writes PrepareCommit/PrepareAbort and answers; the markers are then written to
-  every partition of the transaction (server/txn/markers.py), and CompleteCommit/
+  every partition of the transaction (server/txn/markers.py: here, or in a cluster by
+  WriteTxnMarkers to each partition's leader), and CompleteCommit/
   CompleteAbort is written last. A crash in between is finished at start-up: ids loaded in
   a Prepare state get their markers again (a marker for a transaction a partition already
   closed is harmless).
@@ -54,10 +55,11 @@ from wire.errors import ErrorCode
 from wire.records import Record
 
 from server.coordinator_log import BadRecord, CoordinatorLog, ReplayCounts, append_error, wall_ms
-from server.errors import error_code_for
+from server.errors import KafkaError, error_code_for
 from server.txn import records as rec
-from server.txn.markers import write_marker
+from server.txn.markers import MarkerSender
 from server.txn.metadata import IDLE, MAX_EPOCH, PREPARING, STATE_BY_NAME, TransactionMetadata, TxnState
+from server.txn.verification import TxnVerifier
 
 log = logging.getLogger("trafka.txn")
 
@@ -100,6 +102,8 @@ class TransactionCoordinator:
         self.loaded = False
         self._nursery: trio.Nursery | None = None
         self._to_resume: list[TransactionMetadata] = []
+        self.markers = MarkerSender(broker)
+        self.verifier = TxnVerifier(broker)  # a partition leader's KIP-890 questions (server/txn/verification.py)
 
     # ------------------------------------------------------------------ lifecycle
     def start_clustered(self) -> None:
@@ -261,6 +265,8 @@ class TransactionCoordinator:
                         nursery.start_soon(self.remove_expired)
             finally:
                 self._nursery = None
+                self.markers.close()
+                self.verifier.close()
 
     def statistics(self) -> dict[str, int]:
         out: dict[str, int] = {"transactional_ids": len(self.txns)}
@@ -349,9 +355,19 @@ class TransactionCoordinator:
             return InitResult(E.INVALID_TRANSACTION_TIMEOUT)
         m = self.txns.get(transactional_id)
         if m is None:
-            m = TransactionMetadata(transactional_id, self.broker.producers.new_producer_id(), -1, timeout_ms,
-                                    S.EMPTY, set(), -1, self.now_ms())
-            self.txns[transactional_id] = m
+            try:
+                # In a cluster this may wait for a ZooKeeper block: check ownership again after.
+                new_id = await self.broker.producers.allocate_id()
+            except KafkaError as exc:
+                log.info("transactional id %r: no producer id: %s", transactional_id, exc)
+                return InitResult(exc.code)
+            status = self.txn_status(transactional_id)
+            if status != E.NONE:
+                return InitResult(status)
+            m = self.txns.get(transactional_id)
+            if m is None:
+                m = TransactionMetadata(transactional_id, new_id, -1, timeout_ms, S.EMPTY, set(), -1, self.now_ms())
+                self.txns[transactional_id] = m
         if m.pending:
             return InitResult(E.CONCURRENT_TRANSACTIONS)
         if producer_id >= 0 and m.producer_epoch >= 0:
@@ -374,7 +390,11 @@ class TransactionCoordinator:
         m.pending = True
         try:
             if m.producer_epoch >= MAX_EPOCH:
-                new_id, new_epoch = self.broker.producers.new_producer_id(), 0
+                try:
+                    new_id, new_epoch = await self.broker.producers.allocate_id(), 0
+                except KafkaError as exc:
+                    log.info("transactional id %r: no producer id: %s", transactional_id, exc)
+                    return InitResult(exc.code)
             else:
                 new_id, new_epoch = m.producer_id, m.producer_epoch + 1
             code = await self._write(m, producer_id=new_id, producer_epoch=new_epoch, last_producer_id=m.producer_id,
@@ -491,14 +511,15 @@ class TransactionCoordinator:
             pending = sorted(m.partitions)
             while pending:
                 retry = []
-                for topic, index in pending:
-                    coordinator_epoch = self.log.epoch(self.log.partition_for(m.transactional_id))
-                    if not self._mine(m) or coordinator_epoch < 0:
-                        log.info("transactional id %r: no longer coordinated here; its markers are left to the new "
-                                 "coordinator", m.transactional_id)
-                        return
-                    code = await write_marker(self.broker, topic, index, m.producer_id, m.producer_epoch, commit,
-                                              max(coordinator_epoch, 0))
+                coordinator_epoch = self.log.epoch(self.log.partition_for(m.transactional_id))
+                if not self._mine(m) or coordinator_epoch < 0:
+                    log.info("transactional id %r: no longer coordinated here; its markers are left to the new "
+                             "coordinator", m.transactional_id)
+                    return
+                # Each partition's leader: here, or another broker of the cluster (WriteTxnMarkers).
+                codes = await self.markers.write(pending, m.producer_id, m.producer_epoch, commit,
+                                                 max(coordinator_epoch, 0))
+                for (topic, index), code in codes.items():
                     if code in (E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION):
                         continue  # written, or the partition is gone (deleted topic)
                     if code in (E.INVALID_PRODUCER_EPOCH, E.TRANSACTION_COORDINATOR_FENCED):

@@ -132,3 +132,13 @@ def test_paths():
         "/consumers", "/brokers/ids", "/brokers/topics", "/brokers/seqid", "/config/changes", "/config/topics",
         "/config/clients", "/config/users", "/config/brokers", "/config/ips", "/admin/delete_topics",
         "/isr_change_notification", "/latest_producer_id_block", "/log_dir_event_notification"}
+
+
+def test_producer_id_block_bounds_are_strings():
+    block = znodes.ProducerIdBlock(broker_id=2, first=0, last=999)
+    assert block.encode() == b'{"version":1,"broker":2,"block_start":"0","block_end":"999"}'
+    assert znodes.ProducerIdBlock.decode(block.encode()) == block
+    assert block.next_block(3) == znodes.ProducerIdBlock(3, 1000, 1999)
+    assert znodes.ProducerIdBlock.decode(b"") is None  # the empty znode made at start
+    assert znodes.ProducerIdBlock.decode(b'{"version":1,"broker":1,"block_start":5000,"block_end":"5999","x":0}') \
+        == znodes.ProducerIdBlock(1, 5000, 5999)
