@@ -204,6 +204,12 @@ class CoordinatorLog:
         return self.partitions
 
     def partition_for(self, key: str) -> int:
+        cluster = self.broker.cluster
+        if cluster is not None:
+            # The count the topic has in the cluster, whichever of its partitions lead here.
+            count = len(cluster.cache.topics.get(self.topic, ()))
+            if count:
+                return partition_for_key(key, count)
         return partition_for_key(key, self.partitions)
 
     def lock(self, partition: int) -> trio.Lock:

@@ -13,7 +13,8 @@ are generated, encoded and decoded like the rest, but not advertised: ApiVersion
 only `API_VERSIONS`, and every key there must have a handler (a test keeps it so). The
 controller and the brokers need the codecs before the handlers exist, so a key lives here
 until its handler lands, and moves to `API_VERSIONS` in the same commit — Kafka's ZooKeeper
-brokers advertise these APIs too. A request for one of them without a handler is decoded
+brokers advertise these APIs too. All of the cluster's (`INTER_BROKER_APIS`) have handlers
+now, so the table is empty. A request for one of them without a handler is decoded
 and answered UNSUPPORTED_VERSION by the network layer, as any API without a handler.
 """
 
@@ -109,6 +110,11 @@ API_VERSIONS: dict[int, tuple[int, int]] = {
 
 # api key -> (min version, max version) decoded and encoded but not advertised (see above).
 INTER_BROKER_VERSIONS: dict[int, tuple[int, int]] = {}
+
+# The inter-broker APIs of a ZooKeeper-mode cluster (controller → brokers, leader →
+# controller), now all handled and advertised, as Kafka's ZooKeeper brokers advertise them.
+INTER_BROKER_APIS: tuple[int, ...] = (ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA,
+                                      ApiKey.CONTROLLED_SHUTDOWN, ApiKey.ALTER_PARTITION)
 
 # Every API the codec knows (what `wire.generate` emits): both tables, which never share a key.
 CODEC_VERSIONS: dict[int, tuple[int, int]] = {**API_VERSIONS, **INTER_BROKER_VERSIONS}

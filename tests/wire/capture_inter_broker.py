@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.wire.inter_broker_bodies import body_at, kafka_json  # noqa: E402
 from wire.definitions import MESSAGES  # noqa: E402
-from wire.registry import INTER_BROKER_VERSIONS  # noqa: E402
+from wire.registry import CODEC_VERSIONS, INTER_BROKER_APIS  # noqa: E402
 
 OUT = ROOT / "tests" / "wire" / "golden" / "inter_broker_kafka_3_9_2.bodies"
 JACKSON_VERSION = "2.17.2"
@@ -78,7 +78,7 @@ def main() -> int:
         for name in ("jackson-databind", "jackson-core", "jackson-annotations")
     ]
     cases = []
-    for key, (lo, hi) in sorted(INTER_BROKER_VERSIONS.items()):
+    for key, (lo, hi) in sorted((k, CODEC_VERSIONS[k]) for k in INTER_BROKER_APIS):
         for kind in ("request", "response"):
             for version in range(lo, hi + 1):
                 cases.append((kind, key, version, body_at(key, kind, version)))

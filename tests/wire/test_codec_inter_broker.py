@@ -20,7 +20,7 @@ import pytest
 
 from tests.wire.inter_broker_bodies import BIG_EPOCH, ORDERS_ID, body_at
 from wire import ApiKey, Request, decode_request, decode_response, encode_request, encode_response
-from wire.registry import INTER_BROKER_VERSIONS
+from wire.registry import CODEC_VERSIONS, INTER_BROKER_APIS
 from wire.schema import is_flexible
 
 GOLDEN = pathlib.Path(__file__).resolve().parent / "golden" / "inter_broker_kafka_3_9_2.bodies"
@@ -40,7 +40,7 @@ GOLDEN_BODIES = _golden()
 
 
 def _cases():
-    for key, (lo, hi) in sorted(INTER_BROKER_VERSIONS.items()):
+    for key, (lo, hi) in sorted((k, CODEC_VERSIONS[k]) for k in INTER_BROKER_APIS):
         for kind in ("request", "response"):
             for version in range(lo, hi + 1):
                 yield pytest.param(kind, key, version, id=f"{ApiKey(key).name}-{kind}-v{version}")
