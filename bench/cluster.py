@@ -5,16 +5,23 @@
     one broker without ZooKeeper produced with acks=1. The producer is produce_consume.py's
     (linger.ms=10, batch.size=1000000, batch.num.messages=10000,
     queue.buffering.max.messages=1e6, idempotence off, error-only delivery reports); only
-    `acks` and the bootstrap differ. Each window produces for `--produce-s` seconds as
-    fast as librdkafka takes messages and is timed from the first produce() to the end of
-    flush(). The two targets alternate A,B / B,A over `--repeats`; each window gets a fresh
-    topic, each single-broker window a fresh broker. Ratio = cluster msg/s / single msg/s
-    (medians); target >= 0.4 on a 2-core machine. Verified: no delivery error and the
-    partitions' high watermarks add up to the messages produced.
+    `acks` and the bootstrap differ. Each window produces `--messages` as fast as
+    librdkafka takes them and is timed from the first produce() to the end of flush(). The
+    two targets alternate A,B / B,A over `--repeats`; each window gets a fresh topic (the
+    cluster's is deleted after it), each single-broker window a fresh broker. Ratio =
+    cluster msg/s / single msg/s (medians); target >= 0.4 on a 2-core machine. Verified: no
+    delivery error and the partitions' high watermarks add up to the messages produced.
+    The brokers' CPU per message is recorded per broker (leader and followers).
 (b) latency: on the cluster (acks=all), produce_consume.py's latency mode: a consumer
-    tails a fresh RF=3 topic while a producer sends `--rate` msg/s (linger.ms=0, a delivery
-    callback per message); e2e = receive time - send time carried in the payload (one
-    process, one monotonic clock). p50/p99/max; target p99 <= 10 ms.
+    (group, subscribed) tails a fresh RF=3 topic while a producer sends `--rate` msg/s
+    (linger.ms=0, a delivery callback per message); e2e = receive time - send time carried
+    in the payload (one process, one monotonic clock). p50/p99/max; target p99 <= 10 ms.
+    Two producers, one after the other: "idempotent" (enable.idempotence=true, so at most 5
+    requests in flight and messages batch while acks=all waits) and "plain"
+    (produce_consume.py's as it is: idempotence off, librdkafka's max.in.flight 1000000,
+    every message its own Produce request). A broker answers one connection's requests in
+    order (Kafka mutes the channel the same way), so the plain producer needs one acks=all
+    round trip per message and queues up once that round trip exceeds 1 / rate.
 (c) failover: `--kills` times, while a producer (idempotent, acks=all, linger.ms=0,
     `--rate` msg/s) writes to an RF=3 topic, SIGKILL the partition's leader and measure the
     time until the first acknowledgement of a message produced after the kill (the killed
@@ -43,8 +50,8 @@ Results: one JSON line per window / kill in `--out` (default
 .cache/bench-results/cluster-<time>.jsonl), the first line the setup (settings, machine);
 the table is printed at the end (`--summarize FILE...` re-prints it).
 
-    python bench/cluster.py                             # (a) x 2 repeats, (b) 10 s, (c) 10 kills: ~3.5 min
-    python bench/cluster.py --only throughput --repeats 4 --size 100
+    python bench/cluster.py                             # (a) x 2 repeats, (b) 2 x 10 s, (c) 10 kills: ~3 min
+    python bench/cluster.py --only throughput --repeats 4 --size 100 --messages 1000000
     python bench/cluster.py --only failover --kills 5 --zk-session-timeout-ms 18000
     python bench/cluster.py --summarize .cache/bench-results/cluster-*.jsonl
 """
@@ -68,11 +75,11 @@ from types import SimpleNamespace
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from brokers import REPO, BrokerProcess, create_topic, free_port, proc_cpu_s, start_broker  # noqa: E402
-from produce_consume import CpuWindow, Payloads, percentiles, producer_config, run_latency  # noqa: E402
+from produce_consume import CpuWindow, Payloads, producer_config, run_latency  # noqa: E402
 from rawclient import RawClient  # noqa: E402
 from results import csv, load  # noqa: E402
 from transactions import machine  # noqa: E402
@@ -251,9 +258,17 @@ def throughput_window(target: str, cluster: BenchCluster, args, rep: int, zk_pid
         row.update(acks="all", replication_factor=len(cluster.ports), min_insync_replicas=args.min_isr)
         try:
             create_replicated_topic(cluster, topic, args.partitions, args.min_isr)
-            row.update(produce_for(cluster.bootstrap, topic, "all", args, cluster.pids(), []))
-            row["isr_after"] = [len(p["isr_nodes"]) for t in cluster.metadata([topic])["topics"]
-                                for p in t["partitions"]]
+            nodes = cluster.live()
+            row.update(produce_for(cluster.bootstrap, topic, "all", args, [cluster.procs[n].pid for n in nodes], []))
+            parts = [p for t in cluster.metadata([topic])["topics"] for p in t["partitions"]]
+            row["isr_after"] = [len(p["isr_nodes"]) for p in parts]
+            if len(parts) == 1 and len(row["broker_us_per_msg_each"]) == len(nodes):
+                # One partition: its leader's CPU apart from its followers'.
+                each = dict(zip(nodes, row["broker_us_per_msg_each"]))
+                leader = parts[0]["leader_id"]
+                followers = [v for n, v in each.items() if n != leader]
+                row.update(leader=leader, leader_us_per_msg=each.get(leader, NAN),
+                           follower_us_per_msg=sum(followers) / len(followers) if followers else NAN)
             delete_topic(cluster.bootstrap, topic)  # RF=3 copies of every window would fill the disk
         except Exception as exc:
             row.update(verified=False, errors=[f"{type(exc).__name__}: {exc}"], broker_log_tails=cluster.log_tails())
@@ -509,9 +524,9 @@ def summarize(rows: list[dict], out=sys.stdout) -> None:
     if thr:
         print("\n## (a) throughput: 3-broker cluster (RF=3, acks=all, min.insync.replicas=2) vs one broker "
               "(acks=1); medians over repeats\n", file=out)
-        print("| target | acks | repeats | msg/s | MB/s | broker µs/msg (all brokers) | client µs/msg | "
-              "host busy % | verified |", file=out)
-        print("|" + "---|" * 9, file=out)
+        print("| target | acks | repeats | msg/s | MB/s | broker µs/msg (all brokers) | leader / each follower µs/msg | "
+              "client µs/msg | host busy % | verified |", file=out)
+        print("|" + "---|" * 10, file=out)
         med = {}
         for target in ("single", "cluster"):
             rs = [r for r in thr if r["target"] == target]
@@ -520,7 +535,9 @@ def summarize(rows: list[dict], out=sys.stdout) -> None:
             med[target] = _med([r.get("msgs") for r in rs])
             print(f"| {target} | {rs[0].get('acks')} | {len(rs)} | {_fmt(med[target])} | "
                   f"{_fmt(_med([r.get('mbps') for r in rs]), 1)} | {_fmt(_med([r.get('broker_us_per_msg') for r in rs]), 2)} | "
-                  f"{_fmt(_med([r.get('client_us_per_msg') for r in rs]), 2)} | "
+                  + (f"{_fmt(_med([r.get('leader_us_per_msg') for r in rs]), 2)} / "
+                     f"{_fmt(_med([r.get('follower_us_per_msg') for r in rs]), 2)} | " if target == "cluster" else "- | ")
+                  + f"{_fmt(_med([r.get('client_us_per_msg') for r in rs]), 2)} | "
                   f"{_fmt(_med([r.get('host_busy_pct') for r in rs]))} | "
                   f"{sum(bool(r.get('verified')) for r in rs)}/{len(rs)} |", file=out)
         if len(med) == 2 and med["single"]:
@@ -605,7 +622,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=2, help="(a) windows per target, order alternating A,B / B,A")
     ap.add_argument("--size", type=int, default=1024, help="(a) message value size in bytes")
     ap.add_argument("--partitions", type=int, default=1, help="(a) partitions of each topic")
-    ap.add_argument("--messages", type=int, default=200_000, help="(a) messages each window produces")
+    ap.add_argument("--messages", type=int, default=500_000, help="(a) messages each window produces")
     ap.add_argument("--linger-ms", type=int, default=10)
     ap.add_argument("--compression", default="none")
     ap.add_argument("--rate", type=int, default=1000, help="(b), (c) messages per second")
