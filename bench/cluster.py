@@ -21,7 +21,10 @@
     (produce_consume.py's as it is: idempotence off, librdkafka's max.in.flight 1000000,
     every message its own Produce request). A broker answers one connection's requests in
     order (Kafka mutes the channel the same way), so the plain producer needs one acks=all
-    round trip per message and queues up once that round trip exceeds 1 / rate.
+    round trip per message and queues up once that round trip exceeds 1 / rate. For
+    reference, the idempotent producer also runs against a fresh single broker
+    (`--latency-reference`): on 2 shared cores p99 follows the neighbours, and that row says
+    how much of the cluster's tail the host alone would give.
 (c) failover: `--kills` times, while a producer (idempotent, acks=all, linger.ms=0,
     `--rate` msg/s) writes to an RF=3 topic, SIGKILL the partition's leader and measure the
     time until the first acknowledgement of a message produced after the kill (the killed
@@ -50,7 +53,7 @@ Results: one JSON line per window / kill in `--out` (default
 .cache/bench-results/cluster-<time>.jsonl), the first line the setup (settings, machine);
 the table is printed at the end (`--summarize FILE...` re-prints it).
 
-    python bench/cluster.py                             # (a) x 2 repeats, (b) 2 x 10 s, (c) 10 kills: ~3 min
+    python bench/cluster.py                             # (a) x 2 repeats, (b) 3 x 10 s, (c) 10 kills: ~3 min
     python bench/cluster.py --only throughput --repeats 4 --size 100 --messages 1000000
     python bench/cluster.py --only failover --kills 5 --zk-session-timeout-ms 18000
     python bench/cluster.py --summarize .cache/bench-results/cluster-*.jsonl
@@ -302,20 +305,36 @@ LATENCY_PRODUCERS = {
 }
 
 
-def latency_run(cluster: BenchCluster, args, producer: str) -> dict:
+def latency_run(cluster: BenchCluster, args, producer: str, target: str = "cluster") -> dict:
+    """One latency run on the cluster, or (`target="single"`) on a fresh single broker with
+    the same producer: the host's noise floor at that moment, since p99 on 2 shared cores
+    moves with the neighbours more than with the broker."""
     topic = f"cluster-latency-{uuid.uuid4().hex[:6]}"
-    row = {"phase": "latency", "target": "cluster", "producer": producer, "acks": "all",
-           "replication_factor": len(cluster.ports), "min_insync_replicas": args.min_isr}
+    row = {"phase": "latency", "target": target, "producer": producer, "acks": "all",
+           "replication_factor": len(cluster.ports) if target == "cluster" else 1,
+           "min_insync_replicas": args.min_isr if target == "cluster" else 1}
+    broker = None
     try:
-        create_replicated_topic(cluster, topic, 1, args.min_isr)
-        ns = SimpleNamespace(bootstrap=cluster.bootstrap, topic=topic, broker_pid=",".join(map(str, cluster.pids())),
+        if target == "cluster":
+            create_replicated_topic(cluster, topic, 1, args.min_isr)
+            bootstrap, pids = cluster.bootstrap, cluster.pids()
+        else:
+            broker = start_broker("trafka", settings=dict(s.split("=", 1) for s in args.trafka_set),
+                                  log_dir=args.log_dir)
+            create_topic(broker.bootstrap, topic, 1)
+            bootstrap, pids = broker.bootstrap, [broker.pid]
+        ns = SimpleNamespace(bootstrap=bootstrap, topic=topic, broker_pid=",".join(map(str, pids)),
                              messages=int(args.rate * args.latency_s), size=args.latency_size, rate=args.rate,
                              partitions=1, acks="all", compression="none", linger_ms=0, fetch_wait_max_ms=500,
                              settle_s=1.0, timeout=args.timeout, idle_timeout=15.0,
                              producer_overrides=LATENCY_PRODUCERS[producer])
         row.update(run_latency(ns))
     except Exception as exc:
-        row.update(verified=False, errors=[f"{type(exc).__name__}: {exc}"], broker_log_tails=cluster.log_tails())
+        row.update(verified=False, errors=[f"{type(exc).__name__}: {exc}"],
+                   broker_log_tails=cluster.log_tails() if broker is None else {"single": broker.log_tail(10)})
+    finally:
+        if broker is not None:
+            row["broker_exit"] = broker.stop()
     return row
 
 
@@ -558,16 +577,17 @@ def summarize(rows: list[dict], out=sys.stdout) -> None:
 
     lat = [r for r in rows if r.get("phase") == "latency"]
     if lat:
-        print("\n## (b) end-to-end latency on the cluster (acks=all, RF=3, min.insync.replicas=2)\n", file=out)
-        print("| producer | rate msg/s | messages | size | e2e p50 ms | p90 | p99 | p99.9 | max | ack p50 ms | ack p99 | "
+        print("\n## (b) end-to-end latency on the cluster (acks=all, RF=3, min.insync.replicas=2); "
+              "single: one broker, same producer, for reference\n", file=out)
+        print("| target | producer | rate msg/s | messages | size | e2e p50 ms | p90 | p99 | p99.9 | max | ack p50 ms | ack p99 | "
               "target p99 ≤ 10 ms | broker CPU % (all) | verified |", file=out)
-        print("|" + "---|" * 14, file=out)
+        print("|" + "---|" * 15, file=out)
         for r in lat:
             p99 = r.get("e2e_p99_ms", NAN)
-            print(f"| {r.get('producer')} | {r.get('rate')} | {r.get('messages')} | {r.get('size')} | {_fmt(r.get('e2e_p50_ms'), 2)} | "
+            print(f"| {r.get('target', 'cluster')} | {r.get('producer')} | {r.get('rate')} | {r.get('messages')} | {r.get('size')} | {_fmt(r.get('e2e_p50_ms'), 2)} | "
                   f"{_fmt(r.get('e2e_p90_ms'), 2)} | {_fmt(p99, 2)} | {_fmt(r.get('e2e_p99_9_ms'), 2)} | "
                   f"{_fmt(r.get('e2e_max_ms'), 2)} | {_fmt(r.get('ack_p50_ms'), 2)} | {_fmt(r.get('ack_p99_ms'), 2)} | "
-                  f"{'-' if p99 != p99 else ('meets' if p99 <= 10 else 'ABOVE')} | {_fmt(r.get('broker_cpu_pct'))} | "
+                  f"{'-' if p99 != p99 or r.get('target') == 'single' else ('meets' if p99 <= 10 else 'ABOVE')} | {_fmt(r.get('broker_cpu_pct'))} | "
                   f"{r.get('verified')} |", file=out)
         print("\nplain: produce_consume.py's latency producer (linger.ms=0, idempotence off: up to 1000000 requests "
               "in flight, each message its own Produce request); idempotent: the same with enable.idempotence=true "
@@ -629,6 +649,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency-s", type=float, default=10.0, help="(b) seconds of sending")
     ap.add_argument("--latency-producers", default="idempotent,plain",
                     help="(b) producers measured: idempotent (max 5 requests in flight), plain (produce_consume.py's)")
+    ap.add_argument("--latency-reference", default="idempotent",
+                    help="(b) producers also measured on a fresh single broker (acks=all), the host's noise floor; "
+                         "'' for none")
     ap.add_argument("--latency-size", type=int, default=100, help="(b), (c) message value size (>= 16)")
     ap.add_argument("--kills", type=int, default=10, help="(c) leader kills")
     ap.add_argument("--steady-s", type=float, default=1.0, help="(c) writes flowing with a full ISR before a kill")
@@ -691,9 +714,11 @@ def main(argv: list[str] | None = None) -> int:
                               f"{_fmt(r.get('msgs'))} msg/s {_fmt(r.get('mbps'), 1)} MB/s, broker "
                               f"{_fmt(r.get('broker_us_per_msg'), 2)} µs/msg; verified {r.get('verified')}"
                               + ("" if r.get("verified") else f" {r.get('errors')}"), flush=True)
-            for producer in (csv(args.latency_producers) if "latency" in only else []):
-                r = out(latency_run(cluster, args, producer))
-                print(f"[{time.monotonic() - started:4.0f}s] (b) {producer} producer: e2e p50 {_fmt(r.get('e2e_p50_ms'), 2)} p99 "
+            runs = [("cluster", p) for p in csv(args.latency_producers)]
+            runs += [("single", p) for p in csv(args.latency_reference)]
+            for target, producer in (runs if "latency" in only else []):
+                r = out(latency_run(cluster, args, producer, target))
+                print(f"[{time.monotonic() - started:4.0f}s] (b) {target}, {producer} producer: e2e p50 {_fmt(r.get('e2e_p50_ms'), 2)} p99 "
                       f"{_fmt(r.get('e2e_p99_ms'), 2)} max {_fmt(r.get('e2e_max_ms'), 2)} ms; verified "
                       f"{r.get('verified')}" + ("" if r.get("verified") else f" {r.get('errors')}"), flush=True)
             if "failover" in only:
