@@ -31,7 +31,9 @@
     broker cannot have acknowledged it, so the new leader did). Also recorded: when a
     surviving broker's Metadata first names a new leader (polled every 50 ms), whether the
     killed leader was also the controller, the longest wait of a message caught by the
-    kill, and how long the restarted broker took to rejoin the ISR. Between kills the
+    kill (sent before it, acknowledged after it: responses the leader wrote just before
+    dying arrive after the kill, which is why the headline counts only messages produced
+    after it), and how long the restarted broker took to rejoin the ISR. Between kills the
     killed broker is restarted (same data dir and port) and the ISR must be full again.
     At the end every acknowledged message must be in the log exactly once.
 
@@ -603,7 +605,7 @@ def summarize(rows: list[dict], out=sys.stdout) -> None:
         print(f"\n## (c) leader SIGKILL → next acknowledged write (zookeeper.session.timeout.ms={timeout}; "
               f"Kafka's default 18000)\n", file=out)
         print("| kills | kill → new leader in Metadata ms, median / max | kill → first ack ms, median / max | "
-              "longest wait of a caught message ms | restart → full ISR s, median | leader was controller | "
+              "longest ack wait of a message sent before the kill, ms | restart → full ISR s, median | leader was controller | "
               "verified |", file=out)
         print("|" + "---|" * 7, file=out)
         ok = sum(bool(r.get("verified")) for r in kills)
