@@ -55,7 +55,7 @@ Results: one JSON line per window / kill in `--out` (default
 .cache/bench-results/cluster-<time>.jsonl), the first line the setup (settings, machine);
 the table is printed at the end (`--summarize FILE...` re-prints it).
 
-    python bench/cluster.py                             # (a) x 2 repeats, (b) 3 x 10 s, (c) 10 kills: ~3 min
+    python bench/cluster.py                             # (a) x 2 repeats, (b) 3 x 10 s, (c) 10 kills: ~3-3.5 min
     python bench/cluster.py --only throughput --repeats 4 --size 100 --messages 1000000
     python bench/cluster.py --only failover --kills 5 --zk-session-timeout-ms 18000
     python bench/cluster.py --summarize .cache/bench-results/cluster-*.jsonl
