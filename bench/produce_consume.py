@@ -142,6 +142,8 @@ def producer_config(args, *, latency: bool) -> dict:
     }
     if not latency:
         conf["delivery.report.only.error"] = True
+    # Other harnesses vary one setting (bench/cluster.py: enable.idempotence) through this.
+    conf.update(getattr(args, "producer_overrides", None) or {})
     return conf
 
 
