@@ -7,7 +7,9 @@ clients pass through that proxy untouched. Cutting both proxies is a network par
 that leaves broker 1 reachable by the producer but by nobody else: its ZooKeeper session
 expires, the controller elects a new leader from the ISR, and broker 1, which still
 believes it leads, must not acknowledge an acks=all write (no follower fetches from it, so
-its high watermark cannot pass what the ISR had). Healed, it learns its session expired,
+its high watermark cannot pass what the ISR had). A second producer, which knows only
+brokers 2 and 3, writes to the new leader meanwhile: the two leaders' logs diverge at the
+same offsets. Healed, broker 1 learns its session expired,
 registers again, becomes a follower and truncates what it appended alone. Every
 acknowledged message is then in the log exactly once, at the offset it was acknowledged
 with, on the new leader and on broker 1 alike.
@@ -76,10 +78,6 @@ def test_cut_off_leader_is_fenced_and_acknowledges_nothing(tmp_path, zk_connect)
                 producer = ck.Producer({"bootstrap.servers": ",".join(b.bootstrap for b in cluster.brokers.values()),
                                         "acks": "all", "enable.idempotence": True, "linger.ms": 5,
                                         "request.timeout.ms": 5000, "message.timeout.ms": 120000,
-                                        # librdkafka otherwise connects to the leader alone and asks
-                                        # it, stale, for metadata forever (Java's client asks the
-                                        # least loaded node)
-                                        "enable.sparse.connections": False,
                                         "topic.metadata.refresh.interval.ms": 2000})
 
                 def report(err, msg):
@@ -110,16 +108,31 @@ def test_cut_off_leader_is_fenced_and_acknowledges_nothing(tmp_path, zk_connect)
                 new = cluster.wait_for(
                     lambda: (lambda p: p if p and p["leader_id"] in (2, 3) and p["leader_epoch"] > old_epoch
                              else None)(cluster.partition("fenced", 0, 2)), 40, "a new leader elected")
-                before = len(acked)
-                cluster.wait_for(lambda: len(acked) > before + 100, 60, "writes acknowledged by the new leader")
+                # A second producer that knows only brokers 2 and 3 writes to the new leader
+                # while broker 1 still believes it leads (the first one may well stay with broker 1:
+                # librdkafka asks its least idle broker for metadata, and broker 1's is stale).
+                other = ck.Producer({"bootstrap.servers": f"{cluster.brokers[2].bootstrap},{cluster.brokers[3].bootstrap}",
+                                     "acks": "all", "enable.idempotence": True, "linger.ms": 5})
+
+                def report_other(err, msg):
+                    if err is None:
+                        acked[msg.value()] = msg.offset()
+                    else:
+                        failed.append(err)
+                for i in range(200):
+                    other.produce("fenced", value=b"w%06d" % i, on_delivery=report_other)
+                    other.poll(0)
+                assert other.flush(60) == 0
+                assert all(b"w%06d" % i in acked for i in range(200))
                 # Broker 1 still believes it leads; its high watermark has not moved since the cut.
                 assert cluster.partition("fenced", 0, 1)["leader_id"] == 1
                 assert high_watermark(cluster, 1, "fenced") == fenced_hw
+                during = len(acked)
 
                 zk_proxy.heal()
                 peer_proxy.heal()
                 cluster.wait_for(full_isr(cluster, "fenced", 0), 60, "broker 1 back in the ISR")
-                time.sleep(1.0)
+                cluster.wait_for(lambda: len(acked) > during + 100, 60, "the first producer writing again")
             finally:
                 stop.set()
                 thread.join(180)
@@ -140,6 +153,7 @@ def test_cut_off_leader_is_fenced_and_acknowledges_nothing(tmp_path, zk_connect)
             # above the high watermark the ISR had given broker 1 (they came from the new leader).
             late = [v for v, t in acked_at.items() if t > cut_at + 1.0]
             assert late and all(acked[v] >= fenced_hw for v in late)
+            assert all(acked[b"w%06d" % i] >= fenced_hw for i in range(200))
 
             # Broker 1 truncated its own tail: make it the leader (the others stop, leadership
             # moves to it as an ISR member) and read everything from it.
