@@ -43,6 +43,8 @@ def _alter(ctx: RequestContext, resource: dict, validate_only: bool):
     if kind != ResourceType.TOPIC:
         raise InvalidRequest(f"AlterConfigs supports topics and brokers, not resource type {kind}")
     validate_topic_name(name)
+    if broker.cluster is None and name not in broker.topics:
+        raise UnknownTopicOrPartition(f"topic {name} does not exist")
     configs: dict[str, str] = {}
     for entry in resource["configs"]:
         if entry["name"] in configs:
@@ -50,8 +52,6 @@ def _alter(ctx: RequestContext, resource: dict, validate_only: bool):
         configs[entry["name"]] = entry["value"]
     if broker.cluster is not None:
         return _alter_in_cluster(ctx, name, configs, validate_only)
-    if name not in broker.topics:
-        raise UnknownTopicOrPartition(f"topic {name} does not exist")
     apply(broker, name, configs, validate_only)
     if not validate_only:
         log.info("AlterConfigs %s from %s: %s", name, ctx.client_id, configs)
