@@ -8,6 +8,7 @@ here. Topic configs have their own module (server/topic_configs.py).
 
 from __future__ import annotations
 
+import inspect
 import logging
 from typing import TYPE_CHECKING
 
@@ -67,9 +68,10 @@ def duplicated_resources(resources: list[dict]) -> set[tuple[int, str]]:
     return {k for k in keys if keys.count(k) > 1}
 
 
-def answer_resources(ctx: RequestContext, request: dict, alter, what: str) -> dict:
+async def answer_resources(ctx: RequestContext, request: dict, alter, what: str) -> dict:
     """One response entry per resource, each applied on its own with `alter(ctx, resource,
-    validate_only)`; shared by AlterConfigs and IncrementalAlterConfigs."""
+    validate_only)`; shared by AlterConfigs and IncrementalAlterConfigs. `alter` may return
+    an awaitable (a topic in a cluster is altered through ZooKeeper), which is awaited."""
     validate_only = bool(request.get("validate_only"))
     duplicated = duplicated_resources(request["resources"])
     responses = []
@@ -80,7 +82,9 @@ def answer_resources(ctx: RequestContext, request: dict, alter, what: str) -> di
         try:
             if key in duplicated:
                 raise InvalidRequest("resource appears more than once in the request")
-            alter(ctx, resource, validate_only)
+            pending = alter(ctx, resource, validate_only)
+            if inspect.isawaitable(pending):
+                await pending
         except Exception as exc:
             code = logged_error_code(exc, log, f"{what} {key}", ctx.client_id)
             response.update(error_code=code, error_message=str(exc))

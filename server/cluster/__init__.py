@@ -6,6 +6,7 @@ ZooKeeper mode, 2.x–3.x; ../shared/CLUSTER.md).
 - `client`: inter-broker requests (BrokerClient, BrokerChannels).
 - `controller`: the elected controller (leaders, ISRs, LeaderAndIsr/UpdateMetadata/StopReplica).
 - `node`: this broker as a member (registration, applying the controller's requests);
+  `config_manager`: topic configs in ZooKeeper (/config/topics, /config/changes);
   `metadata_cache`: what clients are told; `fetcher`: followers copying leaders;
   `followers`: the leader's view of its followers; `alter_partition`: ISR changes sent to the
   controller; `admin`: CreateTopics/CreatePartitions/DeleteTopics through ZooKeeper;

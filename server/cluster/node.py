@@ -45,6 +45,7 @@ class ClusterNode:
         from server.cluster.admin import ClusterAdmin
         from server.cluster.alter_partition import AlterPartitionManager
         from server.cluster.client import BrokerChannels
+        from server.cluster.config_manager import TopicConfigManager
         from server.cluster.controller import Controller
         from server.cluster.fetcher import ReplicaFetcherManager
         from server.cluster.producer_ids import ProducerIdBlocks
@@ -62,6 +63,7 @@ class ClusterNode:
         self.admin = ClusterAdmin(self)
         self.producer_ids = ProducerIdBlocks(self.zk, self.node_id)
         broker.producers.blocks = self.producer_ids  # producer ids from ZooKeeper blocks
+        self.configs = TopicConfigManager(self)
         self.broker_epoch = -1
         self.controller_epoch = 0  # the highest seen (STALE_CONTROLLER_EPOCH below it)
         self.state_lock = trio.Lock()
@@ -102,6 +104,7 @@ class ClusterNode:
                 nursery.start_soon(self._isr_shrink_loop)
                 nursery.start_soon(self._session_loop)
                 nursery.start_soon(self.producer_ids.run)
+                nursery.start_soon(self.configs.run)  # follows /config/changes
                 self.started = True
                 task_status.started()
         finally:

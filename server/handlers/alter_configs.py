@@ -3,6 +3,10 @@
 Implements v0-2. The configs given become the topic's only explicit settings: a name left
 out goes back to its broker default. validate_only checks everything and changes nothing.
 
+In a cluster the topic's config lives in ZooKeeper: it is written to `/config/topics/<t>`
+with a change notice, and every broker hosting the topic applies it
+(server/cluster/config_manager.py); any broker may receive the request.
+
 Errors per resource: unknown config names, null values and bad values → INVALID_CONFIG
 (the message names the config); invalid topic name → INVALID_TOPIC_EXCEPTION; unknown
 topic → UNKNOWN_TOPIC_OR_PARTITION; a config named twice, or a resource named twice in
@@ -29,7 +33,7 @@ MAY_BLOCK = False
 
 log = logging.getLogger("trafka.admin")
 
-def _alter(ctx: RequestContext, resource: dict, validate_only: bool) -> None:
+def _alter(ctx: RequestContext, resource: dict, validate_only: bool):
     broker = ctx.broker
     kind = resource["resource_type"]
     name = resource["resource_name"]
@@ -39,17 +43,25 @@ def _alter(ctx: RequestContext, resource: dict, validate_only: bool) -> None:
     if kind != ResourceType.TOPIC:
         raise InvalidRequest(f"AlterConfigs supports topics and brokers, not resource type {kind}")
     validate_topic_name(name)
-    if name not in broker.topics:
+    if broker.cluster is None and name not in broker.topics:
         raise UnknownTopicOrPartition(f"topic {name} does not exist")
     configs: dict[str, str] = {}
     for entry in resource["configs"]:
         if entry["name"] in configs:
             raise InvalidRequest(f"config {entry['name']} appears more than once")
         configs[entry["name"]] = entry["value"]
+    if broker.cluster is not None:
+        return _alter_in_cluster(ctx, name, configs, validate_only)
     apply(broker, name, configs, validate_only)
     if not validate_only:
         log.info("AlterConfigs %s from %s: %s", name, ctx.client_id, configs)
 
 
+async def _alter_in_cluster(ctx: RequestContext, name: str, configs: dict[str, str], validate_only: bool) -> None:
+    await ctx.broker.cluster.configs.alter_topic(name, lambda _current: configs, validate_only)
+    if not validate_only:
+        log.info("AlterConfigs %s from %s: %s", name, ctx.client_id, configs)
+
+
 async def handle(ctx: RequestContext, request: dict) -> dict:
-    return answer_resources(ctx, request, _alter, "AlterConfigs")
+    return await answer_resources(ctx, request, _alter, "AlterConfigs")

@@ -7,6 +7,9 @@ include_synonyms (v1+), include_documentation (v3+) and config_type (v3+).
   on the topic), STATIC_BROKER_CONFIG (inherited from a broker setting given in the file,
   environment or flags) or DEFAULT_CONFIG (server/topic_configs.py). Invalid name →
   INVALID_TOPIC_EXCEPTION, unknown topic → UNKNOWN_TOPIC_OR_PARTITION.
+  In a cluster a topic with no replica on this broker is described from its config in
+  ZooKeeper (`/config/topics/<t>`); a hosted one from the config its logs run under, which
+  follows ZooKeeper through the change notices (server/cluster/config_manager.py).
 - BROKER: this broker's settings (server/config.py) plus unknown keys from its file, all
   read-only, sources STATIC_BROKER_CONFIG or DEFAULT_CONFIG. The name "" means the
   cluster-wide dynamic defaults, of which there are none (an empty list, as in Kafka);
@@ -89,13 +92,17 @@ def _logger_entries(keys: list[str] | None) -> list[dict]:
     ]
 
 
-def describe(ctx: RequestContext, resource: dict, synonyms: bool, documentation: bool) -> list[dict]:
+async def describe(ctx: RequestContext, resource: dict, synonyms: bool, documentation: bool) -> list[dict]:
     broker = ctx.broker
     kind = resource["resource_type"]
     name = resource["resource_name"]
     keys = resource.get("configuration_keys")
     if kind == ResourceType.TOPIC:
         validate_topic_name(name)
+        if broker.cluster is not None and name not in broker.topics:
+            # no local replica: the topic's settings as ZooKeeper holds them
+            explicit = await broker.cluster.configs.topic_configs(name)
+            return describe_topic(broker, explicit, keys, synonyms=synonyms, documentation=documentation)
         if name not in broker.topics:
             raise UnknownTopicOrPartition(f"topic {name} does not exist")
         return describe_topic(broker, explicit_configs(broker, name), keys, synonyms=synonyms,
@@ -118,7 +125,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         result = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": resource["resource_type"],
                   "resource_name": resource["resource_name"], "configs": []}
         try:
-            result["configs"] = describe(ctx, resource, synonyms, documentation)
+            result["configs"] = await describe(ctx, resource, synonyms, documentation)
         except Exception as exc:
             code = logged_error_code(exc, log, f"DescribeConfigs {resource['resource_type']}/"
                                                f"{resource['resource_name']}", ctx.client_id)

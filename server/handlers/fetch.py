@@ -29,7 +29,8 @@ the ISR and advance the high watermark (completing acks=all produces). With
 last_fetched_epoch (v12+) the leader first checks that the follower's log agrees with its
 own: if the follower's last epoch ends earlier here, or is unknown, the answer is a
 `diverging_epoch` (epoch, end offset) and no records, and the follower truncates (KIP-320;
-CLUSTER.md §4.3).
+CLUSTER.md §4.3). A NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH in a cluster carries the
+current leader (v16+, KIP-951; server/cluster/leader_hints.py).
 
 Zero copy: a partition read of at least REGION_MIN_BYTES is not read into memory. The
 handler pins the segment and puts a `FileRegion` in that `records` field; the codec
@@ -52,6 +53,7 @@ from wire.errors import ErrorCode
 from wire.primitives import ZERO_UUID
 from wire.registry import ApiKey
 
+from server.cluster import leader_hints
 from server.context import RequestContext
 from server.errors import KafkaError, error_code_for
 from server.regions import FileRegion
@@ -239,7 +241,11 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     for item in request["topics"]:
         if ctx.api_version >= 13:
             topic_id = item.get("topic_id", ZERO_UUID)
-            topics.append((broker.topic_name_for_id(topic_id), topic_id, item["partitions"]))
+            # in a cluster a broker with no replica still knows the name (NOT_LEADER_OR_FOLLOWER,
+            # not UNKNOWN_TOPIC_ID, as Kafka resolves ids through its metadata cache)
+            name = broker.topic_name_for_id(topic_id) if broker.cluster is None \
+                else leader_hints.topic_name_by_id(broker, topic_id)
+            topics.append((name, topic_id, item["partitions"]))
         else:
             topics.append((item["topic"], None, item["partitions"]))
     max_bytes = request.get("max_bytes", 0x7FFFFFFF)
@@ -268,7 +274,13 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                 break
             await broker.wait_for_data(waiting_on, remaining)
         regions.hand_over()  # the body holds them; the server sends and releases them
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
+        answer = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
+        if errors and broker.cluster is not None and ctx.api_version >= leader_hints.FETCH_MIN_VERSION:
+            endpoints = leader_hints.add_hints(broker, responses, "partitions", leader_hints.FETCH_HINT_CODES,
+                                               lambda t: leader_hints.topic_name_by_id(broker, t["topic_id"]))
+            if endpoints:
+                answer["node_endpoints"] = endpoints
+        return answer
     except BaseException:
         regions.release()
         raise

@@ -11,6 +11,9 @@ APPEND/SUBTRACT on a non-list config → INVALID_CONFIG; invalid topic name →
 INVALID_TOPIC_EXCEPTION; unknown topic → UNKNOWN_TOPIC_OR_PARTITION; a config named twice,
 an unknown operation, or a resource named twice in one request → INVALID_REQUEST.
 
+In a cluster a topic's settings are read from and written to ZooKeeper
+(server/cluster/config_manager.py), so any broker may receive the request.
+
 BROKER → INVALID_REQUEST (broker settings are static; see alter_configs.py).
 BROKER_LOGGER (Kafka's runtime log levels): SET a logger to OFF, FATAL, ERROR, WARN, INFO,
 DEBUG, TRACE or ALL, DELETE to inherit from the parent again; the resource name must be
@@ -81,13 +84,24 @@ def new_topic_configs(current: dict[str, str], effective_defaults: dict[str, str
     return configs
 
 
-def _alter_topic(ctx: RequestContext, name: str, ops, validate_only: bool) -> None:
+def _alter_topic(ctx: RequestContext, name: str, ops, validate_only: bool):
     broker = ctx.broker
     validate_topic_name(name)
+    if broker.cluster is not None:
+        return _alter_topic_in_cluster(ctx, name, ops, validate_only)
     if name not in broker.topics:
         raise UnknownTopicOrPartition(f"topic {name} does not exist")
     configs = new_topic_configs(explicit_configs(broker, name), broker.logs.defaults.to_kafka(), ops)
     apply(broker, name, configs, validate_only)
+    if not validate_only:
+        log.info("IncrementalAlterConfigs %s from %s: %s", name, ctx.client_id,
+                 [(n, op.name, v) for n, op, v in ops])
+
+
+async def _alter_topic_in_cluster(ctx: RequestContext, name: str, ops, validate_only: bool) -> None:
+    defaults = ctx.broker.logs.defaults.to_kafka()
+    await ctx.broker.cluster.configs.alter_topic(name, lambda current: new_topic_configs(current, defaults, ops),
+                                                 validate_only)
     if not validate_only:
         log.info("IncrementalAlterConfigs %s from %s: %s", name, ctx.client_id,
                  [(n, op.name, v) for n, op, v in ops])
@@ -117,12 +131,12 @@ def _alter_loggers(ctx: RequestContext, ops, validate_only: bool) -> None:
             log.info("logger %s set to %s by %s", logger.name, logging.getLevelName(level), ctx.client_id)
 
 
-def _alter(ctx: RequestContext, resource: dict, validate_only: bool) -> None:
+def _alter(ctx: RequestContext, resource: dict, validate_only: bool):
     kind = resource["resource_type"]
     name = resource["resource_name"]
     ops = _operations(resource)
     if kind == ResourceType.TOPIC:
-        _alter_topic(ctx, name, ops, validate_only)
+        return _alter_topic(ctx, name, ops, validate_only)
     elif kind == ResourceType.BROKER:
         broker_id_of(ctx.broker, name, allow_empty=True)
         raise InvalidRequest(BROKER_CONFIGS_STATIC)
@@ -135,4 +149,4 @@ def _alter(ctx: RequestContext, resource: dict, validate_only: bool) -> None:
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
-    return answer_resources(ctx, request, _alter, "IncrementalAlterConfigs")
+    return await answer_resources(ctx, request, _alter, "IncrementalAlterConfigs")

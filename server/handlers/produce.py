@@ -27,6 +27,8 @@ high watermark — the smallest log end offset in the ISR — has passed the bat
 DelayedProduce; woken by follower fetches): NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR
 shrank below min.insync.replicas meanwhile, NOT_LEADER_OR_FOLLOWER if the leadership moved,
 REQUEST_TIMED_OUT after the request's timeout_ms. All partitions of a request wait together.
+A NOT_LEADER_OR_FOLLOWER in a cluster carries the current leader (v10+, KIP-951;
+server/cluster/leader_hints.py).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from wire.errors import CorruptRecords, ErrorCode, ProtocolError
 from wire.records import iter_headers
 from wire.registry import ApiKey
 
+from server.cluster import leader_hints
 from server.context import RequestContext
 from server.topics import INTERNAL_TOPICS
 from server.errors import InvalidRecord, InvalidTopic, KafkaError, logged_error_code
@@ -222,4 +225,10 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
             raise AcksZeroError(f"acks=0 produce failed with {ErrorCode(failed[0]['error_code']).name}; closing",
                                 api_key=API_KEY, api_version=ctx.api_version, correlation_id=ctx.correlation_id)
         return None
-    return {"responses": responses, "throttle_time_ms": 0}
+    answer = {"responses": responses, "throttle_time_ms": 0}
+    if ctx.broker.cluster is not None and ctx.api_version >= leader_hints.PRODUCE_MIN_VERSION:
+        endpoints = leader_hints.add_hints(ctx.broker, responses, "partition_responses",
+                                           leader_hints.PRODUCE_HINT_CODES, lambda t: t["name"])
+        if endpoints:
+            answer["node_endpoints"] = endpoints
+    return answer
