@@ -121,23 +121,12 @@ class ProducerIdManager:
         return pid
 
     async def init_producer(self, producer_id: int, producer_epoch: int) -> tuple[int, int]:
-        """InitProducerId: a new id, or (v3+, KIP-360) an epoch bump for a known one."""
-        if producer_id < 0:
-            pid = await self.allocate_id()
-            return pid, 0
-        current = self.epochs.get(producer_id)
-        if current is None:
-            # Unknown to us (state expired or another cluster): start over with a new id.
-            pid = await self.allocate_id()
-            return pid, 0
-        if producer_epoch != current:
-            raise KafkaError(f"producer {producer_id} epoch {producer_epoch} is not current ({current})",
-                             ErrorCode.PRODUCER_FENCED)
-        if current >= 0x7FFE:
-            pid = await self.allocate_id()
-            return pid, 0
-        self.epochs[producer_id] = current + 1
-        return producer_id, current + 1
+        """InitProducerId without a transactional id: always a new id at epoch 0, whatever
+        id and epoch the producer names (Kafka's TransactionCoordinator "blindly accepts"
+        these). A producer recovering from an error (KIP-360) thereby starts over with a
+        fresh id: no broker of a cluster has to know an epoch another one handed out."""
+        pid = await self.allocate_id()
+        return pid, 0
 
     def saw_epoch(self, producer_id: int, epoch: int) -> None:
         if self.epochs.get(producer_id, -1) < epoch:

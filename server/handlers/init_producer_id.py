@@ -1,8 +1,8 @@
 """InitProducerId (22): producer ids and epochs for idempotent and transactional producers.
 
-Implements v0-5. Idempotent (no transactional_id): without producer_id (or -1) a new id at
-epoch 0; with the current id and epoch (v3+, KIP-360) the epoch is bumped so the producer
-can reset its sequences after an error; a stale epoch is PRODUCER_FENCED.
+Implements v0-5. Idempotent (no transactional_id): always a new id at epoch 0, also when
+the request names the producer's current id and epoch (v3+, KIP-360: a producer resetting
+after an error), as Kafka answers.
 In a cluster new ids come from blocks allocated in ZooKeeper, so no two brokers hand out the
 same id (server/cluster/producer_ids.py); without a block the answer is
 COORDINATOR_LOAD_IN_PROGRESS, which clients retry. Transactional:
