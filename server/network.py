@@ -66,6 +66,10 @@ class Server:
         self.listeners: list[trio.SocketListener] = []
         self._idle: set[_Idle] = set()
         self._closing = False
+        # API keys whose handler may wait, so earlier answers on the connection go out first:
+        # MAY_BLOCK, or a handler's `blocks(broker)` (Produce waits for the ISR in a cluster).
+        self.blocking = frozenset(key for key, h in HANDLERS.items()
+                                  if h.MAY_BLOCK or (hasattr(h, "blocks") and h.blocks(broker)))
 
     async def serve(self, host: str, port: int, connection_nursery: trio.Nursery,
                     task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -194,6 +198,7 @@ class Server:
             conn.receive_data(data)
             completed_before = conn.requests_received
             out: list = []  # response parts (bytes and FileRegions), in request order
+            blocking = self.blocking
             try:
                 while True:
                     try:
@@ -211,7 +216,7 @@ class Server:
                     if handler is None and isinstance(request, Request):
                         request = UnsupportedRequest(request.api_key, request.api_version, request.correlation_id,
                                                      request.client_id, request.size)
-                    if out and handler is not None and handler.MAY_BLOCK:
+                    if out and handler is not None and request.api_key in blocking:
                         await send(stream, out)
                         out.clear()
                     try:

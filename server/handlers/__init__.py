@@ -2,7 +2,8 @@
 
 - `API_KEY`: the key it serves (versions come from `wire.registry.API_VERSIONS`);
 - `MAY_BLOCK`: True if it can wait (long-poll, rebalance), so earlier responses on the
-  connection are flushed before it runs;
+  connection are flushed before it runs; optionally `blocks(broker)`, the same decided per
+  broker (Produce waits for the ISR only in a cluster);
 - `async def handle(ctx, request) -> dict | None`: the response body (None: no response).
 """
 

@@ -50,6 +50,11 @@ from server.validation import validate_records
 API_KEY = ApiKey.PRODUCE
 MAY_BLOCK = False
 
+
+def blocks(broker) -> bool:
+    """In a cluster an acks=all produce waits for the ISR: answers before it go out first."""
+    return broker.cluster is not None
+
 log = logging.getLogger("trafka.produce")
 
 
