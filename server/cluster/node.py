@@ -187,7 +187,12 @@ class ClusterNode:
     # ------------------------------------------------------------------ topics
     async def auto_create_topic(self, name: str) -> None:
         """Metadata/Produce/FindCoordinator for an unknown topic: write it to ZooKeeper and
-        return at once (clients retry while it has no leader)."""
+        return at once (clients retry while it has no leader). A topic ZooKeeper already has
+        (this broker's cache is behind, e.g. just after a restart) is left alone."""
+        from server.cluster import znodes as zn
+
+        if await self.zk.exists(zn.topic_path(name)):
+            return
         cfg = self.config
         if name == OFFSETS_TOPIC:
             partitions, rf = self.internal_partitions("offsets.topic.num.partitions"), cfg.get("offsets.topic.replication.factor")
