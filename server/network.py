@@ -5,7 +5,10 @@ reads are slower), feeds a `wire.Connection`, and handles every whole frame that
 in order, collecting the responses and writing them with one `send_all` per read (a send
 per response costs 2-3x the CPU at small sizes). Handlers that may wait (Fetch long-poll,
 JoinGroup, SyncGroup) first flush what was collected, so earlier answers are not held
-behind a wait. `acks=0` produce requests return no response and nothing is written.
+behind a wait. An answer that waits only after its in-order part is done (acks=all in a
+cluster) is a `DelayedResponse` (server/delayed.py): it waits in a task of its own while
+the connection goes on, and a per-connection queue keeps the answers in request order.
+`acks=0` produce requests return no response and nothing is written.
 
 A connection is any `trio.abc.Stream` plus the peer's address (`serve_stream`): the
 listeners hand it TCP sockets, tests hand it in-memory streams. Responses are parts
@@ -46,6 +49,7 @@ from wire.definitions import MESSAGES
 
 from server.broker import Broker
 from server.context import RequestContext
+from server.delayed import MAX_DELAYED, DelayedResponse, ResponseQueue
 from server.handlers import HANDLERS
 from server.regions import FileRegion, release_parts, release_regions
 from server.session import Session
@@ -66,10 +70,8 @@ class Server:
         self.listeners: list[trio.SocketListener] = []
         self._idle: set[_Idle] = set()
         self._closing = False
-        # API keys whose handler may wait, so earlier answers on the connection go out first:
-        # MAY_BLOCK, or a handler's `blocks(broker)` (Produce waits for the ISR in a cluster).
-        self.blocking = frozenset(key for key, h in HANDLERS.items()
-                                  if h.MAY_BLOCK or (hasattr(h, "blocks") and h.blocks(broker)))
+        # API keys whose handler may wait, so earlier answers on the connection go out first.
+        self.blocking = frozenset(key for key, h in HANDLERS.items() if h.MAY_BLOCK)
 
     async def serve(self, host: str, port: int, connection_nursery: trio.Nursery,
                     task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -174,75 +176,124 @@ class Server:
         # A partial frame must be complete within idle_s of its first bytes: a peer that
         # drips one byte per second is never idle, yet would hold the connection forever.
         frame_deadline: float | None = None
-        while not broker.shutting_down:
-            idle.deadline = trio.current_time() + self.idle_s if frame_deadline is None else frame_deadline
-            idle.mid_frame = conn.buffered > 0
-            # The rest of a large frame (a produce of 1 MB batches) is read in bigger
-            # pieces: fewer passes through this loop, which cost more than the bytes.
-            size = READ_SIZE
-            pending = conn.pending_frame_size()
-            if pending is not None and pending + 4 - conn.buffered > READ_SIZE:
-                size = min(pending + 4 - conn.buffered, LARGE_READ_SIZE)
-            idle.waiting = True
+        delayed: ResponseQueue | None = None  # made at the first answer that waits (server/delayed.py)
+        try:
+            while not broker.shutting_down:
+                idle.deadline = trio.current_time() + self.idle_s if frame_deadline is None else frame_deadline
+                idle.mid_frame = conn.buffered > 0
+                # The rest of a large frame (a produce of 1 MB batches) is read in bigger
+                # pieces: fewer passes through this loop, which cost more than the bytes.
+                size = READ_SIZE
+                pending = conn.pending_frame_size()
+                if pending is not None and pending + 4 - conn.buffered > READ_SIZE:
+                    size = min(pending + 4 - conn.buffered, LARGE_READ_SIZE)
+                idle.waiting = True
+                try:
+                    data = await stream.receive_some(size)
+                finally:
+                    idle.waiting = False
+                if broker.shutting_down or idle.scope.cancel_called:
+                    return  # closed as data arrived: drop it, as if it came a moment later
+                if not data:
+                    if conn.buffered:
+                        log.info("connection %d from %s closed by the peer mid-frame; %d bytes of an unfinished "
+                                 "request dropped", session.connection_id, session.host, conn.buffered)
+                    return
+                conn.receive_data(data)
+                completed_before = conn.requests_received
+                out: list = []  # response parts (bytes and FileRegions), in request order
+                blocking = self.blocking
+                try:
+                    while True:
+                        try:
+                            request = conn.next_request()
+                        except ProtocolError as exc:  # remote: a frame that does not decode or is too big
+                            log.warning("connection %d from %s: %s; closing it", session.connection_id, session.host,
+                                        exc)
+                            await _write(stream, send, out, delayed)
+                            return
+                        if request is NEED_DATA:
+                            break
+                        session.client_id = request.client_id
+                        api_versions[request.api_key] = request.api_version
+                        handler = HANDLERS.get(request.api_key) if isinstance(request, Request) else None
+                        if handler is None and isinstance(request, Request):
+                            request = UnsupportedRequest(request.api_key, request.api_version, request.correlation_id,
+                                                         request.client_id, request.size)
+                        if out and handler is not None and request.api_key in blocking:
+                            await _write(stream, send, out, delayed)
+                        try:
+                            parts = await self._dispatch(conn, request, handler, session)
+                        except LocalProtocolError:
+                            log.exception("connection %d from %s: cannot answer %s v%d (correlation %d); closing it",
+                                          session.connection_id, session.host, api_name(request.api_key),
+                                          request.api_version, request.correlation_id)
+                            await _write(stream, send, out, delayed)
+                            return
+                        except ProtocolError as exc:
+                            log.warning("connection %d from %s: %s", session.connection_id, session.host, exc)
+                            await _write(stream, send, out, delayed)
+                            return
+                        if type(parts) is DelayedResponse:
+                            if delayed is None:
+                                delayed = ResponseQueue(stream, send)
+                            delayed.push(out.copy())
+                            out.clear()
+                            slot = delayed.reserve()
+                            if broker.nursery is None:  # a broker driven without its root nursery (tests)
+                                await self._finish_delayed(delayed, slot, conn, request, parts, session)
+                            else:
+                                broker.nursery.start_soon(self._finish_delayed, delayed, slot, conn, request, parts,
+                                                          session)
+                            if delayed.waiting >= MAX_DELAYED:
+                                await delayed.flush()
+                                await delayed.wait_below(MAX_DELAYED)
+                        elif parts is not None:
+                            out += parts
+                    await _write(stream, send, out, delayed)
+                finally:
+                    release_parts(out)
+                if delayed is not None and delayed.broken:
+                    return
+                if not conn.buffered:
+                    frame_deadline = None
+                elif frame_deadline is None or conn.requests_received != completed_before:
+                    frame_deadline = trio.current_time() + self.idle_s
+        finally:
+            if delayed is not None:
+                await _finish_queue(delayed)
+
+    async def _finish_delayed(self, delayed: ResponseQueue, slot: list, conn: Connection, request,
+                              answer: DelayedResponse, session: Session) -> None:
+        """Wait for a delayed answer (server/delayed.py), then write it in its turn."""
+        parts = None
+        try:
             try:
-                data = await stream.receive_some(size)
-            finally:
-                idle.waiting = False
-            if broker.shutting_down or idle.scope.cancel_called:
-                return  # closed as data arrived: drop it, as if it came a moment later
-            if not data:
-                if conn.buffered:
-                    log.info("connection %d from %s closed by the peer mid-frame; %d bytes of an unfinished "
-                             "request dropped", session.connection_id, session.host, conn.buffered)
-                return
-            conn.receive_data(data)
-            completed_before = conn.requests_received
-            out: list = []  # response parts (bytes and FileRegions), in request order
-            blocking = self.blocking
-            try:
-                while True:
-                    try:
-                        request = conn.next_request()
-                    except ProtocolError as exc:  # remote: a frame that does not decode or is too big
-                        log.warning("connection %d from %s: %s; closing it", session.connection_id, session.host,
-                                    exc)
-                        await send(stream, out)
-                        return
-                    if request is NEED_DATA:
-                        break
-                    session.client_id = request.client_id
-                    api_versions[request.api_key] = request.api_version
-                    handler = HANDLERS.get(request.api_key) if isinstance(request, Request) else None
-                    if handler is None and isinstance(request, Request):
-                        request = UnsupportedRequest(request.api_key, request.api_version, request.correlation_id,
-                                                     request.client_id, request.size)
-                    if out and handler is not None and request.api_key in blocking:
-                        await send(stream, out)
-                        out.clear()
-                    try:
-                        parts = await self._dispatch(conn, request, handler, session)
-                    except LocalProtocolError:
-                        log.exception("connection %d from %s: cannot answer %s v%d (correlation %d); closing it",
-                                      session.connection_id, session.host, api_name(request.api_key),
-                                      request.api_version, request.correlation_id)
-                        await send(stream, out)
-                        return
-                    except ProtocolError as exc:
-                        log.warning("connection %d from %s: %s", session.connection_id, session.host, exc)
-                        await send(stream, out)
-                        return
-                    if parts is not None:
-                        out += parts
-                await send(stream, out)
-            finally:
-                release_parts(out)
-            if not conn.buffered:
-                frame_deadline = None
-            elif frame_deadline is None or conn.requests_received != completed_before:
-                frame_deadline = trio.current_time() + self.idle_s
+                body = await answer.finish()
+            except Exception:
+                log.exception("%s v%d delayed answer failed (connection %d, correlation %d)",
+                              api_name(request.api_key), request.api_version, session.connection_id,
+                              request.correlation_id)
+                body = error_body(request.api_key, request.api_version, request.body, ErrorCode.UNKNOWN_SERVER_ERROR)
+            if body is not None:
+                try:
+                    parts = conn.send(request, body)
+                except Exception:
+                    log.exception("connection %d from %s: cannot answer %s v%d (correlation %d); closing it",
+                                  session.connection_id, session.host, api_name(request.api_key),
+                                  request.api_version, request.correlation_id)
+                    delayed.broken = True  # the reader stops at its next request; the client reconnects
+        finally:
+            delayed.fill(slot, parts)
+        try:
+            await delayed.flush()
+        except Exception:  # a task of the broker's nursery: nothing may escape it
+            log.exception("connection %d: writing a delayed answer failed", session.connection_id)
+            delayed.broken = True
 
     async def _dispatch(self, conn: Connection, request, handler, session: Session) -> list | None:
-        """The response to one request as parts, or None when there is none (acks=0)."""
+        """The response to one request as parts, or None when there is none (acks=0); a
+        `DelayedResponse` when the handler's answer has to wait (server/delayed.py)."""
         if isinstance(request, UnsupportedRequest):
             return [self._unsupported(request, session)]
         if request.trailing:
@@ -262,6 +313,8 @@ class Server:
                 raise ProtocolErrorClose()
         if body is None:
             return None
+        if type(body) is DelayedResponse:
+            return body
         try:
             return conn.send(request, body)
         except BaseException:
@@ -283,6 +336,31 @@ class Server:
             if body is not None:
                 return encode_response(request.api_key, request.api_version, request.correlation_id, body)
         raise ProtocolErrorClose()
+
+
+async def _write(stream: trio.abc.Stream, send: "_Send", out: list, delayed: ResponseQueue | None) -> None:
+    """Write `out` now, or behind the answers that still wait; `out` is emptied."""
+    if not out:
+        return
+    if delayed is None or delayed.idle:
+        try:
+            await send(stream, out)
+        finally:
+            out.clear()
+        return
+    delayed.push(out.copy())
+    out.clear()
+    await delayed.flush()
+
+
+async def _finish_queue(delayed: ResponseQueue) -> None:
+    """The connection is ending: answers still waiting are written first (their waits are
+    bounded by the request's own timeout), unless the peer has gone or we are cancelled."""
+    try:
+        if not delayed.broken:
+            await delayed.drain()
+    finally:
+        delayed.discard()
 
 
 class _Idle:

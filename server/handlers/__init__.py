@@ -2,9 +2,10 @@
 
 - `API_KEY`: the key it serves (versions come from `wire.registry.API_VERSIONS`);
 - `MAY_BLOCK`: True if it can wait (long-poll, rebalance), so earlier responses on the
-  connection are flushed before it runs; optionally `blocks(broker)`, the same decided per
-  broker (Produce waits for the ISR only in a cluster);
-- `async def handle(ctx, request) -> dict | None`: the response body (None: no response).
+  connection are flushed before it runs;
+- `async def handle(ctx, request) -> dict | None`: the response body (None: no response),
+  or a `server.delayed.DelayedResponse` when the answer waits after the in-order part of
+  the work (Produce with acks=all in a cluster waits for the ISR).
 """
 
 from __future__ import annotations

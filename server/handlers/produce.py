@@ -26,7 +26,9 @@ the append when the ISR is smaller than min.insync.replicas, and answered only o
 high watermark — the smallest log end offset in the ISR — has passed the batch (Kafka's
 DelayedProduce; woken by follower fetches): NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR
 shrank below min.insync.replicas meanwhile, NOT_LEADER_OR_FOLLOWER if the leadership moved,
-REQUEST_TIMED_OUT after the request's timeout_ms. All partitions of a request wait together.
+REQUEST_TIMED_OUT after the request's timeout_ms. All partitions of a request wait together,
+as a `DelayedResponse` (server/delayed.py): the connection reads and appends its next
+requests meanwhile, and the answers still leave in request order.
 A NOT_LEADER_OR_FOLLOWER in a cluster carries the current leader (v10+, KIP-951;
 server/cluster/leader_hints.py).
 """
@@ -43,17 +45,13 @@ from wire.registry import ApiKey
 
 from server.cluster import leader_hints
 from server.context import RequestContext
+from server.delayed import DelayedResponse
 from server.topics import INTERNAL_TOPICS
 from server.errors import InvalidRecord, InvalidTopic, KafkaError, logged_error_code
 from server.validation import validate_records
 
 API_KEY = ApiKey.PRODUCE
 MAY_BLOCK = False
-
-
-def blocks(broker) -> bool:
-    """In a cluster an acks=all produce waits for the ISR: answers before it go out first."""
-    return broker.cluster is not None
 
 log = logging.getLogger("trafka.produce")
 
@@ -223,13 +221,24 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
                           for p in topic_data["partition_data"]]
             responses.append({"name": name, "partition_responses": partitions})
         if waits:
-            await _await_replication(ctx, waits, request.get("timeout_ms", 30000))
+            timeout_ms = request.get("timeout_ms", 30000)
+
+            async def when_replicated() -> dict:
+                await _await_replication(ctx, waits, timeout_ms)
+                return _answer(ctx, responses)
+
+            # The connection goes on with its next requests meanwhile (server/delayed.py).
+            return DelayedResponse(when_replicated)
     if acks == 0:
         failed = [p for t in responses for p in t["partition_responses"] if p["error_code"] != ErrorCode.NONE]
         if failed:
             raise AcksZeroError(f"acks=0 produce failed with {ErrorCode(failed[0]['error_code']).name}; closing",
                                 api_key=API_KEY, api_version=ctx.api_version, correlation_id=ctx.correlation_id)
         return None
+    return _answer(ctx, responses)
+
+
+def _answer(ctx: RequestContext, responses: list) -> dict:
     answer = {"responses": responses, "throttle_time_ms": 0}
     if ctx.broker.cluster is not None and ctx.api_version >= leader_hints.PRODUCE_MIN_VERSION:
         endpoints = leader_hints.add_hints(ctx.broker, responses, "partition_responses",
