@@ -18,8 +18,6 @@ record read back once, at the offset its producer was told, nothing else in the 
 
 from __future__ import annotations
 
-import os
-
 import threading
 import time
 
@@ -30,12 +28,6 @@ from compat_tests.clients.base import Client, ClientError, Message, NotSupported
 from compat_tests.helpers import assert_exact, unique_name
 
 pytestmark = [pytest.mark.broker_kinds("trafka-cluster"), pytest.mark.timeout(180)]
-
-# The fault scenarios (SIGKILLs and stops) run with TRAFKA_LONG_TESTS=1: one of them failed once
-# in a clean-clone CI run (stopped follower, kafka-python) and was not yet explained; issue 15
-# stays open until they are hardened and back in the default run.
-LONG_FAULTS = pytest.mark.skipif(os.environ.get("TRAFKA_LONG_TESTS") != "1",
-                                 reason="cluster fault scenario: set TRAFKA_LONG_TESTS=1 (issue 15 open)")
 
 LEADER_KILLS = 2  # SIGKILLs of the leader per client, each followed by the broker's restart
 BATCH = 25  # records per produce call of the background producer
@@ -220,7 +212,6 @@ class BackgroundProducer:
         assert not self._thread.is_alive(), "the producer did not finish its last call"
 
 
-@LONG_FAULTS
 def test_cluster_leader_killed_under_idempotent_producer(client, setup_client, broker,
                                                          topic_name):
     """The partition leader SIGKILLed LEADER_KILLS times while the client's idempotent acks=all
@@ -249,7 +240,6 @@ def test_cluster_leader_killed_under_idempotent_producer(client, setup_client, b
     assert end == len(messages), f"log end {end}: records beyond the {len(messages)} acknowledged"
 
 
-@LONG_FAULTS
 def test_cluster_controller_killed(client, setup_client, broker, topic_name):
     """The controller SIGKILLed: another broker becomes controller and keeps leadership moving
     (partitions leave the dead broker; once it is back, a leader SIGKILLed after is replaced);
@@ -284,7 +274,6 @@ def test_cluster_controller_killed(client, setup_client, broker, topic_name):
             assert stored[m.value] == a, f"{m.value!r} acknowledged at {a}, stored at {stored[m.value]}"
 
 
-@LONG_FAULTS
 def test_cluster_stopped_follower_catches_up(client, setup_client, broker, topic_name):
     """A follower stopped while the client writes (the ISR shrinks to 2, acks=all still
     succeeds with min.insync.replicas=2), then started: it rejoins the ISR; made leader, it

@@ -185,7 +185,14 @@ class KafkaPythonClient(Client):
                 deadline = time.monotonic() + timeout
                 parts = None
                 while not parts and time.monotonic() < deadline:
-                    parts = consumer.partitions_for_topic(topic)
+                    try:
+                        parts = consumer.partitions_for_topic(topic)
+                    except kerr.KafkaError as exc:
+                        # kafka-python refreshes metadata from one broker it picks, a stopped
+                        # one included, and raises instead of trying another; an application
+                        # retries a retriable error, and so does this adapter.
+                        if not exc.retriable or time.monotonic() >= deadline:
+                            raise
                     if not parts:
                         time.sleep(0.1)
                 wanted = sorted(start) if start is not None else sorted(parts or ())
