@@ -347,7 +347,7 @@ class TrafkaCluster(Broker):
                  name: str = "trafka-cluster") -> None:
         super().__init__(name)
         TrafkaBroker.check_available()
-        from tests.cluster.zookeeper import ZooKeeperServer
+        from server.cluster.zookeeper_server import ZooKeeperServer
 
         reason = ZooKeeperServer.unavailable_reason()
         if reason:

@@ -1,4 +1,5 @@
-"""`trafka` command line: `trafka serve` runs the broker.
+"""`trafka` command line: `trafka serve` runs the broker; `trafka dev cluster` a ZooKeeper
+and N brokers on loopback for a try-out (server/cluster/dev.py).
 
 SIGTERM / SIGINT: stop accepting, wake waiting fetches, give in-flight requests up to
 shutdown.timeout.ms to finish, flush the logs, exit 0.
@@ -32,6 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
                        help="any broker setting, e.g. --set num.partitions=3 (repeatable)")
     serve.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING, ERROR (default INFO; env TRAFKA_LOG_LEVEL)")
+    from server.cluster import dev
+
+    dev.add_parser(sub)
     return parser
 
 
@@ -39,6 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return serve(args)
+    if args.command == "dev" and args.dev_command == "cluster":
+        from server.cluster import dev
+
+        return dev.run(args)
     return 2  # pragma: no cover - argparse enforces the subcommand
 
 

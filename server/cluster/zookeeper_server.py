@@ -1,4 +1,5 @@
-"""A real standalone ZooKeeper for tests: Debian's `zookeeper` package, one JVM per test session.
+"""A real standalone ZooKeeper from Debian's `zookeeper` package: what `trafka dev cluster`
+starts for a try-out, and what the tests start once per test session.
 
     server = ZooKeeperServer()
     server.start()                      # free loopback port, tmp data dir, waits until it serves
@@ -6,8 +7,9 @@
     server.chroot_connect_string()      # "127.0.0.1:PORT/test-<uuid>": a fresh namespace per test
     server.stop() / server.kill() / server.restart()
 
-Import-light on purpose (standard library only) so compat_tests and benchmarks can use it
-too: `from tests.cluster.zookeeper import ZooKeeperServer`.
+Import-light on purpose (standard library only, no trio): the tests, compat_tests and the
+benchmarks use it from their own processes (`from server.cluster.zookeeper_server import
+ZooKeeperServer`).
 
 The server is started the way zkServer.sh would, minus its wrapper:
 `java -cp <zookeeper.jar and its dependencies> org.apache.zookeeper.server.ZooKeeperServerMain
