@@ -199,4 +199,16 @@ class ReplicaFetcherManager:
             log.info("%s: truncating from %d to %d (leader epoch %d ends at %d)", partition.name, leo, target,
                      leader_epoch, leader_end)
             await partition.truncate_to(target)
-
+        else:
+            # The log keeps everything, but an epoch this broker led without writing a batch
+            # (its start entered the cache at the log end, KAFKA-7415) is one the leader never
+            # had: asked for it again, the leader would answer the same forever. Kafka's
+            # UnifiedLog.truncateTo trims the cache at the log end in this case too. In the
+            # event loop, not a thread: a LeaderAndIsr making this broker leader (which writes
+            # its new epoch at the log end) cannot land in between and lose its entry.
+            cache = plog.leader_epoch_cache
+            entries = cache.epoch_entries()
+            if entries and entries[-1].start_offset >= leo and not partition.is_leader:
+                log.info("%s: dropping leader epoch %d, which has no records (leader epoch %d ends at %d)",
+                         partition.name, entries[-1].epoch, leader_epoch, leader_end)
+                cache.truncate_from_end(leo)
