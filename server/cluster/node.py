@@ -205,7 +205,15 @@ class ClusterNode:
         else:
             partitions, rf, configs = cfg.get("num.partitions"), cfg.get("default.replication.factor"), {}
         if name in (OFFSETS_TOPIC, TXN_TOPIC):
-            rf = max(1, min(rf, len(self.cache.brokers)))
+            # Kafka's rule: an internal topic is not created on fewer live brokers than its
+            # replication factor (its coordinators answer COORDINATOR_NOT_AVAILABLE, which
+            # clients retry); created smaller, it would stay under-replicated for good.
+            live = len(self.cache.brokers)
+            if live < rf:
+                setting = "offsets.topic.replication.factor" if name == OFFSETS_TOPIC \
+                    else "transaction.state.log.replication.factor"
+                log.warning("not creating %s yet: %d live brokers do not meet %s=%d", name, live, setting, rf)
+                return
             if "min.insync.replicas" in configs:
                 configs["min.insync.replicas"] = str(min(int(configs["min.insync.replicas"]), rf))
         try:
