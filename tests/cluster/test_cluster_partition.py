@@ -25,7 +25,6 @@ two stopped no coordinator was left and broker 1 could not be read at all.
 
 from __future__ import annotations
 
-import os
 
 import threading
 import time
@@ -41,10 +40,7 @@ from storage.config import LogConfig
 from wire.records import iter_records
 from wire.registry import ApiKey
 
-# A long fault run (a partition of 16 s and more): with TRAFKA_LONG_TESTS=1.
-pytestmark = [pytest.mark.timeout(300),
-              pytest.mark.skipif(os.environ.get("TRAFKA_LONG_TESTS") != "1",
-                                 reason="long cluster fault run: set TRAFKA_LONG_TESTS=1")]
+pytestmark = pytest.mark.timeout(300)
 
 # The leader's followers count as out of sync only after the controller has noticed the
 # leader's session is gone (replica.lag.time.max.ms > zookeeper.session.timeout.ms, as
