@@ -32,19 +32,37 @@ pytestmark = pytest.mark.timeout(120)
 
 UNCLEAN = "unclean.leader.election.enable"
 LEADER_NOT_AVAILABLE = 5
+INVALID_REQUEST = 42
 TOPIC_RESOURCE = 2  # ConfigResource.Type
+
+
+def zk_get(zk_connect: str, path: str):
+    client = KazooClient(hosts=zk_connect)
+    client.start(timeout=10)
+    try:
+        return client.get(path)
+    finally:
+        client.stop()
+        client.close()
 
 
 def zk_state(zk_connect: str, topic: str, index: int = 0) -> dict:
     """The partition's state znode, as the controller wrote it."""
-    client = KazooClient(hosts=zk_connect)
-    client.start(timeout=10)
-    try:
-        data, _stat = client.get(f"/brokers/topics/{topic}/partitions/{index}/state")
-        return json.loads(data)
-    finally:
-        client.stop()
-        client.close()
+    return json.loads(zk_get(zk_connect, f"/brokers/topics/{topic}/partitions/{index}/state")[0])
+
+
+def alter_partition(cluster: Cluster, zk_connect: str, topic: str, leader: int, isr: list[int],
+                    recovery: int) -> int:
+    """AlterPartition v1 to the controller as the partition's leader; the partition's error."""
+    data, stat = zk_get(zk_connect, f"/brokers/topics/{topic}/partitions/0/state")
+    broker_epoch = zk_get(zk_connect, f"/brokers/ids/{leader}")[1].czxid
+    body = {"broker_id": leader, "broker_epoch": broker_epoch,
+            "topics": [{"topic_name": topic, "partitions": [
+                {"partition_index": 0, "leader_epoch": json.loads(data)["leader_epoch"], "new_isr": isr,
+                 "leader_recovery_state": recovery, "partition_epoch": stat.version}]}]}
+    answer = cluster.call(ApiKey.ALTER_PARTITION, 1, body, cluster.metadata()["controller_id"])
+    assert answer["error_code"] == 0, answer
+    return answer["topics"][0]["partitions"][0]["error_code"]
 
 
 def produce(bootstrap: str, topic: str, values: list[bytes], acks: str) -> None:
@@ -149,6 +167,8 @@ def test_a_topic_that_allows_it_elects_the_stale_replica(tmp_path, zk_connect):
         assert state["leader_recovery_state"] == 1  # RECOVERING (KIP-704)
         controller = cluster.metadata()["controller_id"]
         assert "unclean leader election of broker %d" % follower in cluster.brokers[controller].log_tail(400)
+        # The controller refuses RECOVERING with more than one ISR member (KIP-704).
+        assert alter_partition(cluster, zk_connect, "lenient", follower, [follower, controller], 1) == INVALID_REQUEST
 
         # What only the dead leader had is gone; the partition takes writes again.
         later = [b"later-%d" % i for i in range(20)]
@@ -162,6 +182,8 @@ def test_a_topic_that_allows_it_elects_the_stale_replica(tmp_path, zk_connect):
                          "the old leader back in the ISR")
         state = zk_state(zk_connect, "lenient")
         assert state["leader"] == follower and state.get("leader_recovery_state", 0) == 0
+        # ... and going back from RECOVERED to RECOVERING.
+        assert alter_partition(cluster, zk_connect, "lenient", follower, [follower], 1) == INVALID_REQUEST
         cluster.brokers[follower].stop()  # now the old leader serves what it kept
         cluster.wait_for(lambda: cluster.partition("lenient", 0, leader)["leader_id"] == leader, 20,
                          "the old leader leading")
