@@ -93,7 +93,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "segment.index.bytes": _d("10485760", "INT", "Size limit of a segment's offset index; a full index rolls the segment."),
     "segment.jitter.ms": _d("0", "LONG", "Random jitter subtracted from segment.ms; recorded only."),
     "segment.ms": _d("604800000", "LONG", "Age at which a new segment file is started even if not full."),
-    "unclean.leader.election.enable": _d("false", "BOOLEAN", "Single broker, recorded only."),
+    "unclean.leader.election.enable": _d("false", "BOOLEAN", "Cluster: elect a replica outside the ISR when no ISR member is alive (may lose data); this overrides the broker setting. A single broker records it only."),
     FSYNC_POLICY: _d("never", "STRING", "Trafka: never (page cache, Kafka's default), interval (flush.messages/flush.ms) or always (fsync before acknowledging)."),
     PREALLOCATE_BYTES: _d("33554432", "LONG", "Trafka: disk blocks kept reserved ahead of the active segment's end once it holds 1 MiB, up to as many as it holds (fallocate, file size unchanged; appends then skip per-page block reservation); 0: none. Not under trafka.fsync.policy=always."),
 }

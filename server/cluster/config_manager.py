@@ -10,6 +10,11 @@ each notice newer than the last it processed (in sequence order), re-reads the e
 config and applies it to its local logs. Notices older than 15 minutes are deleted by
 whichever broker sees them (Kafka's ZkNodeChangeNotificationListener.purgeObsoleteNotifications).
 
+The controller is told too: a notice whose topic config now enables
+`unclean.leader.election.enable` makes the active controller re-run the elections of that
+topic's offline partitions (Kafka's TopicConfigHandler → TopicUncleanLeaderElectionEnable),
+whether or not this broker hosts the topic.
+
 Re-reading rather than trusting the notice makes processing idempotent: the watch also
 fires after every reconnection, and at start a broker processes every notice still there,
 then brings each topic it hosts up to date with ZooKeeper (a change made while it was
@@ -117,6 +122,7 @@ class TopicConfigManager:
         entity_type, _, name = entity_path.partition("/")
         if entity_type == "topics" and name:
             await self._refresh(name)
+            await self._tell_controller(name)
         else:
             log.debug("config change for %s: nothing to apply here", entity_path)
 
@@ -126,6 +132,15 @@ class TopicConfigManager:
         found = await self.zk.get(zn.topic_config_path(topic))
         if found is not None:  # no znode: the topic is gone or not written yet, keep what we have
             self._apply_locally(topic, zn.decode_entity_config(found[0]))
+
+    async def _tell_controller(self, topic: str) -> None:
+        controller = self.node.controller
+        if not controller.active:
+            return
+        found = await self.zk.get(zn.topic_config_path(topic))
+        value = zn.decode_entity_config(found[0] if found else None).get("unclean.leader.election.enable", "")
+        if value.strip().lower() == "true":
+            controller.enable_topic_unclean_election(topic)
 
     def _apply_locally(self, topic: str, configs: dict[str, str]) -> None:
         meta = self.broker.topics.get(topic)

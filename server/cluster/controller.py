@@ -20,9 +20,18 @@ re-sent after a connection failure until they are answered or the broker is gone
 
 Leader election follows Kafka's strategies: for a new partition the first live replica
 leads and every live replica is in the ISR; after a leader dies, the first replica in
-assignment order that is live and in the ISR (unclean.leader.election.enable allows a live
-replica outside it, with ISR = [leader]); a dead follower leaves the ISR (never emptying
+assignment order that is live and in the ISR; a dead follower leaves the ISR (never emptying
 it); every change of leader or ISR made here bumps the leader epoch.
+
+Unclean leader election (CLUSTER.md §2.3, §4.9): when no ISR member is alive, the partition
+stays offline (leader -1) until one comes back — unless the topic's
+`unclean.leader.election.enable` (its /config/topics/<t> override, else the broker setting,
+as Kafka's LogConfig resolves it) allows the first live replica outside the ISR to lead,
+with ISR = [it]. Whatever that replica never copied is gone; the others truncate to it. The
+state znode then says RECOVERING (KIP-704) until the leader's first ISR expansion comes as
+RECOVERED. The topic setting is read from ZooKeeper only when such an election is possible,
+and turning it on for a topic re-runs the elections of its offline partitions
+(Kafka's TopicUncleanLeaderElectionEnable event, queued by the config change notices).
 """
 
 from __future__ import annotations
@@ -34,6 +43,8 @@ from dataclasses import dataclass, field
 
 import trio
 
+from storage.config import parse_value
+from storage.errors import InvalidConfig
 from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
@@ -47,6 +58,7 @@ LEADER_AND_ISR_VERSION = 4
 UPDATE_METADATA_VERSION = 7
 STOP_REPLICA_VERSION = 3
 _RESEND_BACKOFF_S = 0.1
+UNCLEAN = "unclean.leader.election.enable"
 
 
 class ControllerMoved(Exception):
@@ -163,7 +175,7 @@ class Controller:
         self._active_scope: trio.CancelScope | None = None
         self._watches: list = []
         self._topic_watches: dict[str, object] = {}
-        self.unclean = node.config.get("unclean.leader.election.enable")
+        self.unclean = node.config.get(UNCLEAN)  # the broker default; a topic's config overrides it
         # Its own connections (Kafka's ControllerChannelManager), apart from the fetchers'.
         from server.cluster.client import BrokerChannels
 
@@ -468,23 +480,56 @@ class Controller:
                 elif state.leader < 0 or not ctx.live(state.leader):
                     leader = next((r for r in replicas if ctx.live(r) and r in state.isr), None)
                     isr = [r for r in state.isr if ctx.live(r)]
-                    if leader is None and self.unclean and live:
-                        leader, isr = live[0], [live[0]]
-                        log.warning("%s-%d: unclean leader election of broker %d (may lose data)", *tp, leader)
+                    # A clean election keeps the recovery state (a RECOVERING leader may die too).
+                    recovery = state.leader_recovery_state
+                    if leader is None and live and await self._unclean_allowed(tp[0]):
+                        leader, isr, recovery = live[0], [live[0]], zn.LEADER_RECOVERING
+                        log.warning("%s-%d: unclean leader election of broker %d, outside the ISR %s: records "
+                                    "the ISR had and it lacks are lost (unclean.leader.election.enable)",
+                                    tp[0], tp[1], leader, state.isr)
                     if leader is None:
                         if state.leader != -1:
                             # Nobody to lead: record it (the ISR keeps its last members).
                             await self._write_state(tp, zn.PartitionState(-1, state.leader_epoch + 1, state.isr,
-                                                                          self.epoch))
+                                                                          self.epoch, recovery))
                             changed.append(tp)
                         log.warning("%s-%d: no live replica in the ISR %s; offline", tp[0], tp[1], state.isr)
                         continue
-                    await self._write_state(tp, zn.PartitionState(leader, state.leader_epoch + 1, isr, self.epoch))
+                    await self._write_state(tp, zn.PartitionState(leader, state.leader_epoch + 1, isr, self.epoch,
+                                                                  recovery))
                     self._send_leader_and_isr(live, [tp])
                     changed.append(tp)
             except (BadVersion, NoNode, NodeExists):
                 await self._reload_state(tp)
         return changed
+
+    async def _unclean_allowed(self, topic: str) -> bool:
+        """The topic's `unclean.leader.election.enable`: its override in /config/topics/<t>
+        if it has one, else the broker's setting (read at each election, like Kafka's
+        controller, so a change needs no cache to follow)."""
+        found = await self.zk.get(zn.topic_config_path(topic))
+        value = zn.decode_entity_config(found[0] if found else None).get(UNCLEAN)
+        if value is None:
+            return bool(self.unclean)
+        try:
+            return bool(parse_value(UNCLEAN, value))
+        except InvalidConfig:
+            log.warning("topic %s: %s=%r is not a boolean; using the broker's %s", topic, UNCLEAN, value, self.unclean)
+            return bool(self.unclean)
+
+    def enable_topic_unclean_election(self, topic: str) -> None:
+        """The topic's config now allows unclean elections (a config change notice said so):
+        its offline partitions get a leader if any replica is alive (Kafka's
+        TopicUncleanLeaderElectionEnable). Nothing happens on a broker that is not controller."""
+        if self.active:
+            self.enqueue(lambda: self._on_topic_unclean_enabled(topic))
+
+    async def _on_topic_unclean_enabled(self, topic: str) -> None:
+        if not self.active or topic not in self.ctx.assignments:
+            return
+        changed = await self._elect_offline(list(self.ctx.partitions(topic)))
+        if changed:
+            self._send_update_metadata(list(self.ctx.brokers), changed)
 
     async def _reload_state(self, tp: tuple[str, int]) -> None:
         found = await self.zk.get(zn.partition_state_path(*tp))
@@ -655,15 +700,16 @@ class Controller:
             for p in t["partitions"]:
                 index = p["partition_index"]
                 new_isr = p["new_isr"] if version < 3 else [e["broker_id"] for e in p["new_isr_with_epochs"]]
+                recovery = p.get("leader_recovery_state", zn.LEADER_RECOVERED) if version >= 1 else None
                 code, state = await self._alter_one(name, index, request["broker_id"], p["leader_epoch"],
-                                                    p["partition_epoch"], new_isr, version)
+                                                    p["partition_epoch"], new_isr, version, recovery)
                 if code == E.NONE and state is not None:
                     changed.append((name, index))
                 answer = {"partition_index": index, "error_code": code, "leader_id": -1, "leader_epoch": -1,
                           "isr": [], "leader_recovery_state": 0, "partition_epoch": -1}
                 if code == E.NONE and state is not None:
                     answer.update(leader_id=state.leader, leader_epoch=state.leader_epoch, isr=list(state.isr),
-                                  partition_epoch=state.zk_version)
+                                  partition_epoch=state.zk_version, leader_recovery_state=state.leader_recovery_state)
                 answers.append(answer)
             topics.append({"topic_name": t.get("topic_name"), "topic_id": t.get("topic_id"), "partitions": answers})
         if changed:
@@ -671,7 +717,12 @@ class Controller:
         return {"throttle_time_ms": 0, "error_code": E.NONE, "topics": topics}
 
     async def _alter_one(self, topic: str | None, index: int, leader: int, leader_epoch: int, partition_epoch: int,
-                         new_isr: list[int], version: int):
+                         new_isr: list[int], version: int, recovery: int | None = None):
+        """One partition of an AlterPartition. `recovery` is the leader recovery state the
+        leader asks for (v1+, KIP-704; None = keep): a leader elected uncleanly (RECOVERING)
+        reports RECOVERED with its first ISR expansion; RECOVERING with more than one ISR
+        member, or going back from RECOVERED to RECOVERING, is refused (Kafka's
+        KafkaController.processAlterPartition)."""
         ctx = self.ctx
         if topic is None:
             return E.UNKNOWN_TOPIC_ID, None
@@ -682,7 +733,14 @@ class Controller:
             return E.NOT_CONTROLLER, None
         if leader_epoch < state.leader_epoch:
             return E.FENCED_LEADER_EPOCH, None
-        if sorted(new_isr) == sorted(state.isr):
+        if recovery is None:
+            recovery = state.leader_recovery_state
+        if recovery == zn.LEADER_RECOVERING and (len(new_isr) > 1 or state.leader_recovery_state
+                                                 == zn.LEADER_RECOVERED):
+            log.warning("controller: %s-%d: AlterPartition asks for RECOVERING with ISR %s (now %s); refused",
+                        topic, index, new_isr, "RECOVERING" if state.leader_recovery_state else "RECOVERED")
+            return E.INVALID_REQUEST, None
+        if sorted(new_isr) == sorted(state.isr) and recovery == state.leader_recovery_state:
             return E.NONE, state  # already so (KAFKA-14144)
         if partition_epoch < state.zk_version:
             return E.INVALID_UPDATE_VERSION, None
@@ -690,11 +748,13 @@ class Controller:
             return (E.INELIGIBLE_REPLICA if version >= 2 else E.OPERATION_NOT_ATTEMPTED), None
         try:
             new = await self._write_state((topic, index), zn.PartitionState(state.leader, state.leader_epoch,
-                                                                           list(new_isr), self.epoch))
+                                                                           list(new_isr), self.epoch, recovery))
         except BadVersion:
             await self._reload_state((topic, index))
             return E.INVALID_UPDATE_VERSION, None
         log.info("controller: %s-%d ISR %s -> %s", topic, index, state.isr, new.isr)
+        if new.leader_recovery_state != state.leader_recovery_state:
+            log.info("controller: %s-%d leader recovered (KIP-704)", topic, index)
         return E.NONE, new
 
     # ------------------------------------------------------------------ ControlledShutdown

@@ -27,7 +27,8 @@ def test_notices_are_followed_in_order_and_old_ones_purged(tmp_path, zk_connect)
         async with ZooKeeperClient() as zk:
             await zk.start(zk_connect, SESSION_MS)
             await zk.ensure_persistent_paths()
-            node = SimpleNamespace(zk=zk, broker=SimpleNamespace(topics=TopicRegistry(tmp_path)))
+            node = SimpleNamespace(zk=zk, broker=SimpleNamespace(topics=TopicRegistry(tmp_path)),
+                                   controller=SimpleNamespace(active=False))
             manager = TopicConfigManager(node)
             processed: list[str] = []
             original = manager._process
