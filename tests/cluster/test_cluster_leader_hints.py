@@ -38,8 +38,12 @@ def fetch(cluster: Cluster, node: int, version: int, topic_id, leader_epoch: int
 def test_followers_and_bystanders_point_at_the_leader(tmp_path, zk_connect):
     with Cluster(tmp_path, zk_connect, 3) as cluster:
         assert cluster.create_topic("hints", 1, 2)["error_code"] == 0
-        info = cluster.wait_for(lambda: (lambda p: p if p and len(p["isr_nodes"]) == 2 else None)(
-            cluster.partition("hints", 0)), 20, "a full ISR")
+        # Every broker's view, the bystander's included: UpdateMetadata reaches them one by one.
+        views = cluster.wait_for(lambda: (lambda ps: ps if all(p and len(p["isr_nodes"]) == 2 for p in ps)
+                                          and len({(p["leader_id"], p["leader_epoch"]) for p in ps}) == 1
+                                          else None)([cluster.partition("hints", 0, n) for n in (1, 2, 3)]),
+                                 20, "a full ISR known to every broker")
+        info = views[0]
         leader, epoch = info["leader_id"], info["leader_epoch"]
         follower = next(r for r in info["replica_nodes"] if r != leader)
         bystander = next(n for n in (1, 2, 3) if n not in info["replica_nodes"])
