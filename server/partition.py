@@ -265,27 +265,42 @@ class Partition:
             self.wake()
 
     async def append_as_follower(self, records: bytearray, record_count: int | None = None) -> None:
-        """Copy the leader's batches as they are (offsets, epochs); producer state follows."""
+        """Copy the leader's batches as they are (offsets, epochs); producer state follows.
+        As in `append_records`, an uncontended append without fsync takes no lock: nothing
+        awaits between the write and the producer state, and the lock's two scheduler
+        passes would sit on every acks=all round trip (the leader waits for this append's
+        confirmation, the follower's next fetch)."""
         headers = list(iter_headers(records, check_crc=False))
-        async with self.lock:
-            start = self.log.log_end_offset
-            if self.log.config.flush_policy == "always":
-                await trio.to_thread.run_sync(self.log.append_as_follower, records, record_count)
-            else:
-                self.log.append_as_follower(records, record_count)
-            for _pos, header in headers:
-                if header.producer_id < 0 or header.base_offset < start:
-                    continue
-                if header.is_control:
-                    marker = read_txn_marker(bytes(records[_pos:_pos + header.size]))
-                    if marker is not None:
-                        self._complete_txn(header.producer_id, header.producer_epoch,
-                                           marker[0] == ControlType.COMMIT, marker[1], header.base_offset)
-                    continue
-                self.producers.record(header, header.base_offset)
-            if self.producers.ongoing:
-                self.log.first_unstable_offset = self.producers.first_unstable
+        always = self.log.config.flush_policy == "always"
+        if not always and not self.lock.locked():
+            self._append_as_follower_locked(records, headers, record_count, None)
+        else:
+            async with self.lock:
+                start = self.log.log_end_offset
+                if always:
+                    await trio.to_thread.run_sync(self.log.append_as_follower, records, record_count)
+                self._append_as_follower_locked(records, headers, record_count, start)
         self.wake()
+
+    def _append_as_follower_locked(self, records: bytearray, headers: list, record_count: int | None,
+                                   written_from: int | None) -> None:
+        """The log write (unless done already: `written_from` is then where it began) and
+        the producer state of its batches."""
+        if written_from is None:
+            written_from = self.log.log_end_offset
+            self.log.append_as_follower(records, record_count)
+        for _pos, header in headers:
+            if header.producer_id < 0 or header.base_offset < written_from:
+                continue
+            if header.is_control:
+                marker = read_txn_marker(bytes(records[_pos:_pos + header.size]))
+                if marker is not None:
+                    self._complete_txn(header.producer_id, header.producer_epoch,
+                                       marker[0] == ControlType.COMMIT, marker[1], header.base_offset)
+                continue
+            self.producers.record(header, header.base_offset)
+        if self.producers.ongoing:
+            self.log.first_unstable_offset = self.producers.first_unstable
 
     async def truncate_to(self, offset: int) -> None:
         """A follower cuts a divergent tail (leader-epoch truncation). Producer state is
