@@ -19,7 +19,12 @@ How this works:
 - `append_records` checks and records idempotent-producer state *inside* the append, under
   the partition's lock: a retried batch arriving on another connection while the first
   copy is still being written (and fsynced) finds it recorded and gets its offsets back.
-- Fetches wait on `waiters`: an append wakes them.
+- Fetches wait on `waiters`: an append wakes them. A follower's fetch (on a leader) waits on
+  `replica_waiters` instead, as it reads to the log end offset, not the high watermark: an
+  append that does not move the high watermark (followers still to confirm it) wakes only
+  those, and a high watermark moved by a follower's fetch wakes only `waiters` (consumers,
+  acks=all produces) — Kafka's delayed fetch of a follower is not completed by the high
+  watermark either. Anything else (leadership, deletion, shutdown) wakes both.
 """
 
 from __future__ import annotations
@@ -60,7 +65,7 @@ class Partition:
     __slots__ = ("topic", "index", "topic_id", "log", "leader_epoch", "leader_id", "replicas", "isr",
                  "high_watermark", "producers", "waiters", "lock", "name", "verification", "node_id",
                  "partition_epoch", "followers", "pending_isr", "leader_epoch_start_offset", "on_isr_change",
-                 "min_isr_default")
+                 "min_isr_default", "replica_waiters")
 
     def __init__(self, topic: str, index: int, topic_id: uuid.UUID, plog: PartitionLog, *, node_id: int,
                  producer_ids: ProducerIdManager, replicas: list[int] | None = None, verification: bool = True) -> None:
@@ -80,6 +85,7 @@ class Partition:
         # transaction.partition.verification.enable (KIP-890 part 1)
         self.verification = verification
         self.waiters: set[trio.Event] = set()
+        self.replica_waiters: set[trio.Event] = set()  # followers' fetches parked here (a leader)
         self.lock = trio.Lock()
         self.high_watermark = plog.log_end_offset
         # Replication (a cluster): empty on a single broker, where HW = LEO after every append.
@@ -212,7 +218,7 @@ class Partition:
                 and fetch_offset >= self.leader_epoch_start_offset and self.on_isr_change is not None):
             self.propose_isr(self.isr + [replica_id])
         if self.maybe_advance_high_watermark():
-            self.wake()
+            self.wake_high_watermark()
 
     async def await_replicated(self, required: int, timeout_s: float) -> ErrorCode:
         """Wait until the high watermark reaches `required` (acks=all for the broker's own
@@ -360,8 +366,10 @@ class Partition:
                 else:
                     outcome = self._append_locked(records, headers, record_count, from_client)
         if not outcome.duplicate:
-            self.maybe_advance_high_watermark()
-            self.wake()
+            if self.maybe_advance_high_watermark():
+                self.wake()
+            else:  # followers still to confirm it: only their fetches have anything new
+                self.wake_replicas()
         return outcome
 
     def _check_producers(self, headers: list[tuple[int, BatchHeader]]) -> AppendOutcome | None:
@@ -455,9 +463,22 @@ class Partition:
 
     # ---- waiting readers ------------------------------------------------------------
     def wake(self) -> None:
+        self.wake_high_watermark()
+        self.wake_replicas()
+
+    def wake_high_watermark(self) -> None:
+        """The high watermark moved (nothing else): consumers and acks=all waits."""
         waiters = self.waiters
         if waiters:
             self.waiters = set()
+            for event in waiters:
+                event.set()
+
+    def wake_replicas(self) -> None:
+        """The log end offset moved: followers' fetches parked on this leader."""
+        waiters = self.replica_waiters
+        if waiters:
+            self.replica_waiters = set()
             for event in waiters:
                 event.set()
 
