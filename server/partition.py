@@ -19,7 +19,12 @@ How this works:
 - `append_records` checks and records idempotent-producer state *inside* the append, under
   the partition's lock: a retried batch arriving on another connection while the first
   copy is still being written (and fsynced) finds it recorded and gets its offsets back.
-- Fetches wait on `waiters`: an append wakes them.
+- Fetches wait on `waiters`: an append wakes them. A follower's fetch (on a leader) waits on
+  `replica_waiters` instead, as it reads to the log end offset, not the high watermark: an
+  append that does not move the high watermark (followers still to confirm it) wakes only
+  those, and a high watermark moved by a follower's fetch wakes only `waiters` (consumers,
+  acks=all produces) — Kafka's delayed fetch of a follower is not completed by the high
+  watermark either. Anything else (leadership, deletion, shutdown) wakes both.
 """
 
 from __future__ import annotations
@@ -60,7 +65,7 @@ class Partition:
     __slots__ = ("topic", "index", "topic_id", "log", "leader_epoch", "leader_id", "replicas", "isr",
                  "high_watermark", "producers", "waiters", "lock", "name", "verification", "node_id",
                  "partition_epoch", "followers", "pending_isr", "leader_epoch_start_offset", "on_isr_change",
-                 "min_isr_default")
+                 "min_isr_default", "replica_waiters")
 
     def __init__(self, topic: str, index: int, topic_id: uuid.UUID, plog: PartitionLog, *, node_id: int,
                  producer_ids: ProducerIdManager, replicas: list[int] | None = None, verification: bool = True) -> None:
@@ -80,6 +85,7 @@ class Partition:
         # transaction.partition.verification.enable (KIP-890 part 1)
         self.verification = verification
         self.waiters: set[trio.Event] = set()
+        self.replica_waiters: set[trio.Event] = set()  # followers' fetches parked here (a leader)
         self.lock = trio.Lock()
         self.high_watermark = plog.log_end_offset
         # Replication (a cluster): empty on a single broker, where HW = LEO after every append.
@@ -212,7 +218,7 @@ class Partition:
                 and fetch_offset >= self.leader_epoch_start_offset and self.on_isr_change is not None):
             self.propose_isr(self.isr + [replica_id])
         if self.maybe_advance_high_watermark():
-            self.wake()
+            self.wake_high_watermark()
 
     async def await_replicated(self, required: int, timeout_s: float) -> ErrorCode:
         """Wait until the high watermark reaches `required` (acks=all for the broker's own
@@ -265,27 +271,42 @@ class Partition:
             self.wake()
 
     async def append_as_follower(self, records: bytearray, record_count: int | None = None) -> None:
-        """Copy the leader's batches as they are (offsets, epochs); producer state follows."""
+        """Copy the leader's batches as they are (offsets, epochs); producer state follows.
+        As in `append_records`, an uncontended append without fsync takes no lock: nothing
+        awaits between the write and the producer state, and the lock's two scheduler
+        passes would sit on every acks=all round trip (the leader waits for this append's
+        confirmation, the follower's next fetch)."""
         headers = list(iter_headers(records, check_crc=False))
-        async with self.lock:
-            start = self.log.log_end_offset
-            if self.log.config.flush_policy == "always":
-                await trio.to_thread.run_sync(self.log.append_as_follower, records, record_count)
-            else:
-                self.log.append_as_follower(records, record_count)
-            for _pos, header in headers:
-                if header.producer_id < 0 or header.base_offset < start:
-                    continue
-                if header.is_control:
-                    marker = read_txn_marker(bytes(records[_pos:_pos + header.size]))
-                    if marker is not None:
-                        self._complete_txn(header.producer_id, header.producer_epoch,
-                                           marker[0] == ControlType.COMMIT, marker[1], header.base_offset)
-                    continue
-                self.producers.record(header, header.base_offset)
-            if self.producers.ongoing:
-                self.log.first_unstable_offset = self.producers.first_unstable
+        always = self.log.config.flush_policy == "always"
+        if not always and not self.lock.locked():
+            self._append_as_follower_locked(records, headers, record_count, None)
+        else:
+            async with self.lock:
+                start = self.log.log_end_offset
+                if always:
+                    await trio.to_thread.run_sync(self.log.append_as_follower, records, record_count)
+                self._append_as_follower_locked(records, headers, record_count, start)
         self.wake()
+
+    def _append_as_follower_locked(self, records: bytearray, headers: list, record_count: int | None,
+                                   written_from: int | None) -> None:
+        """The log write (unless done already: `written_from` is then where it began) and
+        the producer state of its batches."""
+        if written_from is None:
+            written_from = self.log.log_end_offset
+            self.log.append_as_follower(records, record_count)
+        for _pos, header in headers:
+            if header.producer_id < 0 or header.base_offset < written_from:
+                continue
+            if header.is_control:
+                marker = read_txn_marker(bytes(records[_pos:_pos + header.size]))
+                if marker is not None:
+                    self._complete_txn(header.producer_id, header.producer_epoch,
+                                       marker[0] == ControlType.COMMIT, marker[1], header.base_offset)
+                continue
+            self.producers.record(header, header.base_offset)
+        if self.producers.ongoing:
+            self.log.first_unstable_offset = self.producers.first_unstable
 
     async def truncate_to(self, offset: int) -> None:
         """A follower cuts a divergent tail (leader-epoch truncation). Producer state is
@@ -345,8 +366,10 @@ class Partition:
                 else:
                     outcome = self._append_locked(records, headers, record_count, from_client)
         if not outcome.duplicate:
-            self.maybe_advance_high_watermark()
-            self.wake()
+            if self.maybe_advance_high_watermark():
+                self.wake()
+            else:  # followers still to confirm it: only their fetches have anything new
+                self.wake_replicas()
         return outcome
 
     def _check_producers(self, headers: list[tuple[int, BatchHeader]]) -> AppendOutcome | None:
@@ -440,9 +463,22 @@ class Partition:
 
     # ---- waiting readers ------------------------------------------------------------
     def wake(self) -> None:
+        self.wake_high_watermark()
+        self.wake_replicas()
+
+    def wake_high_watermark(self) -> None:
+        """The high watermark moved (nothing else): consumers and acks=all waits."""
         waiters = self.waiters
         if waiters:
             self.waiters = set()
+            for event in waiters:
+                event.set()
+
+    def wake_replicas(self) -> None:
+        """The log end offset moved: followers' fetches parked on this leader."""
+        waiters = self.replica_waiters
+        if waiters:
+            self.replica_waiters = set()
             for event in waiters:
                 event.set()
 

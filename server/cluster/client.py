@@ -35,7 +35,7 @@ import logging
 import socket
 import struct
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import trio
 
@@ -112,6 +112,7 @@ class _InFlight:
     api_version: int
     result: Any = _PENDING  # the decoded body, or the exception to raise
     abandoned: bool = False  # the caller gave up (cancelled): the answer is read and dropped
+    decode: Callable[[bytearray], Any] | None = None  # the caller's decoder (`request(decode=...)`)
 
 
 @dataclass(eq=False)
@@ -184,20 +185,27 @@ class BrokerClient:
         if scope.cancelled_caught:
             raise ConnectionFailed(f"{self}: no connection within {self.connect_timeout_s} s")
 
-    async def request(self, api_key: int, version: int, body: dict[str, Any],
-                      timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> dict[str, Any]:
+    async def request(self, api_key: int, version: int, body: dict[str, Any] | None,
+                      timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S, *,
+                      encode: Callable[[int], bytes] | None = None,
+                      decode: Callable[[bytearray], Any] | None = None) -> Any:
         """Send one request and return the decoded response body.
 
         Raises RequestTimedOut (nothing within `timeout_s`, connecting included),
         ConnectionFailed, ConnectionLost or ClientClosed; an error *inside* the response
         (error_code fields) is the caller's to read. The request must expect an answer
         (not a Produce with acks=0).
+
+        A caller with a codec of its own (the replica fetcher's Fetch,
+        server/cluster/fetch_codec.py) passes `encode` (correlation id -> the whole frame,
+        size prefix included; `body` is then unused) and `decode` (the response frame
+        after its size prefix -> what this returns; ProtocolError if it does not decode).
         """
         entry: _InFlight | None = None
         conn: _Connection | None = None
         with trio.move_on_after(timeout_s):
             conn = await self._connection()
-            entry = await self._send(conn, api_key, version, body)
+            entry = await self._send(conn, api_key, version, body, encode, decode)
             try:
                 return await self._wait(conn, entry)
             except BaseException:
@@ -239,7 +247,7 @@ class BrokerClient:
             raise ClientClosed(f"{self} closed")
         conn = self._conn
         if conn is not None and conn.broken is None:
-            if conn.in_flight or not _peer_closed(conn.stream.socket):
+            if conn.in_flight or not _peer_closed(conn):
                 return conn
             # Closed while idle (the peer restarted, or its idle timeout): this request was
             # not sent, so a new connection carries it rather than failing it.
@@ -287,14 +295,21 @@ class BrokerClient:
                                   f"{response['error_code']}", code)
         self.api_versions = {k["api_key"]: (k["min_version"], k["max_version"]) for k in response["api_keys"]}
 
-    async def _send(self, conn: _Connection, api_key: int, version: int, body: dict[str, Any]) -> _InFlight:
+    async def _send(self, conn: _Connection, api_key: int, version: int, body: dict[str, Any] | None,
+                    encode: Callable[[int], bytes] | None = None,
+                    decode: Callable[[bytearray], Any] | None = None) -> _InFlight:
         """Write one request frame and register it as in flight (atomically, in order)."""
-        async with conn.send_lock:
+        lock = conn.send_lock
+        await _acquire(lock)
+        try:
             if conn.broken is not None:
                 raise conn.broken
             correlation_id = next(self._correlation_ids) & 0x7FFFFFFF
-            frame = encode_request(api_key, version, correlation_id, body, client_id=self.client_id)
-            entry = _InFlight(correlation_id, api_key, version)
+            if encode is not None:
+                frame = encode(correlation_id)
+            else:
+                frame = encode_request(api_key, version, correlation_id, body, client_id=self.client_id)
+            entry = _InFlight(correlation_id, api_key, version, decode=decode)
             conn.in_flight.append(entry)
             try:
                 await conn.stream.send_all(frame)
@@ -304,11 +319,15 @@ class BrokerClient:
                     raise conn.broken from exc
                 raise
             return entry
+        finally:
+            lock.release()
 
     async def _wait(self, conn: _Connection, entry: _InFlight) -> dict[str, Any]:
         """Read frames in turn with the other waiters until `entry` has its answer."""
+        lock = conn.receive_lock
         while entry.result is _PENDING:
-            async with conn.receive_lock:
+            await _acquire(lock)
+            try:
                 if entry.result is not _PENDING:
                     break
                 if conn.broken is not None:  # pragma: no cover - fail() settles every entry
@@ -327,10 +346,15 @@ class BrokerClient:
                 if head.abandoned:
                     continue
                 try:
-                    _cid, head.result = decode_response(head.api_key, head.api_version, frame)
+                    if head.decode is not None:
+                        head.result = head.decode(frame)
+                    else:
+                        _cid, head.result = decode_response(head.api_key, head.api_version, frame)
                 except ProtocolError as exc:
                     conn.in_flight.appendleft(head)
                     conn.fail(ConnectionLost(f"{self}: bad {_api_name(head.api_key)} response: {exc}"))
+            finally:
+                lock.release()
         if isinstance(entry.result, BaseException):
             raise entry.result
         return entry.result
@@ -360,24 +384,39 @@ class BrokerClient:
             buffer += data
 
 
-def _peer_closed(sock: trio.socket.SocketType) -> bool:
+def _peer_closed(conn: _Connection) -> bool:
     """True if the peer has closed (or reset) an idle connection, without blocking.
 
-    A trio socket always waits when nothing is readable, so this peeks through a stdlib
-    duplicate of the descriptor with MSG_DONTWAIT (no data: open; b"": closed).
+    A trio socket always waits when nothing is readable, so this peeks with MSG_DONTWAIT
+    on the stdlib socket trio wraps (one recv: this runs before every request on an idle
+    connection — each replica fetch — where a dup, a new socket object and a close used to
+    cost four system calls). No data: open; b"": closed.
     """
+    sock = conn.stream.socket
+    raw = getattr(sock, "_sock", None)  # trio's SocketType wraps a stdlib socket
     try:
+        if raw is not None:
+            return raw.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
         dup = socket.fromfd(sock.fileno(), sock.family, sock.type)
-    except OSError:
-        return True
-    try:
-        return dup.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        try:
+            return dup.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        finally:
+            dup.close()
     except (BlockingIOError, InterruptedError):
         return False
     except OSError:
         return True
-    finally:
-        dup.close()
+
+
+async def _acquire(lock: trio.Lock) -> None:
+    """Take `lock`, without a pass through the scheduler when it is free and nobody waits
+    (trio's `acquire` always yields once: two passes per request on the replica fetch
+    path, which is every acks=all round trip). Fairness is kept: `acquire_nowait` refuses
+    while others wait."""
+    try:
+        lock.acquire_nowait()
+    except trio.WouldBlock:
+        await lock.acquire()
 
 
 def _api_name(api_key: int) -> str:

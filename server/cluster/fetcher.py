@@ -10,11 +10,19 @@ or a `diverging_epoch`: the local log has a tail the leader does not, and the fo
 truncates to where the two agree (leader-epoch truncation, KIP-101/KIP-279/KIP-320) before
 fetching again — no divergent tail survives. The follower's high watermark is the leader's,
 capped at its own log end.
+
+This loop is half of every acks=all round trip (leader append -> this fetch's answer ->
+append here -> the next fetch, which confirms the new log end offset to the leader), so it
+does no more than it must: the request and the response go through the fetcher's own
+Fetch v12 codec (server/cluster/fetch_codec.py), the records are copied once (out of the
+response frame into the appended buffer), and the next fetch is sent as soon as the answer
+is applied.
 """
 
 from __future__ import annotations
 
 import logging
+import struct
 
 import trio
 
@@ -22,32 +30,39 @@ from wire.errors import ErrorCode
 from wire.records import peek_batch_size
 from wire.registry import ApiKey
 
+from server.cluster.fetch_codec import VERSION as FETCH_VERSION
+from server.cluster.fetch_codec import FetchedPartition, ReplicaFetchRequest, decode_fetch_response
+
 log = logging.getLogger("trafka.fetcher")
 E = ErrorCode
-FETCH_VERSION = 12
+_BASE = struct.Struct(">q")
+_LAST_DELTA = struct.Struct(">i")
 
 
-def whole_batches(records: bytes, start_offset: int) -> bytes:
-    """The complete batches of a fetch answer, without those wholly before `start_offset`."""
+def whole_batches(records, start_offset: int) -> bytearray:
+    """The complete batches of a fetch answer, without those wholly before `start_offset`,
+    as one bytearray: the one copy the follower makes (out of the response frame, into
+    what it appends). `records` is any buffer (the answer's view of the frame)."""
     if not records:
-        return b""
+        return bytearray()
+    mv = memoryview(records)
+    total = len(mv)
     pos = 0
     begin = None
     end = 0
-    mv = memoryview(records)
     while True:
         size = peek_batch_size(mv, pos)
-        if size is None or pos + size > len(records):
+        if size is None or pos + size > total:
             break
-        base = int.from_bytes(mv[pos:pos + 8], "big", signed=True)
-        last_delta = int.from_bytes(mv[pos + 23:pos + 27], "big", signed=True)
-        if base + last_delta >= start_offset and begin is None:
-            begin = pos
+        if begin is None:
+            base, last_delta = _BASE.unpack_from(mv, pos)[0], _LAST_DELTA.unpack_from(mv, pos + 23)[0]
+            if base + last_delta >= start_offset:
+                begin = pos
         pos += size
         end = pos
     if begin is None:
-        return b""
-    return bytes(mv[begin:end])
+        return bytearray()
+    return bytearray(mv[begin:end])
 
 
 class ReplicaFetcherManager:
@@ -57,6 +72,7 @@ class ReplicaFetcherManager:
         self._tasks: dict[int, trio.CancelScope] = {}
         self._changed = trio.Event()
         self._wake: dict[int, trio.Event] = {}
+        self._encoders: dict[str, ReplicaFetchRequest] = {}  # by client id
         cfg = node.config
         self.wait_ms = cfg.get("replica.fetch.wait.max.ms")
         self.max_bytes = cfg.get("replica.fetch.max.bytes")
@@ -105,6 +121,7 @@ class ReplicaFetcherManager:
 
     async def _fetch_loop(self, leader: int, scope: trio.CancelScope) -> None:
         node = self.node
+        timeout_s = self.wait_ms / 1000 + 30
         with scope:
             while self.by_leader.get(leader):
                 partitions = [p for p in self.by_leader.get(leader, ()) if p.leader_id == leader]
@@ -114,70 +131,91 @@ class ReplicaFetcherManager:
                 if not node.cache.alive(leader):
                     await self._sleep(leader, self.backoff_s)
                     continue
-                body = self._request(partitions)
                 try:
                     client = node.channels.client(leader)
-                    answer = await client.request(ApiKey.FETCH, FETCH_VERSION, body, self.wait_ms / 1000 + 30)
+                    encoder = self._encoder(client.client_id)
+                    topics = self._topics(partitions)
+                    error_code, answer = await client.request(
+                        ApiKey.FETCH, FETCH_VERSION, None, timeout_s,
+                        encode=lambda correlation_id: encoder.encode(correlation_id, topics),
+                        decode=decode_fetch_response)
                 except Exception as exc:
                     log.info("fetch from broker %d failed: %r; retrying in %.1fs", leader, exc, self.backoff_s)
                     await self._sleep(leader, self.backoff_s)
                     continue
-                if answer.get("error_code", 0) != E.NONE:
-                    log.info("fetch from broker %d: %s", leader, ErrorCode(answer["error_code"]).name)
+                if error_code != E.NONE:
+                    log.info("fetch from broker %d: %s", leader, ErrorCode(error_code).name)
                     await self._sleep(leader, self.backoff_s)
                     continue
-                by_name = {(p.topic, p.index): p for p in partitions}
                 backoff = False
-                for topic in answer["responses"]:
-                    for part in topic["partitions"]:
-                        partition = by_name.get((topic["topic"], part["partition_index"]))
-                        if partition is None or partition.leader_id != leader:
-                            continue
-                        try:
-                            if not await self._process(partition, part):
-                                backoff = True
-                        except Exception:
-                            log.exception("%s: applying the fetch from broker %d failed", partition.name, leader)
+                if len(partitions) == 1:
+                    by_name = None
+                    only = partitions[0]
+                else:
+                    by_name = {(p.topic, p.index): p for p in partitions}
+                for part in answer:
+                    if by_name is None:
+                        partition = only if part.topic == only.topic and part.partition_index == only.index else None
+                    else:
+                        partition = by_name.get((part.topic, part.partition_index))
+                    if partition is None or partition.leader_id != leader:
+                        continue
+                    try:
+                        if not await self._process(partition, part):
                             backoff = True
+                    except Exception:
+                        log.exception("%s: applying the fetch from broker %d failed", partition.name, leader)
+                        backoff = True
+                # The next fetch goes out at once: it is what tells the leader this
+                # follower has what it just appended (and completes acks=all produces).
                 if backoff:
                     await self._sleep(leader, self.backoff_s)
 
-    def _request(self, partitions: list) -> dict:
-        by_topic: dict[str, list[dict]] = {}
+    def _encoder(self, client_id: str) -> ReplicaFetchRequest:
+        encoder = self._encoders.get(client_id)
+        if encoder is None:
+            encoder = self._encoders[client_id] = ReplicaFetchRequest(
+                client_id, self.node.node_id, self.wait_ms, 1, 10 * 1024 * 1024)
+        return encoder
+
+    def _topics(self, partitions: list) -> list[tuple[str, list[tuple]]]:
+        """What the Fetch asks, per topic: (partition, current_leader_epoch, fetch_offset =
+        the local log end offset, last_fetched_epoch, log_start_offset, partition_max_bytes)."""
+        by_topic: dict[str, list[tuple]] = {}
+        max_bytes = self.max_bytes
         for p in partitions:
             plog = p.log
             last_epoch = plog.leader_epoch_cache.latest_epoch
-            by_topic.setdefault(p.topic, []).append({
-                "partition": p.index, "current_leader_epoch": p.leader_epoch, "fetch_offset": plog.log_end_offset,
-                "last_fetched_epoch": -1 if last_epoch is None else last_epoch,
-                "log_start_offset": plog.log_start_offset, "partition_max_bytes": self.max_bytes})
-        return {"cluster_id": None, "replica_id": self.node.node_id, "max_wait_ms": self.wait_ms, "min_bytes": 1,
-                "max_bytes": 10 * 1024 * 1024, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-                "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
-                "forgotten_topics_data": [], "rack_id": ""}
+            entry = (p.index, p.leader_epoch, plog.log_end_offset, -1 if last_epoch is None else last_epoch,
+                     plog.log_start_offset, max_bytes)
+            parts = by_topic.get(p.topic)
+            if parts is None:
+                by_topic[p.topic] = [entry]
+            else:
+                parts.append(entry)
+        return list(by_topic.items())
 
-    async def _process(self, partition, part: dict) -> bool:
+    async def _process(self, partition, part: FetchedPartition) -> bool:
         """Apply one partition's answer; False asks for a back-off."""
-        code = part["error_code"]
+        code = part.error_code
         if code != E.NONE:
             if code == E.OFFSET_OUT_OF_RANGE:
                 log.warning("%s: fetch offset %d out of range at the leader (log start %d)", partition.name,
-                            partition.log.log_end_offset, part.get("log_start_offset", -1))
+                            partition.log.log_end_offset, part.log_start_offset)
             else:
                 log.info("%s: fetch from leader %d: %s", partition.name, partition.leader_id, ErrorCode(code).name)
             return False
-        diverging = part.get("diverging_epoch") or {}
-        if diverging.get("epoch", -1) >= 0:
-            await self._truncate(partition, diverging["epoch"], diverging["end_offset"])
+        if part.diverging_epoch >= 0:
+            await self._truncate(partition, part.diverging_epoch, part.diverging_end_offset)
             return True
-        records = part.get("records") or b""
-        if records:
-            data = whole_batches(bytes(records), partition.log.log_end_offset)
-            if data:
-                await partition.append_as_follower(bytearray(data))
-        partition.set_follower_high_watermark(part["high_watermark"])
-        leader_start = part.get("log_start_offset", -1)
         plog = partition.log
+        records = part.records
+        if records:
+            data = whole_batches(records, plog.log_end_offset)
+            if data:
+                await partition.append_as_follower(data)
+        partition.set_follower_high_watermark(part.high_watermark)
+        leader_start = part.log_start_offset
         if leader_start > plog.log_start_offset and leader_start <= plog.log_end_offset:
             # DeleteRecords or retention at the leader: followers follow (Kafka's
             # maybeIncrementLogStartOffset on the follower).

@@ -20,7 +20,8 @@ decoded. Rules kept here:
   clients to keep sending full fetches; a request naming a session we never gave gets
   FETCH_SESSION_ID_NOT_FOUND.
 The wait is woken by produce (`Broker.wait_for_data`), so a waiting consumer sees a new
-message at once instead of at the end of its max_wait.
+message at once instead of at the end of its max_wait; a follower's wait by an append only
+(`Partition.replica_waiters`), not by the high watermark its peers' fetches move.
 
 Followers (a cluster): a Fetch with a replica id (v0-14 top level, v15+ replica_state) is a
 follower copying the leader. It reads up to the log end offset, not the high watermark;
@@ -138,6 +139,23 @@ def _diverging(partition, part: dict) -> dict | None:
     if epoch < 0 or epoch < last_epoch or end < part["fetch_offset"]:
         return {"epoch": epoch, "end_offset": end}
     return None
+
+
+async def _wait_for_appends(broker, partitions: list, timeout_s: float) -> None:
+    """A follower's fetch waits for the log end offset to move (`Partition.replica_waiters`),
+    not the high watermark: a high watermark moved by the other followers' fetches has nothing
+    for it (`Broker.wait_for_data` otherwise)."""
+    if timeout_s <= 0 or broker.shutting_down:
+        return
+    event = trio.Event()
+    for partition in partitions:
+        partition.replica_waiters.add(event)
+    try:
+        with trio.move_on_after(timeout_s):
+            await event.wait()
+    finally:
+        for partition in partitions:
+            partition.replica_waiters.discard(event)
 
 
 def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[dict]]], max_bytes: int,
@@ -272,7 +290,10 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                               if key in broker.partitions]
             if not waiting_on:
                 break
-            await broker.wait_for_data(waiting_on, remaining)
+            if replica_id >= 0:
+                await _wait_for_appends(broker, waiting_on, remaining)
+            else:
+                await broker.wait_for_data(waiting_on, remaining)
         regions.hand_over()  # the body holds them; the server sends and releases them
         answer = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
         if errors and broker.cluster is not None and ctx.api_version >= leader_hints.FETCH_MIN_VERSION:
