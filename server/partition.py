@@ -323,6 +323,17 @@ class Partition:
             if self.high_watermark > self.log.log_end_offset:
                 self.high_watermark = self.log.log_end_offset
 
+    async def truncate_fully_and_start_at(self, offset: int) -> None:
+        """A follower whose log end is below its leader's log start starts over there
+        (Kafka's truncateFullyAndStartAt): every batch, snapshot and producer state goes."""
+        async with self.lock:
+            await trio.to_thread.run_sync(self.log.truncate_fully_and_start_at, offset)
+            for stale in list_snapshots(self.log.directory):
+                snapshot_path(self.log.directory, stale).unlink(missing_ok=True)
+            self.producers.clear()
+            self.load_producer_state()
+            self.high_watermark = offset
+
     # ---- leadership -----------------------------------------------------------------
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
         """KIP-320: a client names the epoch it believes current; -1 means "not checked"."""

@@ -1041,6 +1041,16 @@ class PartitionLog:
             self._arm()
             log.info("%s: truncated to offset %d (log end offset %d)", self.name, offset, new_end)
 
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Kafka's truncateFullyAndStartAt: drop every batch and restart empty at ``offset``.
+
+        A follower whose log end fell below its leader's log start (retention or
+        DeleteRecords ran at the leader while it was away) can copy nothing it lacks: it
+        starts over at the leader's log start."""
+        with self.cleaner_lock, self._lock:
+            self._check_open()
+            self._truncate_fully(offset)
+
     def _truncate_fully(self, offset: int) -> None:
         now_ms = _now_ms()
         for segment in self._segments:

@@ -200,8 +200,17 @@ class ReplicaFetcherManager:
         code = part.error_code
         if code != E.NONE:
             if code == E.OFFSET_OUT_OF_RANGE:
+                leo = partition.log.log_end_offset
+                if part.log_start_offset > leo:
+                    # Retention or DeleteRecords at the leader passed our log end while we
+                    # were away: nothing we lack is still there; start over at the leader's
+                    # log start (Kafka's truncateFullyAndStartAt).
+                    log.warning("%s: log end %d is below the leader's log start %d: starting over there",
+                                partition.name, leo, part.log_start_offset)
+                    await partition.truncate_fully_and_start_at(part.log_start_offset)
+                    return True
                 log.warning("%s: fetch offset %d out of range at the leader (log start %d)", partition.name,
-                            partition.log.log_end_offset, part.log_start_offset)
+                            leo, part.log_start_offset)
             else:
                 log.info("%s: fetch from leader %d: %s", partition.name, partition.leader_id, ErrorCode(code).name)
             return False
@@ -213,6 +222,13 @@ class ReplicaFetcherManager:
         if records:
             data = whole_batches(records, plog.log_end_offset)
             if data:
+                base = _BASE.unpack_from(data, 0)[0]
+                if base < plog.log_end_offset == plog.log_start_offset:
+                    # An empty log starting inside the leader's first batch (its log start
+                    # is mid-batch after DeleteRecords): start at the batch's base offset
+                    # and move the log start up again below (Kafka's Partition does this on
+                    # UnexpectedAppendOffsetException).
+                    await partition.truncate_fully_and_start_at(base)
                 await partition.append_as_follower(data)
         partition.set_follower_high_watermark(part.high_watermark)
         leader_start = part.log_start_offset

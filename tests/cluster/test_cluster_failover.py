@@ -24,10 +24,13 @@ def full_isr(cluster: Cluster, topic: str, index: int, size: int = 3):
 
 
 def read_all(bootstrap: str, topic: str, expected: int, timeout: float = 60) -> list[tuple[int, int, bytes]]:
+    # Assigned, not subscribed: a group would need __consumer_offsets, which Kafka does not
+    # create on fewer live brokers than its replication factor (these reads run with one).
     consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{time.time_ns()}",
                             "auto.offset.reset": "earliest", "enable.auto.commit": False,
                             "isolation.level": "read_uncommitted"})
-    consumer.subscribe([topic])
+    partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+    consumer.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in partitions])
     out = []
     deadline = time.monotonic() + timeout
     idle_until = None

@@ -78,7 +78,10 @@ def produce(bootstrap: str, topic: str, values: list[bytes], acks: str) -> None:
 def read_values(bootstrap: str, topic: str, expected: int, timeout: float = 20) -> list[bytes]:
     consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{time.time_ns()}",
                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe([topic])
+    # Assigned, not subscribed: a group would need __consumer_offsets, which Kafka does not
+    # create on fewer live brokers than its replication factor (reads here may run with fewer).
+    partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+    consumer.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in partitions])
     out: list[bytes] = []
     deadline = time.monotonic() + timeout
     idle_until = None
