@@ -375,7 +375,12 @@ class PacedProducer(threading.Thread):
         while not self.stop_event.is_set():
             due = start + i * interval_ns
             while (now := time.monotonic_ns()) < due:
-                producer.poll(min((due - now) / 1e9, 0.001))
+                # poll's timeout is whole milliseconds: a shorter one is 0 and the loop would
+                # spin a core (which the brokers on this 2-core machine then lack).
+                if due - now >= 1_000_000:
+                    producer.poll(0.001)
+                else:
+                    time.sleep((due - now) / 1e9)
             t_send = time.monotonic_ns()
             producer.produce(self.topic, _SEQ_TS.pack(i, t_send) + body_at(i),
                              on_delivery=lambda err, msg, t=t_send, s=i: delivered(err, msg, t, s))
