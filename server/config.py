@@ -74,7 +74,7 @@ SETTINGS: dict[str, Setting] = {
         _s("replica.fetch.max.bytes", int, "1048576", "Bytes a follower asks per partition in one fetch."),
         _s("replica.fetch.wait.max.ms", int, "500", "How long a follower's fetch waits at the leader for data."),
         _s("replica.fetch.backoff.ms", int, "1000", "Pause after a failed follower fetch."),
-        _s("num.replica.fetchers", int, "1", "Fetcher tasks per source broker."),
+        _s("num.replica.fetchers", int, "1", "Replica fetchers per source broker, each with a connection of its own; partitions are spread over them by Kafka's hash."),
         _s("controlled.shutdown.enable", _bool, "true", "Move leadership away (ControlledShutdown) before stopping."),
         _s("auto.create.topics.enable", _bool, "true", "Create unknown topics on Metadata and Produce."),
         _s("delete.topic.enable", _bool, "true", "Allow DeleteTopics."),

@@ -439,7 +439,7 @@ class BrokerChannels:
         self.client_id = client_id
         self.client_options = client_options
         self._endpoints: dict[int, tuple[str, int]] = {}
-        self._clients: dict[int, BrokerClient] = {}
+        self._clients: dict[int | tuple[int, int], BrokerClient] = {}
         self._closed = False
 
     @property
@@ -454,29 +454,32 @@ class BrokerChannels:
         for broker_id, endpoint in endpoints.items():
             endpoint = (endpoint[0], int(endpoint[1]))
             if self._endpoints.get(broker_id) != endpoint:
-                client = self._clients.pop(broker_id, None)
-                if client is not None:
-                    client.close()
+                self._close_clients(broker_id)
                 self._endpoints[broker_id] = endpoint
 
     def remove(self, broker_id: int) -> None:
-        """Forget a broker that left: its client is closed (requests in flight fail)."""
+        """Forget a broker that left: its clients are closed (requests in flight fail)."""
         self._endpoints.pop(broker_id, None)
-        client = self._clients.pop(broker_id, None)
-        if client is not None:
-            client.close()
+        self._close_clients(broker_id)
 
-    def client(self, broker_id: int) -> BrokerClient:
-        """The client for `broker_id`, created on first use; UnknownBroker if not known."""
+    def _close_clients(self, broker_id: int) -> None:
+        for key in [k for k in self._clients if k == broker_id or (type(k) is tuple and k[0] == broker_id)]:
+            self._clients.pop(key).close()
+
+    def client(self, broker_id: int, connection: int = 0) -> BrokerClient:
+        """The client for `broker_id`, created on first use; UnknownBroker if not known.
+        `connection` > 0 asks for another connection to the same broker (the replica
+        fetchers beyond the first: a parked Fetch holds up its connection's next request)."""
         if self._closed:
             raise ClientClosed("broker channels closed")
-        client = self._clients.get(broker_id)
+        key = broker_id if connection == 0 else (broker_id, connection)
+        client = self._clients.get(key)
         if client is None:
             endpoint = self._endpoints.get(broker_id)
             if endpoint is None:
                 raise UnknownBroker(f"no endpoint known for broker {broker_id}")
-            client = self._clients[broker_id] = BrokerClient(endpoint[0], endpoint[1], broker_id=broker_id,
-                                                             client_id=self.client_id, **self.client_options)
+            client = self._clients[key] = BrokerClient(endpoint[0], endpoint[1], broker_id=broker_id,
+                                                       client_id=self.client_id, **self.client_options)
         return client
 
     async def request(self, broker_id: int, api_key: int, version: int, body: dict[str, Any],

@@ -65,24 +65,41 @@ def whole_batches(records, start_offset: int) -> bytearray:
     return bytearray(mv[begin:end])
 
 
+def fetcher_id(topic: str, partition: int, fetchers: int) -> int:
+    """Kafka's AbstractFetcherManager.getFetcherId: which of a source broker's
+    `num.replica.fetchers` fetchers copies this partition."""
+    from server.coordinator_log import java_string_hash
+
+    h = (31 * java_string_hash(topic) + partition) & 0xFFFFFFFF
+    if h & 0x80000000:
+        h -= 1 << 32
+    return (h & 0x7FFFFFFF) % fetchers
+
+
 class ReplicaFetcherManager:
+    """The followers' fetchers: `num.replica.fetchers` per source broker, each a task with a
+    connection of its own (Kafka's fetcher threads), each copying the partitions hashed to
+    it. Keys are (leader, fetcher id)."""
+
     def __init__(self, node) -> None:
         self.node = node
-        self.by_leader: dict[int, set] = {}
-        self._tasks: dict[int, trio.CancelScope] = {}
+        self.by_leader: dict[tuple[int, int], set] = {}
+        self._tasks: dict[tuple[int, int], trio.CancelScope] = {}
         self._changed = trio.Event()
-        self._wake: dict[int, trio.Event] = {}
+        self._wake: dict[tuple[int, int], trio.Event] = {}
         self._encoders: dict[str, ReplicaFetchRequest] = {}  # by client id
         cfg = node.config
         self.wait_ms = cfg.get("replica.fetch.wait.max.ms")
         self.max_bytes = cfg.get("replica.fetch.max.bytes")
         self.backoff_s = cfg.get("replica.fetch.backoff.ms") / 1000
+        self.fetchers = max(1, cfg.get("num.replica.fetchers"))
 
     def add(self, partitions: list) -> None:
         for partition in partitions:
             self._discard(partition)
             if partition.leader_id >= 0:
-                self.by_leader.setdefault(partition.leader_id, set()).add(partition)
+                fid = fetcher_id(partition.topic, partition.index, self.fetchers) if self.fetchers > 1 else 0
+                self.by_leader.setdefault((partition.leader_id, fid), set()).add(partition)
         self._changed.set()
 
     def remove(self, partitions: list) -> None:
@@ -91,10 +108,10 @@ class ReplicaFetcherManager:
         self._changed.set()
 
     def _discard(self, partition) -> None:
-        for leader, parts in list(self.by_leader.items()):
+        for key, parts in list(self.by_leader.items()):
             parts.discard(partition)
             if not parts:
-                del self.by_leader[leader]
+                del self.by_leader[key]
 
     def leaders_changed(self) -> None:
         for event in self._wake.values():
@@ -103,36 +120,37 @@ class ReplicaFetcherManager:
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
             while True:
-                for leader in list(self._tasks):
-                    if leader not in self.by_leader:
-                        self._tasks.pop(leader).cancel()
-                for leader in self.by_leader:
-                    if leader not in self._tasks:
+                for key in list(self._tasks):
+                    if key not in self.by_leader:
+                        self._tasks.pop(key).cancel()
+                for key in self.by_leader:
+                    if key not in self._tasks:
                         scope = trio.CancelScope()
-                        self._tasks[leader] = scope
-                        nursery.start_soon(self._fetch_loop, leader, scope)
+                        self._tasks[key] = scope
+                        nursery.start_soon(self._fetch_loop, key, scope)
                 self._changed = trio.Event()
                 await self._changed.wait()
 
-    async def _sleep(self, leader: int, seconds: float) -> None:
-        event = self._wake[leader] = trio.Event()
+    async def _sleep(self, key: tuple[int, int], seconds: float) -> None:
+        event = self._wake[key] = trio.Event()
         with trio.move_on_after(seconds):
             await event.wait()
 
-    async def _fetch_loop(self, leader: int, scope: trio.CancelScope) -> None:
+    async def _fetch_loop(self, key: tuple[int, int], scope: trio.CancelScope) -> None:
         node = self.node
+        leader, fid = key
         timeout_s = self.wait_ms / 1000 + 30
         with scope:
-            while self.by_leader.get(leader):
-                partitions = [p for p in self.by_leader.get(leader, ()) if p.leader_id == leader]
+            while self.by_leader.get(key):
+                partitions = [p for p in self.by_leader.get(key, ()) if p.leader_id == leader]
                 if not partitions:
-                    await self._sleep(leader, self.backoff_s)
+                    await self._sleep(key, self.backoff_s)
                     continue
                 if not node.cache.alive(leader):
-                    await self._sleep(leader, self.backoff_s)
+                    await self._sleep(key, self.backoff_s)
                     continue
                 try:
-                    client = node.channels.client(leader)
+                    client = node.channels.client(leader, fid)
                     encoder = self._encoder(client.client_id)
                     topics = self._topics(partitions)
                     error_code, answer = await client.request(
@@ -141,11 +159,11 @@ class ReplicaFetcherManager:
                         decode=decode_fetch_response)
                 except Exception as exc:
                     log.info("fetch from broker %d failed: %r; retrying in %.1fs", leader, exc, self.backoff_s)
-                    await self._sleep(leader, self.backoff_s)
+                    await self._sleep(key, self.backoff_s)
                     continue
                 if error_code != E.NONE:
                     log.info("fetch from broker %d: %s", leader, ErrorCode(error_code).name)
-                    await self._sleep(leader, self.backoff_s)
+                    await self._sleep(key, self.backoff_s)
                     continue
                 backoff = False
                 if len(partitions) == 1:
@@ -169,7 +187,7 @@ class ReplicaFetcherManager:
                 # The next fetch goes out at once: it is what tells the leader this
                 # follower has what it just appended (and completes acks=all produces).
                 if backoff:
-                    await self._sleep(leader, self.backoff_s)
+                    await self._sleep(key, self.backoff_s)
 
     def _encoder(self, client_id: str) -> ReplicaFetchRequest:
         encoder = self._encoders.get(client_id)
