@@ -15,7 +15,7 @@ import sys
 
 import trio
 
-from server.config import ConfigError, load_config
+from server.config import ConfigError, load_config, parse_set_options
 
 log = logging.getLogger("trafka")
 
@@ -67,13 +67,8 @@ def serve(args: argparse.Namespace) -> int:
         overrides["node.id"] = str(args.node_id)
     if args.cluster_id:
         overrides["cluster.id"] = args.cluster_id
-    for item in args.set:
-        key, sep, value = item.partition("=")
-        if not sep:
-            print(f"trafka: --set needs KEY=VALUE, got {item!r}", file=sys.stderr)
-            return 2
-        overrides[key.strip()] = value.strip()
     try:
+        overrides.update(parse_set_options(args.set))
         config = load_config(config_file=args.config, overrides=overrides)
     except ConfigError as exc:
         print(f"trafka: configuration error: {exc}", file=sys.stderr)

@@ -222,6 +222,17 @@ def split_host_port(text: str, what: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", port_number
 
 
+def parse_set_options(items: list[str]) -> dict[str, str]:
+    """`--set KEY=VALUE` options (repeatable) as settings; ConfigError names a malformed one."""
+    settings: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set needs KEY=VALUE, got {item!r}")
+        settings[key.strip()] = value.strip()
+    return settings
+
+
 def load_config(
     *,
     config_file: str | None = None,

@@ -28,7 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from server.cluster.zookeeper_server import ZooKeeperServer, free_port
+from server.config import ConfigError, parse_set_options
+from server.cluster.zookeeper_server import ZooKeeperServer, free_port, recv_exact
 
 STARTUP_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
@@ -75,12 +76,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"trafka: {exc}", file=sys.stderr)
         return 2
     settings = default_settings(count)
-    for item in args.set:
-        key, sep, value = item.partition("=")
-        if not sep:
-            print(f"trafka: --set needs KEY=VALUE, got {item!r}", file=sys.stderr)
-            return 2
-        settings[key.strip()] = value.strip()
+    try:
+        settings.update(parse_set_options(args.set))
+    except ConfigError as exc:
+        print(f"trafka: {exc}", file=sys.stderr)
+        return 2
     temporary = args.data_dir is None
     root = Path(tempfile.mkdtemp(prefix="trafka-dev-")) if temporary else Path(args.data_dir)
     root.mkdir(parents=True, exist_ok=True)
@@ -187,21 +187,11 @@ def _registered_brokers(port: int) -> int:
         with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
             sock.sendall(encode_request(ApiKey.METADATA, 9, 1, {"topics": [], "allow_auto_topic_creation": False},
                                         client_id="trafka-dev"))
-            size = struct.unpack(">i", _recv_exact(sock, 4))[0]
-            _correlation, body = decode_response(ApiKey.METADATA, 9, _recv_exact(sock, size))
+            size = struct.unpack(">i", recv_exact(sock, 4))[0]
+            _correlation, body = decode_response(ApiKey.METADATA, 9, recv_exact(sock, size))
         return len(body["brokers"])
     except (OSError, ValueError, struct.error):
         return 0
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("closed")
-        data += chunk
-    return data
 
 
 def _stop_brokers(brokers: list[tuple[int, int, subprocess.Popen]]) -> None:

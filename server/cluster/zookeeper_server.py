@@ -205,15 +205,15 @@ class ZooKeeperServer:
                 # ConnectRequest: protocolVersion, lastZxidSeen, timeOut, sessionId, passwd, readOnly
                 body = struct.pack(">iqiqi16s?", 0, 0, MIN_SESSION_TIMEOUT_MS, 0, 16, b"\0" * 16, False)
                 s.sendall(struct.pack(">i", len(body)) + body)
-                (length,) = struct.unpack(">i", _recv_exact(s, 4))
-                reply = _recv_exact(s, length)
+                (length,) = struct.unpack(">i", recv_exact(s, 4))
+                reply = recv_exact(s, length)
                 _, negotiated, session_id = struct.unpack_from(">iiq", reply)
                 if negotiated <= 0 or session_id == 0:
                     return False
                 # closeSession (xid 1, OpCode.closeSession = -11), so no session lingers
                 s.sendall(struct.pack(">iii", 8, 1, -11))
                 try:
-                    _recv_exact(s, 4)
+                    recv_exact(s, 4)
                 except OSError:
                     pass
                 return True
@@ -221,7 +221,8 @@ class ZooKeeperServer:
             return False
 
 
-def _recv_exact(s: socket.socket, n: int) -> bytes:
+def recv_exact(s: socket.socket, n: int) -> bytes:
+    """Exactly `n` bytes from a blocking socket (ConnectionError if it closes first)."""
     out = b""
     while len(out) < n:
         chunk = s.recv(n - len(out))
