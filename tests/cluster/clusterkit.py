@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import confluent_kafka as ck
+
 from tests.brokerproc import BrokerProcess, free_port, raw_request
 from wire.registry import ApiKey
 
@@ -86,3 +88,35 @@ class Cluster:
                 pass
             time.sleep(interval)
         raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+def read_topic(bootstrap: str, topic: str, expected: int, timeout: float = 60, *,
+               isolation: str = "read_uncommitted", settle_s: float = 2.0) -> list[tuple[int, int, bytes]]:
+    """(partition, offset, value) of everything in `topic` from the start, waiting for
+    `expected` records and then `settle_s` longer for anything that should not be there.
+
+    Assigned, not subscribed: a group would need __consumer_offsets, which Kafka does not
+    create on fewer live brokers than its replication factor (these reads often run after
+    brokers were stopped)."""
+    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{time.time_ns()}",
+                            "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                            "isolation.level": isolation})
+    partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+    consumer.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in partitions])
+    out: list[tuple[int, int, bytes]] = []
+    deadline = time.monotonic() + timeout
+    idle_until = None
+    try:
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                if len(out) >= expected:
+                    idle_until = idle_until or time.monotonic() + settle_s
+                    if time.monotonic() > idle_until:
+                        break
+                continue
+            if msg.error() is None:
+                out.append((msg.partition(), msg.offset(), msg.value()))
+    finally:
+        consumer.close()
+    return out

@@ -11,7 +11,7 @@ import time
 import confluent_kafka as ck
 import pytest
 
-from tests.cluster.clusterkit import Cluster
+from tests.cluster.clusterkit import Cluster, read_topic
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -21,31 +21,6 @@ def full_isr(cluster: Cluster, topic: str, index: int, size: int = 3):
         p = cluster.partition(topic, index)
         return p if p and p["leader_id"] >= 0 and len(p["isr_nodes"]) == size else None
     return check
-
-
-def read_all(bootstrap: str, topic: str, expected: int, timeout: float = 60) -> list[tuple[int, int, bytes]]:
-    # Assigned, not subscribed: a group would need __consumer_offsets, which Kafka does not
-    # create on fewer live brokers than its replication factor (these reads run with one).
-    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{time.time_ns()}",
-                            "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                            "isolation.level": "read_uncommitted"})
-    partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
-    consumer.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in partitions])
-    out = []
-    deadline = time.monotonic() + timeout
-    idle_until = None
-    while time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is None:
-            if len(out) >= expected:
-                idle_until = idle_until or time.monotonic() + 2
-                if time.monotonic() > idle_until:
-                    break
-            continue
-        if msg.error() is None:
-            out.append((msg.partition(), msg.offset(), msg.value()))
-    consumer.close()
-    return out
 
 
 def test_leader_killed_repeatedly_loses_nothing_acknowledged(tmp_path, zk_connect):
@@ -93,7 +68,7 @@ def test_leader_killed_repeatedly_loses_nothing_acknowledged(tmp_path, zk_connec
             stop.set()
             thread.join(180)
         assert not failed, failed[:3]
-        records = read_all(cluster.bootstrap, "durable", len(acked))
+        records = read_topic(cluster.bootstrap, "durable", len(acked))
         values = [v for _p, _o, v in records]
         assert len(values) == len(set(values)), "duplicates in the log"
         offsets = {v: o for _p, o, v in records}
@@ -150,7 +125,7 @@ def test_stopped_follower_truncates_and_catches_up(tmp_path, zk_connect):
         # With two of three replicas gone the remaining leader (the follower) keeps the data.
         cluster.wait_for(lambda: cluster.partition("catchup", 0, follower)["leader_id"] == follower, 40,
                          "the caught-up follower leads")
-        records = read_all(cluster.brokers[follower].bootstrap, "catchup", 500, timeout=30)
+        records = read_topic(cluster.brokers[follower].bootstrap, "catchup", 500, timeout=30)
         assert sorted(v for _p, _o, v in records) == sorted(b"c%d" % i for i in range(500))
 
 

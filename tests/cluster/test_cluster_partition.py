@@ -32,7 +32,7 @@ import time
 import confluent_kafka as ck
 import pytest
 
-from tests.cluster.clusterkit import Cluster
+from tests.cluster.clusterkit import Cluster, read_topic
 from tests.cluster.netproxy import CuttableProxy
 from tests.cluster.test_cluster_failover import full_isr
 from storage import PartitionLog
@@ -66,29 +66,8 @@ def healed(cluster: Cluster, topic: str, old_epoch: int):
 
 
 def read_partition(bootstrap: str, topic: str, expected: int, timeout: float = 60) -> list[tuple[int, bytes]]:
-    """(offset, value) of partition 0 up to its high watermark, read with an assigned
-    partition: no group, so no dependence on where `__consumer_offsets` lives."""
-    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
-                            "isolation.level": "read_uncommitted"})
-    consumer.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
-    out = []
-    deadline = time.monotonic() + timeout
-    idle_until = None
-    try:
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                if len(out) >= expected:
-                    idle_until = idle_until or time.monotonic() + 2
-                    if time.monotonic() > idle_until:
-                        break
-                continue
-            if msg.error() is None:
-                out.append((msg.offset(), msg.value()))
-    finally:
-        consumer.close()
-    return out
-
+    """(offset, value) of the topic's one partition up to its high watermark."""
+    return [(o, v) for _p, o, v in read_topic(bootstrap, topic, expected, timeout)]
 
 def stored_records(data_dir, topic: str) -> list[tuple[int, bytes]]:
     """(offset, value) of every record in a stopped broker's log of partition 0."""

@@ -10,7 +10,7 @@ import time
 import confluent_kafka as ck
 import pytest
 
-from tests.cluster.clusterkit import Cluster
+from tests.cluster.clusterkit import Cluster, read_topic
 from wire.errors import ErrorCode
 from wire.records import Record, build_batch, iter_headers
 from wire.registry import ApiKey
@@ -36,32 +36,9 @@ def spread_topic(cluster: Cluster, name: str, partitions: int = 3) -> dict[int, 
     return leaders
 
 
-def read_committed(bootstrap: str, topic: str, expected: int, timeout: float = 60) -> list[tuple[int, bytes]]:
-    """Everything a read_committed consumer gets from `topic`, waiting for `expected` and then
-    a little longer for anything that should not be there."""
-    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{time.time_ns()}",
-                            "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                            "isolation.level": "read_committed"})
-    # Assigned, not subscribed: a group would need __consumer_offsets, which Kafka does not
-    # create on fewer live brokers than its replication factor (reads here may run with fewer).
-    partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
-    consumer.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in partitions])
-    out: list[tuple[int, bytes]] = []
-    deadline = time.monotonic() + timeout
-    idle_until = None
-    while time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is None:
-            if len(out) >= expected:
-                idle_until = idle_until or time.monotonic() + 3
-                if time.monotonic() > idle_until:
-                    break
-            continue
-        if msg.error() is None:
-            out.append((msg.partition(), msg.value()))
-    consumer.close()
-    return out
-
+def read_committed(bootstrap: str, topic: str, expected: int) -> list[tuple[int, bytes]]:
+    """(partition, value) of what a read_committed consumer gets from `topic`."""
+    return [(p, v) for p, _o, v in read_topic(bootstrap, topic, expected, isolation="read_committed", settle_s=3)]
 
 def coordinator_of(cluster: Cluster, transactional_id: str) -> int:
     def find():

@@ -25,7 +25,7 @@ import confluent_kafka as ck
 import pytest
 from kazoo.client import KazooClient
 
-from tests.cluster.clusterkit import Cluster
+from tests.cluster.clusterkit import Cluster, read_topic
 from wire.registry import ApiKey
 
 pytestmark = pytest.mark.timeout(120)
@@ -75,29 +75,8 @@ def produce(bootstrap: str, topic: str, values: list[bytes], acks: str) -> None:
     assert not failed, failed[:3]
 
 
-def read_values(bootstrap: str, topic: str, expected: int, timeout: float = 20) -> list[bytes]:
-    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{time.time_ns()}",
-                            "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    # Assigned, not subscribed: a group would need __consumer_offsets, which Kafka does not
-    # create on fewer live brokers than its replication factor (reads here may run with fewer).
-    partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
-    consumer.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in partitions])
-    out: list[bytes] = []
-    deadline = time.monotonic() + timeout
-    idle_until = None
-    while time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is None:
-            if len(out) >= expected:
-                idle_until = idle_until or time.monotonic() + 1.5
-                if time.monotonic() > idle_until:
-                    break
-            continue
-        if msg.error() is None:
-            out.append(msg.value())
-    consumer.close()
-    return out
-
+def read_values(bootstrap: str, topic: str, expected: int) -> list[bytes]:
+    return [v for _p, _o, v in read_topic(bootstrap, topic, expected, timeout=20, settle_s=1.5)]
 
 def stale_follower_alone(cluster: Cluster, topic: str, configs: dict[str, str]) -> tuple[int, int, list, list]:
     """Build the scene (module docstring); returns (old leader, stale follower, before,
