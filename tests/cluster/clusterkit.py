@@ -69,6 +69,15 @@ class Cluster:
                     return p
         return None
 
+    def list_offset(self, topic: str, timestamp: int, node: int, partition: int = 0) -> int:
+        """ListOffsets at `node`: -1 latest (the high watermark), -2 earliest (the log start);
+        -1 also when the broker answers with an error."""
+        body = {"replica_id": -1, "isolation_level": 0,
+                "topics": [{"name": topic, "partitions": [{"partition_index": partition, "current_leader_epoch": -1,
+                                                           "timestamp": timestamp}]}]}
+        part = self.call(ApiKey.LIST_OFFSETS, 7, body, node)["topics"][0]["partitions"][0]
+        return part["offset"] if part["error_code"] == 0 else -1
+
     def create_topic(self, name: str, partitions: int, rf: int, configs: dict[str, str] | None = None) -> dict:
         body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": rf, "assignments": [],
                             "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],

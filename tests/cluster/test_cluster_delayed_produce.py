@@ -41,14 +41,6 @@ def read_response(sock: socket.socket) -> tuple[int, dict]:
     return decode_response(ApiKey.PRODUCE, PRODUCE_VERSION, recv_exact(sock, size))
 
 
-def log_end(cluster: Cluster, node: int, topic: str) -> int:
-    body = {"replica_id": -1, "isolation_level": 0,
-            "topics": [{"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
-                                                       "timestamp": -1}]}]}
-    part = cluster.call(ApiKey.LIST_OFFSETS, 7, body, node)["topics"][0]["partitions"][0]
-    return part["offset"] if part["error_code"] == 0 else -1
-
-
 def test_requests_behind_a_waiting_acks_all_produce_are_served_and_answered_in_order(tmp_path, zk_connect):
     with Cluster(tmp_path, zk_connect) as cluster:
         assert cluster.create_topic("slow", 1, 3, {"min.insync.replicas": "2"})["error_code"] == 0
@@ -60,7 +52,7 @@ def test_requests_behind_a_waiting_acks_all_produce_are_served_and_answered_in_o
                             "assignments": [{"partition_index": 0, "broker_ids": [leader]}], "configs": []}],
                 "timeout_ms": 20000, "validate_only": False}
         assert cluster.call(ApiKey.CREATE_TOPICS, 5, body)["topics"][0]["error_code"] == 0
-        cluster.wait_for(lambda: log_end(cluster, leader, "quick") == 0, 30, "quick served by the leader")
+        cluster.wait_for(lambda: cluster.list_offset("quick", -1, leader) == 0, 30, "quick served by the leader")
 
         follower = next(n for n in state["replica_nodes"] if n != leader)
         os.kill(cluster.brokers[follower].proc.pid, signal.SIGSTOP)
@@ -71,7 +63,7 @@ def test_requests_behind_a_waiting_acks_all_produce_are_served_and_answered_in_o
                              + produce_frame(2, "quick", 1, b"behind it"))
                 t_sent = time.monotonic()
                 # The second request is appended while the first still waits ...
-                cluster.wait_for(lambda: log_end(cluster, leader, "quick") == 1, 2.5,
+                cluster.wait_for(lambda: cluster.list_offset("quick", -1, leader) == 1, 2.5,
                                  "the request behind the waiting one appended")
                 # ... and nothing is answered yet: the first answer comes first.
                 readable, _, _ = select.select([sock], [], [], 0)
@@ -90,7 +82,7 @@ def test_requests_behind_a_waiting_acks_all_produce_are_served_and_answered_in_o
         assert (slow["error_code"], slow["base_offset"]) == (0, 0), slow
         assert (quick["error_code"], quick["base_offset"]) == (0, 0), quick
         assert waited >= 2.0, f"the acks=all answer came after {waited:.1f} s, before the ISR could shrink"
-        assert log_end(cluster, leader, "slow") == 1
+        assert cluster.list_offset("slow", -1, leader) == 1
 
         # A client that goes away while its answer waits: the broker keeps serving.
         cluster.wait_for(lambda: len(cluster.partition("slow", 0)["isr_nodes"]) == 3, 30, "the follower back")
@@ -103,7 +95,7 @@ def test_requests_behind_a_waiting_acks_all_produce_are_served_and_answered_in_o
                                                       leader)["brokers"], 5, "metadata while the answer waits")
         finally:
             os.kill(cluster.brokers[follower].proc.pid, signal.SIGCONT)
-        cluster.wait_for(lambda: log_end(cluster, leader, "slow") == 2, 30, "the abandoned batch committed")
+        cluster.wait_for(lambda: cluster.list_offset("slow", -1, leader) == 2, 30, "the abandoned batch committed")
         with socket.create_connection(("127.0.0.1", cluster.brokers[leader].port), timeout=30) as sock:
             sock.sendall(produce_frame(4, "slow", -1, b"after"))
             correlation, answer = read_response(sock)

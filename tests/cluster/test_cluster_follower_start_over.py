@@ -21,14 +21,6 @@ def full_isr(cluster: Cluster, topic: str, size: int = 3):
     return check
 
 
-def earliest(cluster: Cluster, node: int, topic: str) -> int:
-    body = {"replica_id": -1, "isolation_level": 0,
-            "topics": [{"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
-                                                       "timestamp": -2}]}]}
-    part = cluster.call(ApiKey.LIST_OFFSETS, 7, body, node)["topics"][0]["partitions"][0]
-    return part["offset"] if part["error_code"] == 0 else -1
-
-
 def test_follower_behind_the_leaders_log_start_starts_over_there(tmp_path, zk_connect):
     with Cluster(tmp_path, zk_connect) as cluster:
         assert cluster.create_topic("trimmed", 1, 3, {"min.insync.replicas": "1"})["error_code"] == 0
@@ -63,7 +55,7 @@ def test_follower_behind_the_leaders_log_start_starts_over_there(tmp_path, zk_co
             cluster.brokers[other].stop()
         cluster.wait_for(lambda: (p := cluster.partition("trimmed", 0, follower)) and p["leader_id"] == follower,
                          60, "the follower leading")
-        assert earliest(cluster, follower, "trimmed") == 35
+        assert cluster.list_offset("trimmed", -2, follower) == 35
         consumer = ck.Consumer({"bootstrap.servers": cluster.brokers[follower].bootstrap, "group.id": "unused",
                                 "enable.auto.commit": False})
         consumer.assign([ck.TopicPartition("trimmed", 0, 35)])

@@ -79,14 +79,6 @@ def stored_records(data_dir, topic: str) -> list[tuple[int, bytes]]:
         plog.close()
 
 
-def high_watermark(cluster: Cluster, node: int, topic: str) -> int:
-    body = {"replica_id": -1, "isolation_level": 0,
-            "topics": [{"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
-                                                       "timestamp": -1}]}]}
-    part = cluster.call(ApiKey.LIST_OFFSETS, 7, body, node)["topics"][0]["partitions"][0]
-    return part["offset"] if part["error_code"] == 0 else -1
-
-
 @pytest.mark.parametrize("controller_too", [True, False], ids=["leader-and-controller", "leader-only"])
 def test_cut_off_leader_is_fenced_and_acknowledges_nothing(tmp_path, zk_connect, controller_too):
     """Broker 1 started first becomes the controller too (its successor must be elected);
@@ -147,7 +139,7 @@ def test_cut_off_leader_is_fenced_and_acknowledges_nothing(tmp_path, zk_connect,
                 peer_proxy.cut()
                 cut_at = time.monotonic()
                 time.sleep(1.0)  # fetches already on their way may still land
-                fenced_hw = high_watermark(cluster, 1, "fenced")
+                fenced_hw = cluster.list_offset("fenced", -1, 1)
                 assert fenced_hw > 0
 
                 new = cluster.wait_for(
@@ -174,7 +166,7 @@ def test_cut_off_leader_is_fenced_and_acknowledges_nothing(tmp_path, zk_connect,
                 time.sleep(max(0.0, cut_at + 16 - time.monotonic()))
                 # Broker 1 still believes it leads; its high watermark has not moved since the cut.
                 assert cluster.partition("fenced", 0, 1)["leader_id"] == 1
-                assert high_watermark(cluster, 1, "fenced") == fenced_hw
+                assert cluster.list_offset("fenced", -1, 1) == fenced_hw
                 during = len(acked)
 
                 zk_proxy.heal()
