@@ -394,16 +394,20 @@ class Broker:
         for partition in self.partitions.values():
             partition.wake()
 
-    async def wait_for_data(self, partitions: list[Partition], timeout_s: float) -> None:
-        """Sleep until one of `partitions` gets new data, the timeout passes, or shutdown begins."""
+    async def wait_for_data(self, partitions: list[Partition], timeout_s: float, *,
+                            appends_only: bool = False) -> None:
+        """Sleep until one of `partitions` gets new data (its high watermark moves; with
+        `appends_only`, a follower's fetch, its log end offset: `Partition.replica_waiters`),
+        the timeout passes, or shutdown begins."""
         if timeout_s <= 0 or self.shutting_down:
             return
         event = trio.Event()
+        kind = "replica_waiters" if appends_only else "waiters"
         for partition in partitions:
-            partition.waiters.add(event)
+            getattr(partition, kind).add(event)
         try:
             with trio.move_on_after(timeout_s):
                 await event.wait()
         finally:
             for partition in partitions:
-                partition.waiters.discard(event)
+                getattr(partition, kind).discard(event)

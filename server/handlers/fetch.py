@@ -141,23 +141,6 @@ def _diverging(partition, part: dict) -> dict | None:
     return None
 
 
-async def _wait_for_appends(broker, partitions: list, timeout_s: float) -> None:
-    """A follower's fetch waits for the log end offset to move (`Partition.replica_waiters`),
-    not the high watermark: a high watermark moved by the other followers' fetches has nothing
-    for it (`Broker.wait_for_data` otherwise)."""
-    if timeout_s <= 0 or broker.shutting_down:
-        return
-    event = trio.Event()
-    for partition in partitions:
-        partition.replica_waiters.add(event)
-    try:
-        with trio.move_on_after(timeout_s):
-            await event.wait()
-    finally:
-        for partition in partitions:
-            partition.replica_waiters.discard(event)
-
-
 def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[dict]]], max_bytes: int,
               regions: _Regions | None = None, read_committed: bool = False, replica_id: int = -1):
     """One pass over the request: (response topics, bytes of records, any error).
@@ -290,10 +273,9 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                               if key in broker.partitions]
             if not waiting_on:
                 break
-            if replica_id >= 0:
-                await _wait_for_appends(broker, waiting_on, remaining)
-            else:
-                await broker.wait_for_data(waiting_on, remaining)
+            # A follower waits for the log end offset to move, not the high watermark: one
+            # moved by the other followers' fetches has nothing for it.
+            await broker.wait_for_data(waiting_on, remaining, appends_only=replica_id >= 0)
         regions.hand_over()  # the body holds them; the server sends and releases them
         answer = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
         if errors and broker.cluster is not None and ctx.api_version >= leader_hints.FETCH_MIN_VERSION:
