@@ -65,7 +65,7 @@ class Partition:
     __slots__ = ("topic", "index", "topic_id", "log", "leader_epoch", "leader_id", "replicas", "isr",
                  "high_watermark", "producers", "waiters", "lock", "name", "verification", "node_id",
                  "partition_epoch", "followers", "pending_isr", "leader_epoch_start_offset", "on_isr_change",
-                 "min_isr_default", "replica_waiters")
+                 "min_isr_default", "replica_waiters", "leader_term")
 
     def __init__(self, topic: str, index: int, topic_id: uuid.UUID, plog: PartitionLog, *, node_id: int,
                  producer_ids: ProducerIdManager, replicas: list[int] | None = None, verification: bool = True) -> None:
@@ -96,6 +96,11 @@ class Partition:
         self.leader_epoch_start_offset = plog.log_end_offset
         self.on_isr_change: Callable[[Partition, list[int]], None] | None = None
         self.min_isr_default = 1
+        # Bumped whenever this broker stops or starts leading. An acks=all wait outlives a
+        # leader-epoch bump that keeps the leader (the controller shrinking the ISR of a dead
+        # broker bumps the epoch), as Kafka's DelayedProduce does, but not a lost leadership,
+        # however short: the log may have been truncated under the batch meanwhile.
+        self.leader_term = 0
 
     def __repr__(self) -> str:
         return f"<Partition {self.name} epoch {self.leader_epoch} hw {self.high_watermark}>"
@@ -167,6 +172,8 @@ class Partition:
         followers is forgotten: the HW waits until each ISR follower fetched in this epoch.
         Returns whether the epoch is new."""
         new_epoch = leader_epoch != self.leader_epoch or not self.is_leader
+        if not self.is_leader:
+            self.leader_term += 1
         self.leader_id = self.node_id
         self.replicas = list(replicas)
         self.isr = list(isr)
@@ -197,6 +204,8 @@ class Partition:
         Waiting acks=all produces and fetches are woken (they find they are no longer the
         leader's). Returns whether anything changed (a fetcher must (re)start)."""
         changed = leader_id != self.leader_id or leader_epoch != self.leader_epoch
+        if self.is_leader:
+            self.leader_term += 1
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
         self.replicas = list(replicas)
@@ -225,10 +234,10 @@ class Partition:
         writes): NONE, NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR is below
         min.insync.replicas by then, NOT_LEADER_OR_FOLLOWER if leadership moved,
         REQUEST_TIMED_OUT after `timeout_s`."""
-        epoch = self.leader_epoch
+        term = self.leader_term
         deadline = trio.current_time() + timeout_s
         while True:
-            if not self.is_leader or self.leader_epoch != epoch:
+            if not self.is_leader or self.leader_term != term:
                 return ErrorCode.NOT_LEADER_OR_FOLLOWER
             if self.high_watermark >= required:
                 if len(self.maximal_isr()) < self.min_insync_replicas:

@@ -156,7 +156,7 @@ async def _produce_partition(ctx: RequestContext, topic: str, index: int, record
             required = outcome.base_offset + (last.base_offset + last.last_offset_delta - headers[0][1].base_offset) + 1
             answer = _partition_response(index, ErrorCode.NONE, None, outcome.base_offset, outcome.log_append_time,
                                          outcome.log_start_offset)
-            waits.append((answer, partition, required, partition.leader_epoch))
+            waits.append((answer, partition, required, partition.leader_term))
             return answer
         return _partition_response(index, ErrorCode.NONE, None, outcome.base_offset, outcome.log_append_time,
                                    outcome.log_start_offset)
@@ -179,8 +179,8 @@ async def _await_replication(ctx: RequestContext, waits: list, timeout_ms: int) 
     pending = list(waits)
     while pending:
         still = []
-        for answer, partition, required, epoch in pending:
-            if not partition.is_leader or partition.leader_epoch != epoch \
+        for answer, partition, required, term in pending:
+            if not partition.is_leader or partition.leader_term != term \
                     or broker.partitions.get((partition.topic, partition.index)) is not partition:
                 answer.update(error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER, base_offset=-1,
                               error_message=f"{partition.name}: leadership moved before the ISR had the batch")
@@ -189,13 +189,13 @@ async def _await_replication(ctx: RequestContext, waits: list, timeout_ms: int) 
                     answer.update(error_code=ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
                                   error_message=f"{partition.name}: ISR {partition.isr} below min.insync.replicas")
             else:
-                still.append((answer, partition, required, epoch))
+                still.append((answer, partition, required, term))
         pending = still
         remaining = deadline - trio.current_time()
         if not pending:
             return
         if remaining <= 0 or broker.shutting_down:
-            for answer, partition, _required, _epoch in pending:
+            for answer, partition, _required, _term in pending:
                 log.info("produce to %s from %s: the ISR %s did not reach the batch within %d ms", partition.name,
                          ctx.client_id, partition.isr, timeout_ms)
                 answer.update(error_code=ErrorCode.REQUEST_TIMED_OUT, error_message="replication timed out")

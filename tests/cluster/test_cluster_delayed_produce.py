@@ -41,6 +41,12 @@ def read_response(sock: socket.socket) -> tuple[int, dict]:
     return decode_response(ApiKey.PRODUCE, PRODUCE_VERSION, recv_exact(sock, size))
 
 
+def log_size(cluster: Cluster, topic: str, node: int) -> int:
+    body = {"topics": [{"topic": topic, "partitions": [0]}]}
+    answer = cluster.call(ApiKey.DESCRIBE_LOG_DIRS, 4, body, node)
+    return sum(p["partition_size"] for d in answer["results"] for t in d["topics"] for p in t["partitions"])
+
+
 def test_requests_behind_a_waiting_acks_all_produce_are_served_and_answered_in_order(tmp_path, zk_connect):
     with Cluster(tmp_path, zk_connect) as cluster:
         assert cluster.create_topic("slow", 1, 3, {"min.insync.replicas": "2"})["error_code"] == 0
@@ -54,7 +60,10 @@ def test_requests_behind_a_waiting_acks_all_produce_are_served_and_answered_in_o
         assert cluster.call(ApiKey.CREATE_TOPICS, 5, body)["topics"][0]["error_code"] == 0
         cluster.wait_for(lambda: cluster.list_offset("quick", -1, leader) == 0, 30, "quick served by the leader")
 
-        follower = next(n for n in state["replica_nodes"] if n != leader)
+        # Not the controller: a stopped controller would hold up the ISR change until its
+        # ZooKeeper session expires, longer than this test's timing allows.
+        controller = cluster.metadata()["controller_id"]
+        follower = next(n for n in state["replica_nodes"] if n not in (leader, controller))
         os.kill(cluster.brokers[follower].proc.pid, signal.SIGSTOP)
         try:
             with socket.create_connection(("127.0.0.1", cluster.brokers[leader].port), timeout=30) as sock:
@@ -101,3 +110,36 @@ def test_requests_behind_a_waiting_acks_all_produce_are_served_and_answered_in_o
             correlation, answer = read_response(sock)
         part = answer["responses"][0]["partition_responses"][0]
         assert correlation == 4 and (part["error_code"], part["base_offset"]) == (0, 2), part
+
+
+def test_a_waiting_acks_all_produce_survives_a_leader_epoch_bump_that_keeps_the_leader(tmp_path, zk_connect):
+    """The controller bumps the leader epoch when it takes a follower out of the ISR (a
+    broker's controlled shutdown or death); the leader stays, and so does its log. Kafka's
+    DelayedProduce only fails when the broker stops leading; an answer that failed here
+    would make an idempotent producer retry a batch that is already committed."""
+    with Cluster(tmp_path, zk_connect) as cluster:
+        assert cluster.create_topic("bump", 1, 3, {"min.insync.replicas": "2"})["error_code"] == 0
+        state = cluster.wait_for(lambda: (p := cluster.partition("bump", 0)) and p["leader_id"] >= 0
+                                 and len(p["isr_nodes"]) == 3 and p, 30, "a full ISR")
+        leader, epoch = state["leader_id"], state["leader_epoch"]
+        controller = cluster.metadata()["controller_id"]
+        follower = next(n for n in state["replica_nodes"] if n not in (leader, controller))
+        os.kill(cluster.brokers[follower].proc.pid, signal.SIGSTOP)
+        try:
+            with socket.create_connection(("127.0.0.1", cluster.brokers[leader].port), timeout=30) as sock:
+                sock.sendall(produce_frame(1, "bump", -1, b"waits for the ISR"))
+                # Appended (the high watermark, what ListOffsets shows, stays behind it).
+                cluster.wait_for(lambda: log_size(cluster, "bump", leader) > 0, 2.5, "the batch appended")
+                # The stopped follower's controlled shutdown, sent for it: the controller
+                # takes it out of the ISR with the leader epoch bumped, the leader unchanged,
+                # well before replica.lag.time.max.ms would shrink the ISR by itself.
+                answer = cluster.call(ApiKey.CONTROLLED_SHUTDOWN, 3, {"broker_id": follower, "broker_epoch": -1},
+                                      controller)
+                assert answer["error_code"] == 0, answer
+                correlation, response = read_response(sock)
+        finally:
+            os.kill(cluster.brokers[follower].proc.pid, signal.SIGCONT)
+        part = response["responses"][0]["partition_responses"][0]
+        assert correlation == 1 and (part["error_code"], part["base_offset"]) == (0, 0), part
+        after = cluster.partition("bump", 0, leader)
+        assert after["leader_id"] == leader and after["leader_epoch"] > epoch, after
