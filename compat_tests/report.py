@@ -1,8 +1,9 @@
 """The compatibility matrix: scenario x client x broker -> outcome, written after every run.
 
 Outcomes: "pass", "fail", "skip" (with the reason), "peer failure" (an expected failure of
-the peer broker listed in peer_findings, with the reason) and "pass (listed peer failure)"
-when a listed peer failure did not happen. Written to compat_tests/report.md and
+the peer broker listed in peer_findings, with the reason), "peer failure (not re-run)" (listed,
+reported from peer_findings without running; `--peer-recheck` runs them) and "pass (listed
+peer failure)" when a listed peer failure did not happen. Written to compat_tests/report.md and
 compat_tests/report.json, and printed at the end of the run. Only runs that executed compat
 scenarios write it, so a unit-test-only run keeps the last matrix.
 """
@@ -17,9 +18,11 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
-ORDER = {"fail": 0, "pass (listed peer failure)": 1, "peer failure": 2, "skip": 3, "pass": 4}
+ORDER = {"fail": 0, "pass (listed peer failure)": 1, "peer failure": 2, "peer failure (not re-run)": 3,
+         "skip": 4, "pass": 5}
 SYMBOL = {"pass": "pass", "fail": "**FAIL**", "skip": "skip", "peer failure": "peer failure",
-          "pass (listed peer failure)": "pass (listed peer failure)"}
+          "pass (listed peer failure)": "pass (listed peer failure)",
+          "peer failure (not re-run)": "peer failure (not re-run)"}
 CLIENT_ORDER = ["raw", "kafka-python", "confluent-kafka", "aiokafka", "kcat", "java", "spark"]
 
 
@@ -106,7 +109,8 @@ class MatrixReport:
                  f"Generated {time.strftime('%Y-%m-%d %H:%M:%S')} by `compat_tests` "
                  f"({len(results)} cases, {time.time() - self.started:.0f} s).", "",
                  "Cells: pass / **FAIL** / skip / peer failure (a known failure of the peer "
-                 "broker, listed in `compat_tests/peer_findings.py`). Numbers point to the "
+                 "broker, listed in `compat_tests/peer_findings.py`; \"not re-run\": reported from "
+                 "that list without running, `--peer-recheck` runs them). Numbers point to the "
                  "reasons under each table.", ""]
         for broker in sorted({r.broker for r in results}):
             rows = [r for r in results if r.broker == broker]
@@ -150,6 +154,8 @@ def _classify(report: pytest.TestReport) -> tuple[str | None, str]:
     """(outcome, reason) of one phase report; (None, "") when it changes nothing."""
     wasxfail = getattr(report, "wasxfail", None)
     if report.skipped:
+        if wasxfail is not None and wasxfail.startswith("[NOTRUN] "):  # not re-run (no --peer-recheck)
+            return "peer failure (not re-run)", wasxfail.removeprefix("[NOTRUN] ").removeprefix("peer failure: ")
         if wasxfail is not None:  # an xfail that did fail
             return "peer failure", wasxfail.removeprefix("peer failure: ")
         longrepr = report.longrepr
