@@ -36,6 +36,8 @@ from pathlib import Path
 JAVA_DIR = Path("/usr/share/java")
 ZOOKEEPER_JAR = JAVA_DIR / "zookeeper.jar"
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
+# A member of an ensemble runs the quorum peer (leader election among the members).
+QUORUM_MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 # What ZooKeeper 3.8's server needs at run time (its jar's manifest lists most of them; we
 # name them so the command line says what runs). slf4j-simple: the server's log, at WARN.
 CLASSPATH_JARS = (
@@ -61,8 +63,13 @@ def free_port() -> int:
 class ZooKeeperServer:
     """One standalone ZooKeeper process on 127.0.0.1 with its own data dir."""
 
-    def __init__(self, port: int | None = None, data_dir: str | os.PathLike | None = None) -> None:
-        self.port = port or free_port()
+    def __init__(self, port: int | None = None, data_dir: str | os.PathLike | None = None, *,
+                 my_id: int | None = None, quorum: dict[int, tuple[int, int, int]] | None = None) -> None:
+        """`my_id` and `quorum` (member id -> (client, peer, election) ports) make it one
+        member of an ensemble (see `ZooKeeperEnsemble`); without them it is standalone."""
+        self.my_id = my_id
+        self.quorum = quorum
+        self.port = port or (quorum[my_id][0] if quorum and my_id is not None else free_port())
         self._own_dir = data_dir is None
         self.base_dir = Path(tempfile.mkdtemp(prefix="trafka-zk-")) if data_dir is None else Path(data_dir)
         self.proc: subprocess.Popen | None = None
@@ -120,7 +127,12 @@ class ZooKeeperServer:
             "admin.enableServer=false\n"
             "4lw.commands.whitelist=\n"
             "autopurge.purgeInterval=0\n"
+            + ("initLimit=20\nsyncLimit=10\n" + "".join(
+                f"server.{sid}=127.0.0.1:{peer}:{election}\n" for sid, (_c, peer, election) in sorted(self.quorum.items()))
+               if self.quorum else "")
         )
+        if self.quorum:
+            (data / "myid").write_text(f"{self.my_id}\n")
         return cfg
 
     def command(self) -> list[str]:
@@ -128,14 +140,17 @@ class ZooKeeperServer:
         return ["java", "-Xms16m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                 "-Dzookeeper.admin.enableServer=false", "-Dzookeeper.4lw.commands.whitelist=",
                 "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-                "-cp", classpath, MAIN_CLASS, str(self._write_config())]
+                "-cp", classpath, QUORUM_MAIN_CLASS if self.quorum else MAIN_CLASS, str(self._write_config())]
 
-    def start(self, timeout: float = 30.0) -> ZooKeeperServer:
+    def start(self, timeout: float = 30.0, wait: bool = True) -> ZooKeeperServer:
+        """Start the process and (with `wait`) return once it serves a session; a member of
+        an ensemble serves only once a quorum of members has elected a leader."""
         reason = self.unavailable_reason()
         if reason:
             raise RuntimeError(f"cannot start ZooKeeper: {reason}")
         if self.running:
             return self
+        self.base_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         try:
             self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
@@ -145,6 +160,11 @@ class ZooKeeperServer:
         if not self._atexit:  # no orphaned JVM if the test process ends without stop()
             atexit.register(self.kill)
             self._atexit = True
+        if wait:
+            self.wait_until_serving(timeout)
+        return self
+
+    def wait_until_serving(self, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
         while not self.answers():
             if self.proc.poll() is not None:
@@ -154,7 +174,6 @@ class ZooKeeperServer:
                 raise RuntimeError(f"ZooKeeper did not answer on {self.connect_string} within {timeout}s:\n"
                                    f"{self.log_tail()}")
             time.sleep(0.1)
-        return self
 
     @property
     def running(self) -> bool:
@@ -219,6 +238,45 @@ class ZooKeeperServer:
                 return True
         except (OSError, struct.error):
             return False
+
+
+class ZooKeeperEnsemble:
+    """Three (or `size`) ZooKeeper members on loopback forming one ensemble: what
+    `zookeeper.connect=h1:p1,h2:p2,h3:p3` points at in production. It serves while a
+    majority of members runs."""
+
+    def __init__(self, size: int = 3, base_dir: str | os.PathLike | None = None) -> None:
+        self.base_dir = Path(tempfile.mkdtemp(prefix="trafka-zk-ensemble-")) if base_dir is None else Path(base_dir)
+        self._own_dir = base_dir is None
+        quorum = {sid: (free_port(), free_port(), free_port()) for sid in range(1, size + 1)}
+        self.members = {sid: ZooKeeperServer(data_dir=self.base_dir / f"zk{sid}", my_id=sid, quorum=quorum)
+                        for sid in quorum}
+
+    @property
+    def connect_string(self) -> str:
+        return ",".join(m.connect_string for m in self.members.values())
+
+    def chroot_connect_string(self, prefix: str = "test") -> str:
+        return f"{self.connect_string}/{prefix}-{uuid.uuid4().hex[:12]}"
+
+    def start(self, timeout: float = 60.0) -> ZooKeeperEnsemble:
+        for member in self.members.values():
+            member.start(wait=False)
+        for member in self.members.values():
+            member.wait_until_serving(timeout)
+        return self
+
+    def close(self) -> None:
+        for member in self.members.values():
+            member.kill()
+        if self._own_dir:
+            shutil.rmtree(self.base_dir, ignore_errors=True)
+
+    def __enter__(self) -> ZooKeeperEnsemble:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def recv_exact(s: socket.socket, n: int) -> bytes:

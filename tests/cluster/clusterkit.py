@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -129,3 +130,108 @@ def read_topic(bootstrap: str, topic: str, expected: int, timeout: float = 60, *
     finally:
         consumer.close()
     return out
+
+
+class Workload:
+    """What the fault tests run through a fault: an idempotent acks=all producer writing
+    numbered values as fast as `pace_s` allows, and a consumer group reading them, each on
+    a thread. `check()` then asserts Kafka's promise: every acknowledged value is in the
+    log once, at the offset it was acknowledged at, and the group received it.
+
+    Use as a context manager around the fault; `acked` and `failed` may be read meanwhile
+    (e.g. to wait for progress after a failover)."""
+
+    def __init__(self, cluster: Cluster, topic: str, *, pace_s: float = 0.004, group: bool = True,
+                 producer_config: dict | None = None) -> None:
+        self.cluster = cluster
+        self.topic = topic
+        self.pace_s = pace_s
+        self.group = group
+        self.producer_config = producer_config or {}
+        self.acked: dict[bytes, tuple[int, int]] = {}
+        self.failed: list = []
+        self.consumed: set[bytes] = set()
+        self.consumer_errors: list = []
+        self._stop = threading.Event()
+        self._stop_consumer = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def __enter__(self) -> "Workload":
+        self._threads = [threading.Thread(target=self._produce, daemon=True)]
+        if self.group:
+            self._threads.append(threading.Thread(target=self._consume, daemon=True))
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._threads[0].join(180)
+        if self.group and exc[0] is None:
+            # Let the group catch up with what was acknowledged before it stops.
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not set(self.acked) <= self.consumed:
+                time.sleep(0.2)
+        self._stop_consumer.set()
+        for thread in self._threads[1:]:
+            thread.join(60)
+
+    def wait_for_progress(self, count: int = 100, timeout: float = 40) -> None:
+        """Wait until `count` more values are acknowledged than now."""
+        before = len(self.acked)
+        Cluster.wait_for(lambda: len(self.acked) >= before + count, timeout,
+                         f"{count} more acknowledged writes")
+
+    def _produce(self) -> None:
+        config = {"bootstrap.servers": self.cluster.bootstrap, "acks": "all", "enable.idempotence": True,
+                  "linger.ms": 5, "message.timeout.ms": 120000, **self.producer_config}
+        producer = ck.Producer(config)
+
+        def report(err, msg) -> None:
+            if err is None:
+                self.acked[msg.value()] = (msg.partition(), msg.offset())
+            else:
+                self.failed.append(err)
+        i = 0
+        while not self._stop.is_set():
+            producer.produce(self.topic, value=b"w%07d" % i, on_delivery=report)
+            producer.poll(0)
+            i += 1
+            time.sleep(self.pace_s)
+        producer.flush(120)
+
+    def _consume(self) -> None:
+        consumer = ck.Consumer({"bootstrap.servers": self.cluster.bootstrap, "group.id": f"verify-{self.topic}",
+                                "auto.offset.reset": "earliest", "enable.auto.commit": True,
+                                "auto.commit.interval.ms": 500})
+        consumer.subscribe([self.topic])
+        try:
+            while not self._stop_consumer.is_set():
+                msg = consumer.poll(0.2)
+                if msg is None:
+                    continue
+                if msg.error() is None:
+                    self.consumed.add(msg.value())
+                else:
+                    self.consumer_errors.append(msg.error())
+        finally:
+            consumer.close()
+
+    def check(self, *, allow_failed: bool = False) -> int:
+        """Assert nothing acknowledged was lost, moved or duplicated, and the group read it
+        all; returns how many acknowledged values were checked."""
+        if not allow_failed:
+            assert not self.failed, f"{len(self.failed)} failed deliveries, e.g. {self.failed[:3]}"
+        assert self.acked, "nothing was acknowledged"
+        records = read_topic(self.cluster.bootstrap, self.topic, len(self.acked))
+        values = [v for _p, _o, v in records]
+        assert len(values) == len(set(values)), "duplicates in the log"
+        where = {v: (p, o) for p, o, v in records}
+        missing = [v for v in self.acked if v not in where]
+        assert not missing, f"{len(missing)} acknowledged values lost, e.g. {missing[:3]}"
+        moved = [v for v, at in self.acked.items() if where[v] != at]
+        assert not moved, f"acknowledged at one offset, stored at another: {moved[:3]}"
+        if self.group:
+            unread = [v for v in self.acked if v not in self.consumed]
+            assert not unread, f"the group never received {len(unread)} acknowledged values, e.g. {unread[:3]}"
+        return len(self.acked)
