@@ -1,5 +1,8 @@
 # Trafka: a Kafka-compatible broker. Build: docker build -t trafka .
 # Run:   docker run -p 9092:9092 -e TRAFKA_ADVERTISED_LISTENERS=localhost:9092 -v trafka-data:/data trafka
+# All the cores of a host (one broker per core, one cluster; ports 9092, 9093, ...):
+#        docker run --network host -e TRAFKA_BROKERS_PER_HOST=auto -e TRAFKA_ZOOKEEPER_CONNECT=zk:2181 \
+#                   -e TRAFKA_NODE_ID=1 -v trafka-data:/data trafka
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -26,4 +29,5 @@ HEALTHCHECK --interval=10s --timeout=5s --start-period=10s --retries=3 \
     CMD ["python", "-m", "server.healthcheck", "127.0.0.1:9092"]
 
 # The advertised address comes from TRAFKA_ADVERTISED_LISTENERS (host:port) when set.
-ENTRYPOINT ["trafka", "serve"]
+# TRAFKA_BROKERS_PER_HOST=N|auto runs N brokers of one cluster (server/entrypoint.py).
+ENTRYPOINT ["trafka-entrypoint"]

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import socket
 import struct
 import subprocess
@@ -28,11 +27,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from server.cluster.launcher import StopSignal, start_broker, stop_brokers
 from server.config import ConfigError, parse_set_options
 from server.cluster.zookeeper_server import ZooKeeperServer, free_port, recv_exact
 
 STARTUP_TIMEOUT_S = 60.0
-STOP_TIMEOUT_S = 30.0
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -86,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     root.mkdir(parents=True, exist_ok=True)
     zookeeper: ZooKeeperServer | None = None
     brokers: list[tuple[int, int, subprocess.Popen]] = []
-    stop = _StopSignal()
+    stop = StopSignal()
     try:
         if args.zookeeper:
             connect = args.zookeeper
@@ -103,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         settings["zookeeper.connect"] = connect
         for node in range(1, count + 1):
             port = args.base_port + node - 1
-            brokers.append((node, port, _start_broker(root, node, port, settings)))
+            brokers.append((node, port, start_broker(root, node, f"127.0.0.1:{port}", settings)))
         ports = [port for _node, port, _proc in brokers]
         failed = _wait_registered(brokers, ports, stop)
         if failed:
@@ -122,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
                 time.sleep(0.2)
         return 0
     finally:
-        _stop_brokers(brokers)
+        stop_brokers(brokers)
         if zookeeper is not None:
             zookeeper.stop()
         stop.restore()
@@ -131,39 +130,8 @@ def run(args: argparse.Namespace) -> int:
         print("trafka: stopped", flush=True)
 
 
-class _StopSignal:
-    """SIGINT/SIGTERM end the run (once the brokers are up, or while they start)."""
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self._previous = {sig: signal.signal(sig, self._handle) for sig in (signal.SIGINT, signal.SIGTERM)}
-
-    def _handle(self, signum: int, _frame) -> None:
-        self.signum = signum
-
-    def restore(self) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-
-
-def _start_broker(root: Path, node: int, port: int, settings: dict[str, str]) -> subprocess.Popen:
-    command = [sys.executable, "-m", "server", "serve", "--node-id", str(node), "--listen", f"127.0.0.1:{port}",
-               "--data-dir", str(root / f"broker-{node}")]
-    for key, value in settings.items():
-        command += ["--set", f"{key}={value}"]
-    # The brokers import the same `server` package as this process, installed or not.
-    env = dict(os.environ)
-    package_root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-    with open(root / f"broker-{node}.log", "ab") as log:
-        # A session of its own: the terminal's Ctrl-C reaches this process only, which
-        # then stops the brokers in order (controlled shutdown) instead of all at once.
-        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env=env)
-
-
 def _wait_registered(brokers: list[tuple[int, int, subprocess.Popen]], ports: list[int],
-                     stop: _StopSignal) -> str | None:
+                     stop: StopSignal) -> str | None:
     """Until every broker answers Metadata listing all of them; an error message if not."""
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while stop.signum is None:
@@ -192,16 +160,3 @@ def _registered_brokers(port: int) -> int:
         return len(body["brokers"])
     except (OSError, ValueError, struct.error):
         return 0
-
-
-def _stop_brokers(brokers: list[tuple[int, int, subprocess.Popen]]) -> None:
-    """One at a time, last started first: SIGTERM makes each move its leaderships to the
-    brokers still running (controlled shutdown) before it stops."""
-    for _node, _port, proc in reversed(brokers):
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
