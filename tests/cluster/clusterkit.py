@@ -132,6 +132,15 @@ def read_topic(bootstrap: str, topic: str, expected: int, timeout: float = 60, *
     return out
 
 
+def whole_isrs(cluster: Cluster, topic: str, partitions: int, node: int | None = None, size: int = 3):
+    """A wait_for condition: every partition of `topic` has a leader and `size` replicas in
+    its ISR (as `node`'s Metadata says, or any live broker's)."""
+    def check():
+        parts = [cluster.partition(topic, p, node) for p in range(partitions)]
+        return all(p and p["leader_id"] >= 0 and len(p["isr_nodes"]) == size for p in parts)
+    return check
+
+
 class Workload:
     """What the fault tests run through a fault: an idempotent acks=all producer writing
     numbered values as fast as `pace_s` allows, and a consumer group reading them, each on

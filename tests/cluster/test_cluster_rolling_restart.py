@@ -10,18 +10,12 @@ import os
 
 import pytest
 
-from tests.cluster.clusterkit import Cluster, Workload
+from tests.cluster.clusterkit import Cluster, Workload, whole_isrs
 
 pytestmark = pytest.mark.timeout(420)
 
 ROUNDS = int(os.environ.get("TRAFKA_ROLLING_ROUNDS", "3" if os.environ.get("TRAFKA_LONG_TESTS") else "1"))
 
-
-def whole_isrs(cluster: Cluster, topic: str, partitions: int):
-    def check():
-        parts = [cluster.partition(topic, p) for p in range(partitions)]
-        return all(p and p["leader_id"] >= 0 and len(p["isr_nodes"]) == 3 for p in parts)
-    return check
 
 
 def test_rolling_restart_under_load_gives_clients_no_errors(tmp_path, zk_connect):

@@ -20,16 +20,10 @@ import time
 import pytest
 
 from server.cluster.zookeeper_server import ZooKeeperEnsemble, ZooKeeperServer
-from tests.cluster.clusterkit import Cluster, Workload
+from tests.cluster.clusterkit import Cluster, Workload, whole_isrs
 
 pytestmark = pytest.mark.timeout(360)
 
-
-def whole_isrs(cluster: Cluster, topic: str, partitions: int, node: int | None = None):
-    def check():
-        parts = [cluster.partition(topic, p, node) for p in range(partitions)]
-        return all(p and p["leader_id"] >= 0 and len(p["isr_nodes"]) == 3 for p in parts)
-    return check
 
 
 def test_zookeeper_restarted_mid_stream(tmp_path, zookeeper: ZooKeeperServer, zk_connect):
