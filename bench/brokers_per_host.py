@@ -47,9 +47,9 @@ adjacent windows, so they share the neighbours' load). Each window is appended a
 line to `--out` (default .cache/bench-results/brokers-per-host-<time>.jsonl, first line the
 setup); `--summarize FILE...` re-prints the table.
 
-    python bench/brokers_per_host.py                                  # 2 targets x 3 repeats: ~1.5-2 min
+    python bench/brokers_per_host.py                                  # 2 targets x 3 repeats, 20M x 100 B: ~1 min
     python bench/brokers_per_host.py --targets 1-broker,2-brokers,embedded --repeats 5
-    python bench/brokers_per_host.py --messages 2000000 --repeats 1   # functional check: ~30 s
+    python bench/brokers_per_host.py --messages 2000000 --repeats 1   # functional check: ~15 s
     python bench/brokers_per_host.py --summarize .cache/bench-results/brokers-per-host-*.jsonl
 
 Reading the numbers: the client and the brokers share the host. With two brokers on two

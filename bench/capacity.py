@@ -24,7 +24,9 @@ with its default fsync policy "never" as in run_matrix.py, Tansu with memory://)
   `--request-shape all-partitions` sends one batch per partition per request (the Java
   client's shape) instead. Requests go out with sendmsg() from the prebuilt buffers:
   only a ~40-byte header is patched per request, the batches are never copied in user
-  space. Any non-zero error code in a response marks the run unverified.
+  space, from a non-blocking socket (the loop, `produce_phase`, also drives one connection
+  per broker for brokers_per_host.py). Any non-zero error code in a response marks the run
+  unverified.
 - Consume, timed: one connection, Fetch v12 for all partitions, ONE fetch outstanding
   (librdkafka's per-broker behaviour), its defaults max_wait_ms 500, max_bytes 50 MiB,
   partition_max_bytes 1 MiB, from offset 0 until all N records have arrived. Records are
