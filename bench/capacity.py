@@ -24,7 +24,9 @@ with its default fsync policy "never" as in run_matrix.py, Tansu with memory://)
   `--request-shape all-partitions` sends one batch per partition per request (the Java
   client's shape) instead. Requests go out with sendmsg() from the prebuilt buffers:
   only a ~40-byte header is patched per request, the batches are never copied in user
-  space. Any non-zero error code in a response marks the run unverified.
+  space, from a non-blocking socket (the loop, `produce_phase`, also drives one connection
+  per broker for brokers_per_host.py). Any non-zero error code in a response marks the run
+  unverified.
 - Consume, timed: one connection, Fetch v12 for all partitions, ONE fetch outstanding
   (librdkafka's per-broker behaviour), its defaults max_wait_ms 500, max_bytes 50 MiB,
   partition_max_bytes 1 MiB, from offset 0 until all N records have arrived. Records are
@@ -67,6 +69,7 @@ import argparse
 import gc
 import json
 import os
+import selectors
 import socket
 import statistics
 import struct
@@ -80,7 +83,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import crc32c  # noqa: E402
 
-from brokers import REPO, start_broker  # noqa: E402
+from brokers import REPO, proc_cpu_s, start_broker  # noqa: E402
 from results import csv, load, parse_messages  # noqa: E402
 from produce_consume import CpuWindow, make_pool  # noqa: E402
 from rawclient import FETCH_V, PRODUCE_V, RawClient  # noqa: E402
@@ -207,7 +210,7 @@ def build_requests(templates: list[Template], partitions: int, shape: str, acks:
 # ---------------------------------------------------------------------------- connection
 
 class Conn:
-    """One blocking socket: scatter-gather sends, and exact-size receives into one reused
+    """One blocking socket (`ProducePipe` makes it non-blocking): exact-size receives into one reused
     buffer (decoded `records` are views of it: no copy, no fresh pages per response).
     A response is only valid until the next `recv`."""
 
@@ -224,25 +227,6 @@ class Conn:
             self.sock.close()
         except OSError:
             pass
-
-    def send_produce(self, req: ProduceRequest) -> int:
-        self.corr += 1
-        struct.pack_into(">i", req.head, _CORR_AT, self.corr)
-        views, left = req.views, req.total
-        while True:
-            sent = self.sock.sendmsg(views)
-            left -= sent
-            if not left:
-                return self.corr
-            # A partial send (rare on a blocking socket): drop what went, resend the rest.
-            rest = []
-            for v in views:
-                if sent >= len(v):
-                    sent -= len(v)
-                    continue
-                rest.append(v[sent:])
-                sent = 0
-            views = rest
 
     def send_frame(self, api_key: int, version: int, body: dict) -> int:
         self.corr += 1
@@ -282,44 +266,141 @@ def _window(cpu: dict, n: int, size: int, prefix: str) -> dict:
             f"{prefix}_host_busy_pct": cpu["host_busy_pct"]}
 
 
-def produce_phase(bootstrap: str, pid: int, requests: list[ProduceRequest], n_requests: int, inflight: int,
-                  size: int, deadline: float) -> tuple[dict, Counter, list[str]]:
-    """Send `n_requests` requests (cycling through `requests`), `inflight` at a time;
-    return (metrics, sent multiset of (partition, crc, count), errors)."""
-    conn = Conn(bootstrap)
+class ProducePipe:
+    """One connection's share of the produce phase, on a non-blocking socket: its requests
+    in order, up to `inflight` of them in flight, a send the kernel's buffer cut short
+    resumed where it stopped. Several pipes are driven by one thread (`produce_phase`), so
+    a client of one core keeps several brokers busy at once."""
+
+    def __init__(self, bootstrap: str, order: list[ProduceRequest], count: int, inflight: int) -> None:
+        self.conn = Conn(bootstrap)
+        self.conn.sock.setblocking(False)
+        self.order, self.count, self.inflight = order, count, inflight
+        self.started = self.acked = 0  # requests
+        self.pending: deque = deque()  # (correlation id, request), oldest first
+        self.out: list[memoryview] = []  # what is left to send of the newest request
+        self.inbuf = bytearray()
+        self.mask = 0
+
+    @property
+    def done(self) -> bool:
+        return self.acked >= self.count
+
+    def send_some(self) -> None:
+        """Start and send requests until the window is full or the socket would block."""
+        conn = self.conn
+        while True:
+            if not self.out:
+                if len(self.pending) >= self.inflight or self.started >= self.count:
+                    return
+                req = self.order[self.started % len(self.order)]
+                self.started += 1
+                conn.corr += 1
+                struct.pack_into(">i", req.head, _CORR_AT, conn.corr)
+                self.pending.append((conn.corr, req))
+                self.out = list(req.views)
+            try:
+                sent = conn.sock.sendmsg(self.out)
+            except BlockingIOError:
+                return
+            rest = []
+            for v in self.out:
+                if sent >= len(v):
+                    sent -= len(v)
+                    continue
+                rest.append(v[sent:] if sent else v)
+                sent = 0
+            self.out = rest
+            if rest:
+                return  # the kernel's send buffer is full: resume when writable
+
+    def recv_some(self) -> list[tuple[dict, ProduceRequest]]:
+        """Read what has arrived; return the complete responses with their requests."""
+        try:
+            data = self.conn.sock.recv(1 << 16)
+        except BlockingIOError:
+            return []
+        if not data:
+            raise ConnectionError("broker closed the connection")
+        buf = self.inbuf
+        buf += data
+        out = []
+        while len(buf) >= 4:
+            size = _SIZE.unpack_from(buf, 0)[0]
+            if len(buf) < 4 + size:
+                break
+            got, body = decode_response(0, PRODUCE_V, bytes(buf[4:4 + size]))
+            del buf[:4 + size]
+            corr, req = self.pending.popleft()
+            if got != corr:
+                raise ConnectionError(f"correlation id {got}, expected {corr}")
+            self.acked += 1
+            out.append((body, req))
+        return out
+
+
+def produce_phase(bootstrap: str | list[str], pid: int | list[int], requests: list[ProduceRequest],
+                  n_requests: int, inflight: int, size: int, deadline: float,
+                  route: list[int] | None = None) -> tuple[dict, Counter, list[str]]:
+    """Send `n_requests` requests (cycling through `requests`), `inflight` at a time per
+    connection; return (metrics, sent multiset of (partition, crc, count), errors).
+
+    Several brokers (brokers_per_host.py): `bootstrap` and `pid` are lists, and
+    `route[i]` is the index of the connection `requests[i]` goes to (its partition's
+    leader). Each connection sends its subsequence of the same request sequence, all from
+    this thread through a selector. One broker (capacity.py) is the case of one connection."""
+    bootstraps = [bootstrap] if isinstance(bootstrap, str) else list(bootstrap)
+    pids = [pid] if isinstance(pid, int) else list(pid)
+    cycle = len(requests)
+    route = route or [0] * cycle
+    counts = Counter(route[j % cycle] for j in range(n_requests))
+    pipes = [ProducePipe(b, [r for r, c in zip(requests, route) if c == i], counts[i], inflight)
+             for i, b in enumerate(bootstraps)]
     sent: Counter = Counter()
     errors: list[str] = []
-    pending: deque = deque()
-    acked = acked_reqs = j = 0
-    cycle = len(requests)
-    window = CpuWindow([pid])
+    acked = acked_reqs = 0
+    sel = selectors.DefaultSelector()
+    for p in pipes:
+        p.mask = selectors.EVENT_READ
+        sel.register(p.conn.sock, p.mask, p)
+    window = CpuWindow(pids)
+    each0 = [proc_cpu_s(p) for p in pids]
     gc.collect()
     gc.disable()
     try:
         window.start()
-        while acked_reqs < n_requests:
-            while len(pending) < inflight and j < n_requests:
-                req = requests[j % cycle]
-                pending.append((conn.send_produce(req), req))
-                j += 1
-            corr, req = pending.popleft()
-            body = conn.recv(0, PRODUCE_V, corr)
-            for t in body["responses"]:
-                for pr in t["partition_responses"]:
-                    if pr["error_code"]:
-                        errors.append(f"produce partition {pr['index']}: error {pr['error_code']}")
-            acked += req.records
-            acked_reqs += 1
-            sent.update(req.keys)
-            if errors or time.monotonic() > deadline:
-                if not errors:
-                    errors.append("produce exceeded the run timeout")
-                break
+        while not errors and not all(p.done for p in pipes):
+            for p in pipes:
+                p.send_some()
+                mask = selectors.EVENT_READ | (selectors.EVENT_WRITE if p.out else 0)
+                if mask != p.mask:
+                    sel.modify(p.conn.sock, mask, p)
+                    p.mask = mask
+            for key, events in sel.select(1.0):
+                p = key.data
+                if events & selectors.EVENT_WRITE:
+                    p.send_some()
+                if events & selectors.EVENT_READ:
+                    for body, req in p.recv_some():
+                        for t in body["responses"]:
+                            for pr in t["partition_responses"]:
+                                if pr["error_code"]:
+                                    errors.append(f"produce partition {pr['index']}: error {pr['error_code']}")
+                        acked += req.records
+                        acked_reqs += 1
+                        sent.update(req.keys)
+            if not errors and time.monotonic() > deadline:
+                errors.append("produce exceeded the run timeout")
         cpu = window.stop()
+        each = [proc_cpu_s(p) - c for p, c in zip(pids, each0)]
     finally:
         gc.enable()
-        conn.close()
-    return {**_window(cpu, acked, size, "produce"), "produced": acked, "produce_requests": acked_reqs}, sent, errors
+        sel.close()
+        for p in pipes:
+            p.conn.close()
+    return ({**_window(cpu, acked, size, "produce"), "produced": acked, "produce_requests": acked_reqs,
+             "produce_broker_cpu_s": cpu["broker_cpu_s"], "produce_broker_cpu_s_each": each},
+            sent, errors)
 
 
 def consume_phase(bootstrap: str, pid: int, partitions: int, expected: int, size: int, deadline: float,
