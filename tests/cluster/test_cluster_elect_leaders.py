@@ -10,6 +10,7 @@ it was acknowledged at. The error cases are Kafka's per-partition codes.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -17,6 +18,7 @@ import confluent_kafka as ck
 import pytest
 from confluent_kafka import ElectionType
 from confluent_kafka.admin import AdminClient
+from kazoo.client import KazooClient
 
 from tests.cluster.clusterkit import Cluster, read_topic
 from tests.cluster.test_cluster_unclean_election import stale_follower_alone, zk_state
@@ -215,3 +217,24 @@ def test_error_cases(tmp_path, zk_connect):
         values = [v for _p, _o, v in read_topic(cluster.brokers[follower].bootstrap, "stale", len(before),
                                                 timeout=20, settle_s=1.5)]
         assert sorted(values) == sorted(before)
+
+
+def test_the_preferred_replica_election_znode(tmp_path, zk_connect):
+    """Kafka's older way (kafka-preferred-replica-election.sh before KIP-460): a list of
+    partitions in /admin/preferred_replica_election; the controller elects and deletes it."""
+    with Cluster(tmp_path, zk_connect, 3, "--set", "auto.leader.rebalance.enable=false") as cluster:
+        make_topic(cluster, "viazk")
+        _broker, preferred = restart_a_preferred_leader(cluster, "viazk")
+        assert not balanced(cluster, "viazk")
+        client = KazooClient(hosts=zk_connect)
+        client.start(timeout=10)
+        try:
+            client.create("/admin/preferred_replica_election", json.dumps(
+                {"version": 1, "partitions": [{"topic": "viazk", "partition": p} for p in preferred]}).encode(),
+                makepath=True)
+            cluster.wait_for(lambda: balanced(cluster, "viazk"), 30, "the preferred replicas leading")
+            cluster.wait_for(lambda: client.exists("/admin/preferred_replica_election") is None, 10,
+                             "the znode deleted by the controller")
+        finally:
+            client.stop()
+            client.close()
