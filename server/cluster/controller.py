@@ -49,6 +49,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.cluster import znodes as zn
+from server.cluster.elections import LeaderElections
 from server.cluster.zk import BadVersion, CheckOp, CreateOp, DeleteOp, NodeExists, NoNode, SetDataOp
 
 log = logging.getLogger("trafka.controller")
@@ -180,6 +181,7 @@ class Controller:
         from server.cluster.client import BrokerChannels
 
         self.channels = BrokerChannels(client_id=f"controller-{self.broker_id}")
+        self.elections = LeaderElections(self)  # ElectLeaders, preferred-leader balancing
 
     # ------------------------------------------------------------------ election
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -255,6 +257,7 @@ class Controller:
         if not self.active:
             return
         self.active = False
+        self.elections.on_resign()
         if self._active_scope is not None:
             self._active_scope.cancel()
         for queue in self.queues.values():
@@ -310,6 +313,7 @@ class Controller:
         self._send_update_metadata(list(ctx.brokers), list(ctx.states))
         for topic in list(ctx.deleting):
             await self._delete_topic(topic)
+        await self.elections.on_failover()
 
     async def _read_brokers(self) -> dict[int, LiveBroker]:
         out = {}

@@ -419,6 +419,20 @@ def decode_config_change_notification(data: bytes) -> str:
     return str(doc["entity_path"])
 
 
+# --- /admin/preferred_replica_election ----------------------------------------------------
+
+
+def encode_preferred_replica_election(partitions: list[tuple[str, int]]) -> bytes:
+    """`/admin/preferred_replica_election` (Kafka's PreferredReplicaElectionZNode, what
+    kafka-preferred-replica-election.sh wrote before KIP-460): the partitions whose
+    preferred replica should lead; the controller deletes it when done."""
+    return _dumps({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
+
+
+def decode_preferred_replica_election(data: bytes) -> list[tuple[str, int]]:
+    return [(str(e["topic"]), int(e["partition"])) for e in _loads(data).get("partitions", [])]
+
+
 # --- /latest_producer_id_block --------------------------------------------------------------
 
 PRODUCER_ID_BLOCK_SIZE = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE

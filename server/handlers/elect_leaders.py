@@ -1,0 +1,79 @@
+"""ElectLeaders (43): elect the preferred replica, or for a partition without a live leader
+any replica, uncleanly if it must (KIP-460; KIP-183 for v0, which has no election type and
+means PREFERRED).
+
+Implements v0-2. In a cluster the controller elects (server/cluster/elections.py) and the
+answer comes once this broker's metadata shows the new leaders or `timeout_ms` passed
+(REQUEST_TIMED_OUT). As in Kafka's ZooKeeper mode, clients send it to the controller
+(Metadata's controller_id); any other broker answers NOT_CONTROLLER for each partition
+asked for (for all it knows when `topic_partitions` is null), with no top-level error:
+that is what Kafka's KafkaApis.handleElectLeaders does, its controller answering through
+the callback per partition. A null `topic_partitions` means every partition, and then the
+partitions that needed no election are left out of the answer.
+
+On a single broker every replica is the preferred one and leads: each existing partition
+is ELECTION_NOT_NEEDED, others UNKNOWN_TOPIC_OR_PARTITION. No ACLs, so never
+CLUSTER_AUTHORIZATION_FAILED.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from wire.errors import ErrorCode
+from wire.registry import ApiKey
+
+from server.context import RequestContext
+
+API_KEY = ApiKey.ELECT_LEADERS
+MAY_BLOCK = True
+
+log = logging.getLogger("trafka.admin")
+E = ErrorCode
+_NOT_NEEDED = "Leader election not needed for topic partition."
+_UNKNOWN = "The partition does not exist."
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    asked = request.get("topic_partitions")
+    tps = None if asked is None else [(t["topic"], p) for t in asked for p in t["partitions"]]
+    election_type = request.get("election_type", 0) if ctx.api_version >= 1 else 0
+    if election_type not in (0, 1):
+        log.info("ElectLeaders from %s: election type %d is not PREFERRED (0) or UNCLEAN (1)", ctx.client_id,
+                 election_type)
+        return _answer({}, E.INVALID_REQUEST)
+    node = ctx.broker.cluster
+    if node is None:
+        results = _single_broker(ctx, tps)
+    elif not node.controller.active:
+        if tps is None:
+            tps = [(t, p) for t, parts in node.cache.topics.items() for p in parts]
+        log.info("ElectLeaders from %s on broker %d, which is not the controller: NOT_CONTROLLER", ctx.client_id,
+                 ctx.broker.node_id)
+        results = {tp: (E.NOT_CONTROLLER, None) for tp in tps}
+    else:
+        results = await node.controller.elections.elect_leaders(tps, election_type, request["timeout_ms"] / 1000)
+    if asked is None:
+        results = {tp: r for tp, r in results.items() if r[0] != E.ELECTION_NOT_NEEDED}
+    return _answer(results, E.NONE)
+
+
+def _single_broker(ctx: RequestContext, tps: list[tuple[str, int]] | None) -> dict:
+    topics = ctx.broker.topics
+    if tps is None:
+        tps = [(name, p) for name, meta in topics.items() for p in range(meta.partitions)]
+    out = {}
+    for topic, index in tps:
+        meta = topics.get(topic)
+        known = meta is not None and 0 <= index < meta.partitions
+        out[(topic, index)] = (E.ELECTION_NOT_NEEDED, _NOT_NEEDED) if known else (E.UNKNOWN_TOPIC_OR_PARTITION,
+                                                                                _UNKNOWN)
+    return out
+
+
+def _answer(results: dict, error_code: ErrorCode) -> dict:
+    by_topic: dict[str, list[dict]] = {}
+    for (topic, index), (code, message) in results.items():
+        by_topic.setdefault(topic, []).append({"partition_id": index, "error_code": code, "error_message": message})
+    return {"throttle_time_ms": 0, "error_code": error_code,
+            "replica_election_results": [{"topic": t, "partition_result": ps} for t, ps in by_topic.items()]}
