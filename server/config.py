@@ -144,7 +144,7 @@ class BrokerConfig:
 
     def get(self, name: str) -> Any:
         setting = SETTINGS[name]
-        raw = self.values.get(name, setting.default)
+        raw = self.raw(name)
         try:
             return setting.parse(raw)
         except ValueError as exc:  # pragma: no cover - validated at load
