@@ -258,3 +258,20 @@ def test_per_broker_overrides_sources_and_errors(tmp_path, zk_connect):
         for node in (1, 2, 3):
             cluster.wait_for(lambda: describe(client, BROKER, str(node))["num.replica.fetchers"].value == "1", 20,
                              f"broker {node} drops the default num.replica.fetchers")
+
+
+def test_enabling_unclean_election_as_cluster_default_elects_offline_partitions(tmp_path, zk_connect):
+    """unclean.leader.election.enable turned on for all brokers: the controller re-runs the
+    elections of offline partitions at once (Kafka's controller does on this change)."""
+    from tests.cluster.test_cluster_unclean_election import assert_offline, stale_follower_alone, zk_state
+
+    with Cluster(tmp_path, zk_connect, 3) as cluster:
+        leader, follower, _before, _after = stale_follower_alone(cluster, "later", {})
+        epoch = zk_state(zk_connect, "later")["leader_epoch"]
+        assert_offline(cluster, zk_connect, "later", 3)
+        assert alter_default(cluster, [("unclean.leader.election.enable", SET, "true")], node=follower) == (0, None)
+        cluster.wait_for(lambda: cluster.partition("later", 0, follower)["leader_id"] == follower, 20,
+                         "the stale follower elected after the broker default changed")
+        state = zk_state(zk_connect, "later")
+        assert state["isr"] == [follower] and state["leader_epoch"] > epoch
+        assert state["leader_recovery_state"] == 1  # RECOVERING (KIP-704)
