@@ -69,9 +69,10 @@ class Broker:
             self.cluster = ClusterNode(self)
 
     # ---- lifecycle ----------------------------------------------------------------
-    def topic_defaults(self) -> LogConfig:
-        """The broker-level topic defaults (log.* settings) as a storage LogConfig."""
-        cfg = self.config
+    def topic_defaults(self, config: BrokerConfig | None = None) -> LogConfig:
+        """The broker-level topic defaults (log.* settings) as a storage LogConfig (of
+        `config`, a proposed dynamic change, when given; InvalidConfig if it is not valid)."""
+        cfg = config or self.config
         configs = {
             "retention.ms": cfg.raw("log.retention.ms"),
             "retention.bytes": cfg.raw("log.retention.bytes"),
@@ -231,6 +232,18 @@ class Broker:
                 except InvalidConfig:
                     pass
             return LogConfig.from_kafka(good, self.logs.defaults)
+
+    def apply_topic_defaults(self) -> None:
+        """The broker's log.* defaults changed (a dynamic broker config): every topic runs
+        under the new defaults from now on, except where it has its own override."""
+        self.logs.defaults = self.topic_defaults()
+        for name in list(self._configs):
+            meta = self.topics.get(name)
+            if meta is None:
+                continue
+            config = self._log_config(meta)
+            self._configs[name] = config
+            self.logs.set_config(name, config)
 
     def close(self) -> None:
         self.groups.close()

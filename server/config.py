@@ -4,6 +4,13 @@ Precedence, lowest first: built-in defaults, `--config FILE`, `TRAFKA_*` environ
 variables (TRAFKA_NUM_PARTITIONS sets num.partitions: upper case, dots as underscores),
 then command-line flags. Each value remembers where it came from, because DescribeConfigs
 reports it (DEFAULT_CONFIG vs STATIC_BROKER_CONFIG).
+
+In a cluster two more layers sit on top (KIP-226 dynamic broker configs, Kafka's
+DynamicBrokerConfig): the cluster-wide defaults of `/config/brokers/<default>`, then this
+broker's own `/config/brokers/<id>` (server/cluster/broker_configs.py fills them). `get`
+and `raw` always answer the effective value, so code that reads a setting when it needs
+it (rather than once at start) follows a change without a restart; code that must act on
+a change registers with `add_listener`.
 """
 
 from __future__ import annotations
@@ -78,6 +85,8 @@ SETTINGS: dict[str, Setting] = {
         _s("auto.leader.rebalance.enable", _bool, "true", "The controller moves leadership back to preferred replicas (the first of each assignment) when a broker's imbalance is above leader.imbalance.per.broker.percentage."),
         _s("leader.imbalance.check.interval.seconds", int, "300", "How often the controller checks the leader imbalance (auto.leader.rebalance.enable)."),
         _s("leader.imbalance.per.broker.percentage", int, "10", "Share of a broker's preferred partitions led elsewhere, in percent, above which the controller runs preferred elections for them."),
+        _s("leader.replication.throttled.rate", int, "9223372036854775807", "Bytes/s a leader serves to throttled replicas (KIP-73; a dynamic broker config)."),
+        _s("follower.replication.throttled.rate", int, "9223372036854775807", "Bytes/s a follower fetches for throttled replicas (KIP-73; a dynamic broker config)."),
         _s("controlled.shutdown.enable", _bool, "true", "Move leadership away (ControlledShutdown) before stopping."),
         _s("auto.create.topics.enable", _bool, "true", "Create unknown topics on Metadata and Produce."),
         _s("delete.topic.enable", _bool, "true", "Allow DeleteTopics."),
@@ -116,12 +125,21 @@ SETTINGS: dict[str, Setting] = {
 }
 
 
+# BrokerConfig.source() of the two dynamic layers (DescribeConfigs' DYNAMIC_BROKER_CONFIG and
+# DYNAMIC_DEFAULT_BROKER_CONFIG).
+DYNAMIC_BROKER = "dynamic_broker"
+DYNAMIC_DEFAULT = "dynamic_default"
+
+
 @dataclass
 class BrokerConfig:
     """Resolved broker settings plus where each came from."""
 
-    values: dict[str, str] = field(default_factory=dict)
+    values: dict[str, str] = field(default_factory=dict)  # the static layer: file, env, flags
     sources: dict[str, str] = field(default_factory=dict)  # name -> "default" | "file" | "env" | "flag"
+    dynamic_default: dict[str, str] = field(default_factory=dict)  # /config/brokers/<default>
+    dynamic_broker: dict[str, str] = field(default_factory=dict)  # /config/brokers/<this id>
+    listeners: list[Callable[[set[str]], None]] = field(default_factory=list)
     listen_host: str = "0.0.0.0"
     listen_port: int = 9092
     advertised_host: str | None = None
@@ -129,21 +147,69 @@ class BrokerConfig:
 
     def get(self, name: str) -> Any:
         setting = SETTINGS[name]
-        raw = self.values.get(name, setting.default)
+        raw = self.raw(name)
         try:
             return setting.parse(raw)
         except ValueError as exc:  # pragma: no cover - validated at load
             raise ConfigError(f"{name}={raw!r}: {exc}") from None
 
     def raw(self, name: str) -> str:
-        """The value as given; an unknown key has only the value it was given with."""
-        value = self.values.get(name)
-        if value is not None:
-            return value
+        """The effective value as given (per-broker dynamic > cluster default > static >
+        built-in default); an unknown key has only the value it was given with."""
+        for layer in (self.dynamic_broker, self.dynamic_default, self.values):
+            value = layer.get(name)
+            if value is not None:
+                return value
         return SETTINGS[name].default
 
     def source(self, name: str) -> str:
+        """Where the effective value comes from: DYNAMIC_BROKER, DYNAMIC_DEFAULT, "file",
+        "env", "flag" or "default"."""
+        if name in self.dynamic_broker:
+            return DYNAMIC_BROKER
+        if name in self.dynamic_default:
+            return DYNAMIC_DEFAULT
         return self.sources.get(name, "default")
+
+    def layers(self, name: str) -> list[tuple[str, str]]:
+        """Every value `name` has, most specific first, as (source, value): Kafka's synonym
+        chain of one broker setting in DescribeConfigs (include_synonyms)."""
+        chain = []
+        if name in self.dynamic_broker:
+            chain.append((DYNAMIC_BROKER, self.dynamic_broker[name]))
+        if name in self.dynamic_default:
+            chain.append((DYNAMIC_DEFAULT, self.dynamic_default[name]))
+        if name in self.values:
+            chain.append((self.sources.get(name, "file"), self.values[name]))
+        if name in SETTINGS:
+            chain.append(("default", SETTINGS[name].default))
+        return chain
+
+    def set_dynamic(self, default: Mapping[str, str], broker: Mapping[str, str]) -> set[str]:
+        """Replace both dynamic layers; returns the names whose effective value changed and
+        tells the listeners (each gets the changed names; one failing does not stop the others)."""
+        names = set(self.dynamic_default) | set(self.dynamic_broker) | set(default) | set(broker)
+        before = {n: self._effective_or_none(n) for n in names}
+        self.dynamic_default = dict(default)
+        self.dynamic_broker = dict(broker)
+        changed = {n for n in names if self._effective_or_none(n) != before[n]}
+        if changed:
+            for listener in list(self.listeners):
+                try:
+                    listener(changed)
+                except Exception:
+                    log.exception("applying the changed broker configs %s", sorted(changed))
+        return changed
+
+    def add_listener(self, listener: Callable[[set[str]], None]) -> None:
+        """Call `listener(changed_names)` after each change of the dynamic layers."""
+        self.listeners.append(listener)
+
+    def _effective_or_none(self, name: str) -> str | None:
+        try:
+            return self.raw(name)
+        except KeyError:
+            return None
 
     def set(self, name: str, value: str, source: str) -> None:
         setting = SETTINGS.get(name)

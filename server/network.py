@@ -64,7 +64,6 @@ class Server:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.connections = 0
-        self.max_connections = broker.config.get("max.connections")
         self.idle_s = broker.config.get("connections.max.idle.ms") / 1000
         self.max_frame = broker.config.get("socket.request.max.bytes")
         self.listeners: list[trio.SocketListener] = []
@@ -72,6 +71,11 @@ class Server:
         self._closing = False
         # API keys whose handler may wait, so earlier answers on the connection go out first.
         self.blocking = frozenset(key for key, h in HANDLERS.items() if h.MAY_BLOCK)
+
+    @property
+    def max_connections(self) -> int:
+        """Read at each accept: max.connections is a dynamic broker config."""
+        return self.broker.config.get("max.connections")
 
     async def serve(self, host: str, port: int, connection_nursery: trio.Nursery,
                     task_status=trio.TASK_STATUS_IGNORED) -> None:

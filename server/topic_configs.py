@@ -6,9 +6,11 @@ request into the topic's new set of explicit settings. This module holds those r
 the handlers agree with each other.
 
 Sources follow Kafka's ConfigHelper: a name set on the topic is DYNAMIC_TOPIC_CONFIG; an
-inherited value is STATIC_BROKER_CONFIG when a broker setting it derives from
-(`log.retention.ms` for `retention.ms`, ...) was given in the file, the environment or a
-flag, DEFAULT_CONFIG otherwise. Synonyms list the same chain, most specific first.
+inherited value is DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG when the broker
+setting it derives from (`log.retention.ms` for `retention.ms`, ...) is a dynamic broker
+config of this broker / of the cluster default (server/cluster/broker_configs.py),
+STATIC_BROKER_CONFIG when it was given in the file, the environment or a flag,
+DEFAULT_CONFIG otherwise. Synonyms list the same chain, most specific first.
 Only broker names that Trafka's broker settings actually read count as synonyms, so a
 `log.retention.hours` line that Trafka ignores is never shown as the source of a value.
 """
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING, Mapping
 from storage.config import BROKER_SYNONYMS, CONFIG_TYPE_IDS, TOPIC_CONFIGS, LogConfig
 from storage.errors import InvalidConfig
 
-from server.config import SETTINGS
+from server.config import DYNAMIC_BROKER, DYNAMIC_DEFAULT, SETTINGS
 
 if TYPE_CHECKING:
     from server.broker import Broker
@@ -57,18 +59,33 @@ class AlterOp(enum.IntEnum):
     SUBTRACT = 3
 
 
+_LAYER_SOURCES = {DYNAMIC_BROKER: ConfigSource.DYNAMIC_BROKER_CONFIG,
+                  DYNAMIC_DEFAULT: ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+                  "default": ConfigSource.DEFAULT_CONFIG}
+
+
+def layer_source(layer: str) -> ConfigSource:
+    """A BrokerConfig source ("file", "env", "flag" are all STATIC_BROKER_CONFIG) as a ConfigSource."""
+    return _LAYER_SOURCES.get(layer, ConfigSource.STATIC_BROKER_CONFIG)
+
+
 def broker_source(broker: "Broker", name: str) -> ConfigSource:
-    """Where a broker setting's value came from: a file/env/flag, or the built-in default."""
-    return ConfigSource.DEFAULT_CONFIG if broker.config.source(name) == "default" else ConfigSource.STATIC_BROKER_CONFIG
+    """Where a broker setting's effective value comes from."""
+    return layer_source(broker.config.source(name))
+
+
+def broker_synonyms(broker: "Broker", names: list[str]) -> list[dict]:
+    """Every value the broker settings `names` have, most specific first (Kafka's
+    ConfigHelper.configSynonyms: all per-broker ones, then cluster defaults, static, built-in)."""
+    chain = [{"name": b, "value": value, "source": layer_source(layer)}
+             for b in names for layer, value in broker.config.layers(b)]
+    return sorted(chain, key=lambda entry: entry["source"])  # stable: ids ascend with generality
 
 
 def _broker_chain(broker: "Broker", topic_name: str) -> list[dict]:
-    """Broker-level synonyms of a topic config: the set ones (STATIC) first, then defaults."""
+    """Broker-level synonyms of a topic config, most specific first."""
     names = [b for b, factor in BROKER_SYNONYMS.get(topic_name, ()) if b in SETTINGS and factor == 1]
-    static = [{"name": b, "value": broker.config.raw(b), "source": ConfigSource.STATIC_BROKER_CONFIG}
-              for b in names if broker_source(broker, b) == ConfigSource.STATIC_BROKER_CONFIG]
-    defaults = [{"name": b, "value": SETTINGS[b].default, "source": ConfigSource.DEFAULT_CONFIG} for b in names]
-    return static + defaults
+    return broker_synonyms(broker, names)
 
 
 def describe_topic(

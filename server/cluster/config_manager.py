@@ -10,6 +10,9 @@ each notice newer than the last it processed (in sequence order), re-reads the e
 config and applies it to its local logs. Notices older than 15 minutes are deleted by
 whichever broker sees them (Kafka's ZkNodeChangeNotificationListener.purgeObsoleteNotifications).
 
+Broker entities (`brokers/<id>`, `brokers/<default>`) are handed to
+server/cluster/broker_configs.py, which re-reads this broker's dynamic config layers.
+
 The controller is told too: a notice whose topic config now enables
 `unclean.leader.election.enable` makes the active controller re-run the elections of that
 topic's offline partitions (Kafka's TopicConfigHandler → TopicUncleanLeaderElectionEnable),
@@ -123,6 +126,8 @@ class TopicConfigManager:
         if entity_type == "topics" and name:
             await self._refresh(name)
             await self._tell_controller(name)
+        elif entity_type == "brokers" and name:
+            await self.node.broker_configs.on_notice(name)  # server/cluster/broker_configs.py
         else:
             log.debug("config change for %s: nothing to apply here", entity_path)
 

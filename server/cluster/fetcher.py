@@ -102,6 +102,16 @@ class ReplicaFetcherManager:
                 self.by_leader.setdefault((partition.leader_id, fid), set()).add(partition)
         self._changed.set()
 
+    def resize(self, fetchers: int) -> None:
+        """`num.replica.fetchers` changed (a dynamic broker config): spread the partitions
+        over the new number of fetchers per source broker (Kafka's resizeThreadPool)."""
+        fetchers = max(1, fetchers)
+        if fetchers == self.fetchers:
+            return
+        self.fetchers = fetchers
+        self.add([p for parts in list(self.by_leader.values()) for p in parts])
+        log.info("replica fetchers per source broker now %d", fetchers)
+
     def remove(self, partitions: list) -> None:
         for partition in partitions:
             self._discard(partition)

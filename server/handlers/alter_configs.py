@@ -10,10 +10,12 @@ with a change notice, and every broker hosting the topic applies it
 Errors per resource: unknown config names, null values and bad values → INVALID_CONFIG
 (the message names the config); invalid topic name → INVALID_TOPIC_EXCEPTION; unknown
 topic → UNKNOWN_TOPIC_OR_PARTITION; a config named twice, or a resource named twice in
-one request → INVALID_REQUEST. BROKER resources → INVALID_REQUEST: every broker setting
-is static here (Kafka answers the same for configs that are not dynamic), and a broker
-id other than this one is INVALID_REQUEST too. Other resource types (BROKER_LOGGER
-included, as in Kafka) → INVALID_REQUEST.
+one request → INVALID_REQUEST. BROKER resources in a cluster: the configs given become
+the broker's (name "<id>") or the cluster default's (name "") whole set of dynamic
+overrides (server/cluster/broker_configs.py; errors as in incremental_alter_configs.py);
+on a single broker → INVALID_REQUEST (settings are read at start-up). A broker id other
+than this one is INVALID_REQUEST. Other resource types (BROKER_LOGGER included, as in
+Kafka) → INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -38,8 +40,10 @@ def _alter(ctx: RequestContext, resource: dict, validate_only: bool):
     kind = resource["resource_type"]
     name = resource["resource_name"]
     if kind == ResourceType.BROKER:
-        broker_id_of(broker, name, allow_empty=True)
-        raise InvalidRequest(BROKER_CONFIGS_STATIC)
+        broker_id = broker_id_of(broker, name, allow_empty=True)
+        if broker.cluster is None:
+            raise InvalidRequest(BROKER_CONFIGS_STATIC)
+        return _alter_broker(ctx, broker_id, resource["configs"], validate_only)
     if kind != ResourceType.TOPIC:
         raise InvalidRequest(f"AlterConfigs supports topics and brokers, not resource type {kind}")
     validate_topic_name(name)
@@ -55,6 +59,20 @@ def _alter(ctx: RequestContext, resource: dict, validate_only: bool):
     apply(broker, name, configs, validate_only)
     if not validate_only:
         log.info("AlterConfigs %s from %s: %s", name, ctx.client_id, configs)
+
+
+async def _alter_broker(ctx: RequestContext, broker_id: int | None, entries: list[dict], validate_only: bool) -> None:
+    configs: dict[str, str] = {}
+    for entry in entries:
+        if entry["name"] in configs:
+            raise InvalidRequest(f"config {entry['name']} appears more than once")
+        if entry["value"] is None:
+            raise InvalidRequest(f"Null value not supported for : {entry['name']}")
+        configs[entry["name"]] = entry["value"]
+    await ctx.broker.cluster.broker_configs.alter(broker_id, lambda _current: configs, validate_only)
+    if not validate_only:
+        log.info("AlterConfigs broker %s from %s: %s", "<default>" if broker_id is None else broker_id,
+                 ctx.client_id, configs)
 
 
 async def _alter_in_cluster(ctx: RequestContext, name: str, configs: dict[str, str], validate_only: bool) -> None:

@@ -10,10 +10,14 @@ include_synonyms (v1+), include_documentation (v3+) and config_type (v3+).
   In a cluster a topic with no replica on this broker is described from its config in
   ZooKeeper (`/config/topics/<t>`); a hosted one from the config its logs run under, which
   follows ZooKeeper through the change notices (server/cluster/config_manager.py).
-- BROKER: this broker's settings (server/config.py) plus unknown keys from its file, all
-  read-only, sources STATIC_BROKER_CONFIG or DEFAULT_CONFIG. The name "" means the
-  cluster-wide dynamic defaults, of which there are none (an empty list, as in Kafka);
-  another broker id or a non-number → INVALID_REQUEST.
+- BROKER: this broker's settings (server/config.py) plus unknown keys from its file with
+  their effective values; sources DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG
+  (dynamic broker configs, cluster only: server/cluster/broker_configs.py),
+  STATIC_BROKER_CONFIG or DEFAULT_CONFIG, synonyms the whole chain most specific first.
+  In a cluster read_only is false for the settings that may change at runtime
+  (server/dynamic_config.py); on a single broker everything is read-only. The name ""
+  means the cluster-wide dynamic defaults: just those set (an empty list on a single
+  broker), as in Kafka. Another broker id or a non-number → INVALID_REQUEST.
 - BROKER_LOGGER: the process's loggers and their levels in log4j words (Kafka lists its
   log4j loggers); "" or another broker id → INVALID_REQUEST.
 - Any other resource type → INVALID_REQUEST.
@@ -32,7 +36,9 @@ from server.config import SETTINGS
 from server.context import RequestContext
 from server.errors import InvalidRequest, UnknownTopicOrPartition, logged_error_code
 from server.config_resources import broker_id_of, log4j_level, loggers
-from server.topic_configs import ConfigSource, ResourceType, broker_source, describe_topic, explicit_configs
+from server.dynamic_config import is_dynamic
+from server.topic_configs import (ConfigSource, ResourceType, broker_source, broker_synonyms, describe_topic,
+                                  explicit_configs)
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
 MAY_BLOCK = False
@@ -40,6 +46,25 @@ MAY_BLOCK = False
 log = logging.getLogger("trafka.admin")
 
 _SENSITIVE_MARKERS = ("password", "secret", "sasl.jaas.config")
+
+def _broker_entry(broker, name: str, value: str | None, source: ConfigSource, chain: list[dict],
+                  synonyms: bool, documentation: bool) -> dict:
+    setting = SETTINGS.get(name)
+    sensitive = any(marker in name for marker in _SENSITIVE_MARKERS)
+    if sensitive:
+        chain = [{**entry, "value": None} for entry in chain]
+    return {
+        "name": name,
+        "value": None if sensitive else value,
+        # Kafka: read-only unless a dynamic broker config; those need a cluster here
+        "read_only": broker.cluster is None or not is_dynamic(name),
+        "config_source": source,
+        "is_sensitive": sensitive,
+        "synonyms": chain if synonyms else [],
+        "config_type": CONFIG_TYPE_IDS["PASSWORD" if sensitive else setting.kafka_type if setting else "STRING"],
+        "documentation": (setting.doc if setting else None) if documentation else None,
+    }
+
 
 def _broker_entries(broker, keys: list[str] | None, synonyms: bool, documentation: bool) -> list[dict]:
     cfg = broker.config
@@ -49,29 +74,20 @@ def _broker_entries(broker, keys: list[str] | None, synonyms: bool, documentatio
     if keys is not None:
         wanted = set(keys)
         names = [n for n in names if n in wanted]
-    entries = []
-    for name in names:
-        setting = SETTINGS.get(name)
-        value = effective.get(name, cfg.raw(name))
-        source = broker_source(broker, name)
-        sensitive = any(marker in name for marker in _SENSITIVE_MARKERS)
-        chain = []
-        if source == ConfigSource.STATIC_BROKER_CONFIG:
-            chain.append({"name": name, "value": None if sensitive else cfg.raw(name), "source": source})
-        if setting is not None:
-            chain.append({"name": name, "value": None if sensitive else setting.default,
-                          "source": ConfigSource.DEFAULT_CONFIG})
-        entries.append({
-            "name": name,
-            "value": None if sensitive else value,
-            "read_only": True,  # no dynamic broker configs: everything needs a restart
-            "config_source": source,
-            "is_sensitive": sensitive,
-            "synonyms": chain if synonyms else [],
-            "config_type": CONFIG_TYPE_IDS["PASSWORD" if sensitive else setting.kafka_type if setting else "STRING"],
-            "documentation": (setting.doc if setting else None) if documentation else None,
-        })
-    return entries
+    return [_broker_entry(broker, name, effective.get(name, cfg.raw(name)), broker_source(broker, name),
+                          broker_synonyms(broker, [name]), synonyms, documentation)
+            for name in names]
+
+
+def _default_entries(broker, keys: list[str] | None, synonyms: bool, documentation: bool) -> list[dict]:
+    """The cluster-wide dynamic defaults (resource name ""): only those set, each with its
+    DYNAMIC_DEFAULT_BROKER_CONFIG synonym alone (Kafka's perBrokerConfig=false)."""
+    found = broker.config.dynamic_default
+    names = list(found) if keys is None else [k for k in dict.fromkeys(keys) if k in found]
+    source = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+    return [_broker_entry(broker, name, found[name], source, [{"name": name, "value": found[name], "source": source}],
+                          synonyms, documentation)
+            for name in names]
 
 
 def _logger_entries(keys: list[str] | None) -> list[dict]:
@@ -109,7 +125,7 @@ async def describe(ctx: RequestContext, resource: dict, synonyms: bool, document
                               documentation=documentation, effective=broker.topic_config(name))
     if kind == ResourceType.BROKER:
         if broker_id_of(broker, name, allow_empty=True) is None:
-            return []  # cluster-wide dynamic defaults: Trafka has none
+            return _default_entries(broker, keys, synonyms, documentation)  # [] on a single broker
         return _broker_entries(broker, keys, synonyms, documentation)
     if kind == ResourceType.BROKER_LOGGER:
         broker_id_of(broker, name, allow_empty=False)

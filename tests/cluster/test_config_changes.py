@@ -27,8 +27,13 @@ def test_notices_are_followed_in_order_and_old_ones_purged(tmp_path, zk_connect)
         async with ZooKeeperClient() as zk:
             await zk.start(zk_connect, SESSION_MS)
             await zk.ensure_persistent_paths()
+            broker_notices: list[str] = []
+
+            async def on_broker_notice(entity: str) -> None:
+                broker_notices.append(entity)
             node = SimpleNamespace(zk=zk, broker=SimpleNamespace(topics=TopicRegistry(tmp_path)),
-                                   controller=SimpleNamespace(active=False))
+                                   controller=SimpleNamespace(active=False),
+                                   broker_configs=SimpleNamespace(on_notice=on_broker_notice))
             manager = TopicConfigManager(node)
             processed: list[str] = []
             original = manager._process
@@ -59,6 +64,7 @@ def test_notices_are_followed_in_order_and_old_ones_purged(tmp_path, zk_connect)
             fourth = await notify("brokers/<default>")
             await wait_until(lambda: manager.last_processed == fourth)
             assert processed[-1] == "brokers/<default>"
+            assert broker_notices[-1] == "<default>"  # handed to the dynamic broker configs
             with trio.fail_after(10):
                 while await zk.children(zn.CONFIG_CHANGES_PATH):
                     await trio.sleep(0.05)  # the newest goes too: its ctime is before "now - 0"

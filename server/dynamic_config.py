@@ -1,0 +1,169 @@
+"""Dynamic broker configs (KIP-226): which settings may change without a restart, and the
+checks an update gets before it is stored.
+
+Why a module of its own: the alter handlers validate a change, the cluster side
+(server/cluster/broker_configs.py) filters what it reads back from ZooKeeper, and
+DescribeConfigs reports `read_only`; all three need the same rules, and none of them is
+about ZooKeeper or sockets, so the rules are pure functions here.
+
+The reconfigurable set is Kafka's DynamicBrokerConfig.AllDynamicConfigs restricted to the
+settings Trafka has: the broker defaults of topic configs (DynamicLogConfig: every
+`log.*` synonym of a topic config, message.max.bytes, min.insync.replicas,
+unclean.leader.election.enable, plus Trafka's own trafka.fsync.policy and
+trafka.preallocate.bytes, which are topic-config synonyms the same way),
+num.replica.fetchers (DynamicThreadPool), max.connections (SocketServer),
+transaction.partition.verification.enable (DynamicProducerStateManagerConfig) and the
+replication throttles (KIP-73's broker quota configs). Every other Trafka setting is
+static: Kafka answers "Cannot update these configs dynamically: Set(...)".
+
+Error codes follow Kafka 3.9's ConfigAdminManager, which checks BROKER resources before
+anything is written: a static setting or a bad value is INVALID_REQUEST (KAFKA-13609 keeps
+it so for compatibility), an unknown name INVALID_CONFIG ("Unknown config name: x").
+Kafka itself stores unknown names as custom configs; Trafka has no plugins that could read
+them, so it refuses them instead of storing settings that would do nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from storage.config import BROKER_SYNONYMS
+from storage.errors import InvalidConfig
+from wire.errors import ErrorCode
+
+from server.config import SETTINGS, BrokerConfig
+from server.errors import InvalidRequest, KafkaError
+
+# Broker names of topic-config defaults (Kafka's DynamicLogConfig.ReconfigurableConfigs).
+LOG_DEFAULTS = frozenset(b for synonyms in BROKER_SYNONYMS.values() for b, _ in synonyms if b in SETTINGS)
+
+THREAD_POOLS = frozenset({"num.replica.fetchers"})  # Kafka's DynamicThreadPool, those Trafka has
+
+RECONFIGURABLE = LOG_DEFAULTS | THREAD_POOLS | frozenset({
+    "max.connections",
+    "transaction.partition.verification.enable",
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
+})
+
+# LIST-typed broker settings (IncrementalAlterConfigs APPEND/SUBTRACT).
+LIST_SETTINGS = frozenset({"log.cleanup.policy"})
+
+
+def is_dynamic(name: str) -> bool:
+    return name in RECONFIGURABLE
+
+
+def _scala_set(names) -> str:
+    return "Set(" + ", ".join(names) + ")"
+
+
+def check_names(props: Mapping[str, str | None]) -> None:
+    """Unknown names → INVALID_CONFIG; static ones → INVALID_REQUEST with Kafka's message."""
+    for name in props:
+        if name not in SETTINGS:
+            raise KafkaError(f"Unknown config name: {name}", ErrorCode.INVALID_CONFIG)
+    static = [name for name in props if not is_dynamic(name)]
+    if static:
+        raise InvalidRequest(f"Cannot update these configs dynamically: {_scala_set(static)}")
+
+
+def check_values(props: Mapping[str, str]) -> None:
+    """Each value must parse as its setting's type (Kafka's ConfigDef.parse message)."""
+    for name, value in props.items():
+        if value is None:
+            raise InvalidRequest(f"Null value not supported for : {name}")
+        try:
+            SETTINGS[name].parse(value)
+        except ValueError as exc:
+            raise InvalidRequest(f"Invalid value {value} for configuration {name}: {exc}") from None
+
+
+def check_thread_counts(current: BrokerConfig, proposed: BrokerConfig) -> None:
+    """Kafka's DynamicThreadPool.validateReconfiguration: at least 1, and within half and
+    double of the current count."""
+    for name in THREAD_POOLS:
+        new, old = proposed.get(name), current.get(name)
+        if new == old:
+            continue
+        prefix = f"Dynamic thread count update validation failed for {name}={new}"
+        if new <= 0:
+            raise InvalidRequest(f"{prefix}, value should be at least 1")
+        if new < old / 2:
+            raise InvalidRequest(f"{prefix}, value should be at least half the current value {old}")
+        if new > old * 2:
+            raise InvalidRequest(f"{prefix}, value should not be greater than double the current value {old}")
+
+
+def with_layer(config: BrokerConfig, props: Mapping[str, str], per_broker: bool) -> BrokerConfig:
+    """A copy of `config` whose per-broker (or cluster default) layer is `props`; nobody is
+    told (the listeners are not copied)."""
+    return BrokerConfig(values=config.values, sources=config.sources,
+                        dynamic_default=dict(config.dynamic_default if per_broker else props),
+                        dynamic_broker=dict(props if per_broker else config.dynamic_broker),
+                        listen_host=config.listen_host, listen_port=config.listen_port,
+                        advertised_host=config.advertised_host, advertised_port=config.advertised_port)
+
+
+def validate_update(config: BrokerConfig, props: Mapping[str, str], per_broker: bool, topic_defaults) -> None:
+    """Raise unless `props` may become this broker's per-broker (or the cluster default)
+    layer as a whole. `topic_defaults(config)` builds the storage LogConfig of the broker
+    defaults, so the log.* values are checked by the same rules as a topic's."""
+    check_names(props)
+    check_values(props)
+    proposed = with_layer(config, props, per_broker)
+    check_thread_counts(config, proposed)
+    try:
+        topic_defaults(proposed)
+    except InvalidConfig as exc:
+        # storage names the topic config; the client set its broker synonym
+        name = next((b for b, _ in BROKER_SYNONYMS.get(exc.name, ()) if b in SETTINGS), exc.name)
+        value = proposed.raw(name) if name in SETTINGS else ""
+        raise InvalidRequest(f"Invalid value {value} for configuration {name}: {exc.reason}") from None
+
+
+def usable(props: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """What a broker keeps of a layer read from ZooKeeper (Kafka's fromPersistentProps:
+    non-dynamic, unknown and unparsable entries are dropped with an error log), and the
+    names dropped."""
+    kept, dropped = {}, []
+    for name, value in props.items():
+        setting = SETTINGS.get(name)
+        try:
+            if setting is None or not is_dynamic(name):
+                raise ValueError
+            setting.parse(value)
+        except ValueError:
+            dropped.append(name)
+            continue
+        kept[name] = value
+    return kept, dropped
+
+
+def incremental(current: Mapping[str, str], ops: list[tuple[str, int, str | None]]) -> dict[str, str]:
+    """An entity's overrides after IncrementalAlterConfigs operations (SET 0, DELETE 1,
+    APPEND 2, SUBTRACT 3), as Kafka's prepareIncrementalConfigs: APPEND/SUBTRACT start from
+    the entity's value, else the setting's built-in default, and need a LIST setting."""
+    props = dict(current)
+    for name, op, value in ops:
+        if op == 1:
+            props.pop(name, None)
+            continue
+        if value is None:
+            raise InvalidRequest(f"Null value not supported for : {name}")
+        if op == 0:
+            props[name] = value
+            continue
+        if name not in SETTINGS:
+            raise KafkaError(f"Unknown config name: {name}", ErrorCode.INVALID_CONFIG)
+        verb = "append" if op == 2 else "subtract"
+        if name not in LIST_SETTINGS:
+            raise KafkaError(f"Config value {verb} is not allowed for config key: {name}", ErrorCode.INVALID_CONFIG)
+        items = [i for i in props.get(name, SETTINGS[name].default).split(",") if i]
+        change = value.split(",")
+        if op == 2:
+            items += [i for i in change if i not in items]
+        else:
+            items = [i for i in items if i not in change]
+        props[name] = ",".join(items)
+    return props
