@@ -169,3 +169,129 @@ def test_partitions_move_to_other_brokers_while_producing(tmp_path, zk_connect):
                 [log_bytes(cluster, n, topic, 0) for n in replicas]), 30, f"{topic}-0's replicas equal")
             assert sizes[0] and sizes[0] > 0
         assert listing(cluster) == {}
+
+
+THROTTLED = ("--set", "leader.replication.throttled.rate=100000", "--set", "follower.replication.throttled.rate=100000",
+             "--set", "replication.quota.window.num=2", "--set", "replica.fetch.max.bytes=32768")
+RATE = 100_000
+THROTTLE_ALL = {"leader.replication.throttled.replicas": "*", "follower.replication.throttled.replicas": "*"}
+
+
+def fill(cluster: Cluster, topic: str, nbytes: int) -> int:
+    """Write about `nbytes` (1 KB records) with acks=all; returns the count acknowledged."""
+    producer = ck.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
+                            "linger.ms": 20})
+    acked = []
+    for i in range(nbytes // 1024):
+        producer.produce(topic, value=b"f%07d" % i + b"x" * 1016, partition=0,
+                         on_delivery=lambda err, msg: acked.append(msg.offset()) if err is None else None)
+        producer.poll(0)
+    producer.flush(60)
+    return len(acked)
+
+
+def copied(cluster: Cluster, topic: str, nodes: list[int]) -> int:
+    return sum(log_bytes(cluster, n, topic, 0) or 0 for n in nodes)
+
+
+def unthrottle(cluster: Cluster, topic: str) -> None:
+    body = {"resources": [{"resource_type": 2, "resource_name": topic,
+                           "configs": [{"name": k, "config_operation": 1, "value": None} for k in THROTTLE_ALL]}],
+            "validate_only": False}
+    answer = cluster.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body)
+    assert answer["responses"][0]["error_code"] == E.NONE, answer
+
+
+def test_throttled_move_is_listed_then_cancelled_or_released(tmp_path, zk_connect):
+    """A move slowed by the throttles (100 kB/s) is listed with its adding/removing replicas
+    and copies no faster than the throttle allows; cancelled, the original replica is all
+    that is left; released (throttle configs removed), it completes."""
+    with Cluster(tmp_path, zk_connect, 3, *THROTTLED) as cluster:
+        create(cluster, "slow", {0: [1]}, THROTTLE_ALL)
+        count = fill(cluster, "slow", 2_000_000)
+        answer = reassign(cluster, {("slow", 0): [2, 3]})
+        assert codes(answer) == {("slow", 0): E.NONE}, answer
+        assert listing(cluster) == {("slow", 0): ([2, 3, 1], [2, 3], [1])}
+        assert listing(cluster, {"slow": [0, 1]}) == {("slow", 0): ([2, 3, 1], [2, 3], [1])}
+        # Metadata shows every replica while the partition moves (RS = TRS + ORS), as Kafka's.
+        cluster.wait_for(lambda: cluster.partition("slow", 0)["replica_nodes"] == [2, 3, 1], 20, "RS in metadata")
+        cluster.wait_for(lambda: copied(cluster, "slow", [2, 3]) > 0, 30, "the copy started")
+        t0, b0 = time.monotonic(), copied(cluster, "slow", [2, 3])
+        time.sleep(3)
+        t1, b1 = time.monotonic(), copied(cluster, "slow", [2, 3])
+        # Two followers, each held to RATE by its own side and together by the leader's.
+        assert b1 - b0 < 2 * RATE * (t1 - t0) + 200_000, f"{b1 - b0} bytes in {t1 - t0:.1f}s"
+        assert ("slow", 0) in listing(cluster), "2 MB cannot have been copied at 100 kB/s"
+        # Cancel: back to [1]; the adding replicas are stopped and deleted.
+        assert codes(reassign(cluster, {("slow", 0): None})) == {("slow", 0): E.NONE}
+        cluster.wait_for(settled(cluster, "slow", 0, [1]), 30, "the original replica back")
+        cluster.wait_for(lambda: [log_bytes(cluster, n, "slow", 0) for n in (2, 3)] == [None, None], 30,
+                         "the adding replicas deleted")
+        assert codes(reassign(cluster, {("slow", 0): None})) == {("slow", 0): E.NO_REASSIGNMENT_IN_PROGRESS}
+        # Again, then released: the move completes and the old replica goes.
+        assert codes(reassign(cluster, {("slow", 0): [2, 3]})) == {("slow", 0): E.NONE}
+        assert ("slow", 0) in listing(cluster)
+        unthrottle(cluster, "slow")
+        cluster.wait_for(settled(cluster, "slow", 0, [2, 3]), 60, "the move completed once released")
+        cluster.wait_for(lambda: log_bytes(cluster, 1, "slow", 0) is None, 30, "the old replica deleted")
+        assert len(read_topic(cluster.bootstrap, "slow", count)) == count
+
+
+def test_move_survives_controller_failover(tmp_path, zk_connect):
+    """The controller is SIGKILLed while a throttled move runs: the next controller reads
+    adding/removing replicas from the topic znode, lists the move and completes it."""
+    with Cluster(tmp_path, zk_connect, 3, *THROTTLED) as cluster:
+        old_controller = controller_id(cluster)
+        source, target = [n for n in cluster.brokers if n != old_controller]
+        create(cluster, "resumed", {0: [source]}, THROTTLE_ALL)
+        count = fill(cluster, "resumed", 1_500_000)
+        assert codes(reassign(cluster, {("resumed", 0): [target]})) == {("resumed", 0): E.NONE}
+        cluster.brokers[old_controller].kill()
+        new_controller = cluster.wait_for(
+            lambda: (lambda c: c if c not in (-1, old_controller) else None)(cluster.metadata(node=source)["controller_id"]),
+            40, "a new controller")
+        assert cluster.wait_for(lambda: listing(cluster, node=new_controller), 20, "the move listed") == \
+            {("resumed", 0): ([target, source], [target], [source])}
+        unthrottle(cluster, "resumed")
+        cluster.wait_for(lambda: (lambda p: p["replica_nodes"] == [target] and p["isr_nodes"] == [target])(
+            cluster.partition("resumed", 0, source)), 60, "the move completed")
+        cluster.wait_for(lambda: log_bytes(cluster, source, "resumed", 0) is None, 30, "the old replica deleted")
+        assert listing(cluster, node=new_controller) == {}
+        assert len(read_topic(cluster.bootstrap, "resumed", count)) == count
+
+
+def test_errors_and_the_legacy_znode(tmp_path, zk_connect):
+    """Kafka's errors, NOT_CONTROLLER elsewhere, and a move asked through
+    /admin/reassign_partitions (the znode goes when it is done)."""
+    from kazoo.client import KazooClient
+
+    with Cluster(tmp_path, zk_connect, 3) as cluster:
+        create(cluster, "fixed", {0: [1, 2], 1: [2, 3]})
+        ctrl = controller_id(cluster)
+        other = next(n for n in cluster.brokers if n != ctrl)
+        answer = reassign(cluster, {("fixed", 0): [2, 2], ("fixed", 1): [1, 9], ("fixed", 7): [1],
+                                    ("nope", 0): [1], ("fixed", 5): None})
+        assert codes(answer) == {("fixed", 0): E.INVALID_REPLICA_ASSIGNMENT, ("fixed", 1): E.INVALID_REPLICA_ASSIGNMENT,
+                                 ("fixed", 7): E.UNKNOWN_TOPIC_OR_PARTITION, ("nope", 0): E.UNKNOWN_TOPIC_OR_PARTITION,
+                                 ("fixed", 5): E.UNKNOWN_TOPIC_OR_PARTITION}
+        answer = reassign(cluster, {("fixed", 0): [], ("fixed", 1): [-1, 2]})
+        assert set(codes(answer).values()) == {E.INVALID_REPLICA_ASSIGNMENT}
+        assert codes(reassign(cluster, {("fixed", 0): None})) == {("fixed", 0): E.NO_REASSIGNMENT_IN_PROGRESS}
+        assert reassign(cluster, {("fixed", 0): [3]}, node=other)["error_code"] == E.NOT_CONTROLLER
+        listed = cluster.call(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": 1000, "topics": None}, other)
+        assert listed["error_code"] == E.NOT_CONTROLLER
+        assert listing(cluster) == {}
+        # Shrinking needs no copy: done at once, leader moved into the new set.
+        assert codes(reassign(cluster, {("fixed", 0): [2]})) == {("fixed", 0): E.NONE}
+        cluster.wait_for(settled(cluster, "fixed", 0, [2]), 30, "fixed-0 on [2]")
+        cluster.wait_for(lambda: log_bytes(cluster, 1, "fixed", 0) is None, 30, "fixed-0 gone from broker 1")
+        # The legacy znode (kafka-reassign-partitions.sh --zookeeper).
+        zk = KazooClient(hosts=cluster.zk_connect)
+        zk.start(timeout=15)
+        try:
+            doc = {"version": 1, "partitions": [{"topic": "fixed", "partition": 1, "replicas": [1, 3]}]}
+            zk.create("/admin/reassign_partitions", json.dumps(doc).encode(), makepath=True)
+            cluster.wait_for(settled(cluster, "fixed", 1, [1, 3]), 30, "fixed-1 on [1, 3] through the znode")
+            cluster.wait_for(lambda: zk.exists("/admin/reassign_partitions") is None, 30, "the znode deleted")
+        finally:
+            zk.stop()
