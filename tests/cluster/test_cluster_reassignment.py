@@ -180,7 +180,7 @@ THROTTLE_ALL = {"leader.replication.throttled.replicas": "*", "follower.replicat
 def fill(cluster: Cluster, topic: str, nbytes: int) -> int:
     """Write about `nbytes` (1 KB records) with acks=all; returns the count acknowledged."""
     producer = ck.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
-                            "linger.ms": 20})
+                            "linger.ms": 20, "batch.size": 16384})
     acked = []
     for i in range(nbytes // 1024):
         producer.produce(topic, value=b"f%07d" % i + b"x" * 1016, partition=0,
@@ -221,6 +221,7 @@ def test_throttled_move_is_listed_then_cancelled_or_released(tmp_path, zk_connec
         t1, b1 = time.monotonic(), copied(cluster, "slow", [2, 3])
         # Two followers, each held to RATE by its own side and together by the leader's.
         assert b1 - b0 < 2 * RATE * (t1 - t0) + 200_000, f"{b1 - b0} bytes in {t1 - t0:.1f}s"
+        print(f"throttled copy: {(b1 - b0) / (t1 - t0) / 1000:.0f} kB/s for two followers at {RATE // 1000} kB/s")
         assert ("slow", 0) in listing(cluster), "2 MB cannot have been copied at 100 kB/s"
         # Cancel: back to [1]; the adding replicas are stopped and deleted.
         assert codes(reassign(cluster, {("slow", 0): None})) == {("slow", 0): E.NONE}
