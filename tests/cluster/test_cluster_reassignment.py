@@ -296,3 +296,58 @@ def test_errors_and_the_legacy_znode(tmp_path, zk_connect):
             cluster.wait_for(lambda: zk.exists("/admin/reassign_partitions") is None, 30, "the znode deleted")
         finally:
             zk.stop()
+
+
+JAVA_REASSIGN = """
+import java.util.*;
+import org.apache.kafka.clients.admin.*;
+import org.apache.kafka.common.TopicPartition;
+
+public class Reassign {
+    public static void main(String[] args) throws Exception {
+        Properties props = new Properties();
+        props.put("bootstrap.servers", args[0]);
+        try (Admin admin = Admin.create(props)) {
+            TopicPartition tp = new TopicPartition(args[1], Integer.parseInt(args[2]));
+            List<Integer> replicas = new ArrayList<>();
+            for (String r : args[3].split(",")) replicas.add(Integer.parseInt(r));
+            admin.alterPartitionReassignments(Map.of(tp, Optional.of(new NewPartitionReassignment(replicas))))
+                 .all().get();
+            while (!admin.listPartitionReassignments().reassignments().get().isEmpty()) Thread.sleep(100);
+            try {
+                admin.alterPartitionReassignments(Map.of(tp, Optional.empty())).all().get();
+                System.out.println("cancel: accepted");
+            } catch (Exception e) {
+                System.out.println("cancel: " + e.getCause().getClass().getSimpleName());
+            }
+            System.out.println("replicas: " + admin.describeTopics(List.of(args[1])).allTopicNames().get()
+                .get(args[1]).partitions().get(tp.partition()).replicas().stream().map(n -> n.id()).toList());
+        }
+    }
+}
+"""
+
+
+def test_java_admin_client_reassigns(tmp_path, zk_connect):
+    """Kafka's own AdminClient (kafka-clients 3.9.2): alterPartitionReassignments, waiting on
+    listPartitionReassignments, a cancel with nothing to cancel, describeTopics after."""
+    import subprocess
+
+    from compat_tests.clients.java_client import _toolchain
+
+    command, missing = _toolchain()
+    if missing:
+        pytest.skip(f"java client unavailable: {missing}")
+    classpath = command[command.index("-cp") + 1]
+    source = tmp_path / "Reassign.java"
+    source.write_text(JAVA_REASSIGN)
+    with Cluster(tmp_path, zk_connect, 3) as cluster:
+        create(cluster, "viajava", {0: [1, 2]})
+        count = fill(cluster, "viajava", 200_000)
+        result = subprocess.run([command[0], "-cp", classpath, str(source), cluster.bootstrap, "viajava", "0", "3,1"],
+                                capture_output=True, text=True, timeout=90)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert result.stdout.split("\n")[:2] == ["cancel: NoReassignmentInProgressException", "replicas: [3, 1]"], \
+            result.stdout
+        cluster.wait_for(settled(cluster, "viajava", 0, [3, 1]), 30, "viajava-0 on [3, 1]")
+        assert len(read_topic(cluster.bootstrap, "viajava", count)) == count
