@@ -41,6 +41,23 @@ def reassign(cluster: Cluster, moves: dict[tuple[str, int], list[int] | None], n
                         node if node is not None else controller_id(cluster))
 
 
+def start_move(cluster: Cluster, moves: dict[tuple[str, int], list[int]]) -> None:
+    """A valid move, accepted. Repeated while the controller answers INVALID_REPLICA_ASSIGNMENT
+    (a target broker not alive): on the loaded test machine a broker's ZooKeeper session can
+    lapse and it re-registers, and Kafka's controller refuses such moves the same way."""
+    def accepted():
+        answer = reassign(cluster, moves)
+        if answer["error_code"] == E.NONE and set(codes(answer).values()) == {E.NONE}:
+            return True
+        assert set(codes(answer).values()) <= {E.NONE, E.INVALID_REPLICA_ASSIGNMENT}, answer
+        moves_left = {tp: r for tp, r in moves.items() if codes(answer).get(tp) != E.NONE}
+        moves.clear()
+        moves.update(moves_left)
+        return False
+    moves = dict(moves)
+    cluster.wait_for(accepted, 30, f"the move {moves} accepted", interval=0.5)
+
+
 def codes(answer: dict) -> dict[tuple[str, int], int]:
     return {(t["name"], p["partition_index"]): p["error_code"] for t in answer["responses"] for p in t["partitions"]}
 
@@ -127,7 +144,8 @@ class Producing:
         self.thread.join(180)
 
     def check(self) -> int:
-        """Every acknowledged message read back once, at the offset it was acknowledged at."""
+        """Every acknowledged message read back once, at the offset it was acknowledged at
+    (when the client was told one)."""
         assert not self.failed, self.failed[:3]
         where: dict[bytes, tuple[str, int, int]] = {}
         for topic in self.topics:
@@ -138,8 +156,12 @@ class Producing:
             where.update((v, (topic, p, o)) for p, o, v in records)
         missing = [v for v in self.acked if v not in where]
         assert not missing, f"{len(missing)} acknowledged messages lost, e.g. {missing[:3]}"
-        moved = [v for v, po in self.acked.items() if where[v] != po]
-        assert not moved, f"acknowledged at one offset, stored at another: {moved[:3]}"
+        # librdkafka acknowledges a batch implicitly, offset unknown (None), when a later batch
+        # of the same idempotent producer was acknowledged first (rd_kafka_dr_implicit_ack):
+        # those must be in the log once, wherever.
+        moved = [v for v, po in self.acked.items() if po[2] is not None and where[v] != po]
+        assert not moved, "acknowledged at one offset, stored at another: " + ", ".join(
+            f"{v[:8]!r} acked {self.acked[v]} stored {where[v]}" for v in moved[:5])
         return len(self.acked)
 
 
@@ -152,14 +174,14 @@ def test_partitions_move_to_other_brokers_while_producing(tmp_path, zk_connect):
         create(cluster, "spread", {0: [1]})
         with Producing(cluster, {"moving": 1, "spread": 1}) as producing:
             cluster.wait_for(lambda: len(producing.acked) > 1000, 60, "writes before the move")
-            answer = reassign(cluster, {("moving", 0): [3, 4], ("spread", 0): [2, 3, 4]})
-            assert answer["error_code"] == E.NONE and set(codes(answer).values()) == {E.NONE}, answer
+            start_move(cluster, {("moving", 0): [3, 4], ("spread", 0): [2, 3, 4]})
             cluster.wait_for(settled(cluster, "moving", 0, [3, 4]), 60, "moving-0 on [3, 4]")
             cluster.wait_for(settled(cluster, "spread", 0, [2, 3, 4]), 60, "spread-0 on [2, 3, 4]")
             before = len(producing.acked)
             cluster.wait_for(lambda: len(producing.acked) > before + 500, 60, "writes after the move")
         total = producing.check()
         assert total > 1500
+        print(f"moves under a producer: {total} acknowledged messages checked")
         # The old replicas deleted their logs; the new ones have every byte the leader has.
         cluster.wait_for(lambda: [log_bytes(cluster, n, "moving", 0) for n in (1, 2)] == [None, None], 30,
                          "moving-0's old replicas deleted")
@@ -209,8 +231,7 @@ def test_throttled_move_is_listed_then_cancelled_or_released(tmp_path, zk_connec
     with Cluster(tmp_path, zk_connect, 3, *THROTTLED) as cluster:
         create(cluster, "slow", {0: [1]}, THROTTLE_ALL)
         count = fill(cluster, "slow", 2_000_000)
-        answer = reassign(cluster, {("slow", 0): [2, 3]})
-        assert codes(answer) == {("slow", 0): E.NONE}, answer
+        start_move(cluster, {("slow", 0): [2, 3]})
         assert listing(cluster) == {("slow", 0): ([2, 3, 1], [2, 3], [1])}
         assert listing(cluster, {"slow": [0, 1]}) == {("slow", 0): ([2, 3, 1], [2, 3], [1])}
         # Metadata shows every replica while the partition moves (RS = TRS + ORS), as Kafka's.
@@ -246,7 +267,7 @@ def test_move_survives_controller_failover(tmp_path, zk_connect):
         source, target = [n for n in cluster.brokers if n != old_controller]
         create(cluster, "resumed", {0: [source]}, THROTTLE_ALL)
         count = fill(cluster, "resumed", 1_500_000)
-        assert codes(reassign(cluster, {("resumed", 0): [target]})) == {("resumed", 0): E.NONE}
+        start_move(cluster, {("resumed", 0): [target]})
         cluster.brokers[old_controller].kill()
         new_controller = cluster.wait_for(
             lambda: (lambda c: c if c not in (-1, old_controller) else None)(cluster.metadata(node=source)["controller_id"]),
