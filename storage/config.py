@@ -67,9 +67,9 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "file.delete.delay.ms": _d("60000", "LONG", "How long a deleted segment's file handle stays open for readers already using it."),
     "flush.messages": _d(_L, "LONG", "fsync after this many messages (selects trafka.fsync.policy=interval when set)."),
     "flush.ms": _d(_L, "LONG", "fsync at least this often in ms (selects trafka.fsync.policy=interval when set)."),
-    "follower.replication.throttled.replicas": _d("", "LIST", "Replication throttling; single broker, recorded only."),
+    "follower.replication.throttled.replicas": _d("", "LIST", "Replicas (partition:broker,... or *) whose fetches as followers are held to follower.replication.throttled.rate while out of sync (KIP-73; a cluster)."),
     "index.interval.bytes": _d("4096", "INT", "Bytes of log between two sparse offset index entries."),
-    "leader.replication.throttled.replicas": _d("", "LIST", "Replication throttling; single broker, recorded only."),
+    "leader.replication.throttled.replicas": _d("", "LIST", "Replicas (partition:broker,... or *) whose leaders serve out-of-sync followers at most leader.replication.throttled.rate (KIP-73; a cluster)."),
     "local.retention.bytes": _d("-2", "LONG", "Tiered storage local retention; recorded only."),
     "local.retention.ms": _d("-2", "LONG", "Tiered storage local retention; recorded only."),
     "max.compaction.lag.ms": _d(_L, "LONG", "A closed segment older than this is compacted whatever min.cleanable.dirty.ratio says."),
@@ -193,6 +193,19 @@ def _string(text: str) -> str:
     return text
 
 
+def _throttled_replicas(text: str) -> str:
+    """Kafka's ThrottledReplicaListValidator: "*", or [partition]:[broker] pairs, comma separated."""
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if items == ["*"]:
+        return text
+    for item in items:
+        partition, _, broker = item.partition(":")
+        if not (partition.strip().isdigit() and broker.strip().isdigit()):
+            raise ValueError("must be the literal '*' or a list of replicas in the following format: "
+                             "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
+    return text
+
+
 def _long(lo: int = LONG_MIN) -> Callable[[str], int]:
     return _integer(lo, LONG_MAX)
 
@@ -211,9 +224,9 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "file.delete.delay.ms": _long(0),
     "flush.messages": _long(1),
     "flush.ms": _long(0),
-    "follower.replication.throttled.replicas": _string,
+    "follower.replication.throttled.replicas": _throttled_replicas,
     "index.interval.bytes": _int(0),
-    "leader.replication.throttled.replicas": _string,
+    "leader.replication.throttled.replicas": _throttled_replicas,
     "local.retention.bytes": _long(-2),
     "local.retention.ms": _long(-2),
     "max.compaction.lag.ms": _long(1),

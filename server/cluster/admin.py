@@ -88,6 +88,8 @@ class ClusterAdmin:
             raise KafkaError(f"topic {name} does not exist", E.UNKNOWN_TOPIC_OR_PARTITION)
         data, stat = found
         current = zn.TopicAssignment.decode(data)
+        if current.adding_replicas or current.removing_replicas:
+            raise KafkaError(f"topic {name} has partitions being reassigned", E.REASSIGNMENT_IN_PROGRESS)
         existing = len(current.partitions)
         if total <= existing:
             raise KafkaError(f"topic {name} has {existing} partitions; {total} does not add any", E.INVALID_PARTITIONS)

@@ -83,6 +83,8 @@ class ControllerContext:
     topic_ids: dict[str, object] = field(default_factory=dict)
     states: dict[tuple[str, int], zn.PartitionState] = field(default_factory=dict)
     deleting: set[str] = field(default_factory=set)
+    # Partitions being reassigned: (adding, removing) replicas; their RS is in `assignments`.
+    reassigning: dict[tuple[str, int], tuple[list[int], list[int]]] = field(default_factory=dict)
 
     def live(self, broker_id: int) -> bool:
         return broker_id in self.brokers and broker_id not in self.shutting_down
@@ -182,6 +184,9 @@ class Controller:
 
         self.channels = BrokerChannels(client_id=f"controller-{self.broker_id}")
         self.elections = LeaderElections(self)  # ElectLeaders, preferred-leader balancing
+        from server.cluster.reassignment import Reassignments
+
+        self.reassignments = Reassignments(self)
 
     # ------------------------------------------------------------------ election
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -314,6 +319,7 @@ class Controller:
         for topic in list(ctx.deleting):
             await self._delete_topic(topic)
         await self.elections.on_failover()
+        await self.reassignments.on_failover()
 
     async def _read_brokers(self) -> dict[int, LiveBroker]:
         out = {}
@@ -337,6 +343,9 @@ class Controller:
         self.ctx.assignments[topic] = {p: list(r) for p, r in assignment.partitions.items()}
         if assignment.topic_id is not None:
             self.ctx.topic_ids[topic] = assignment.topic_id
+        for p in set(assignment.adding_replicas) | set(assignment.removing_replicas):
+            self.ctx.reassigning[(topic, p)] = (list(assignment.adding_replicas.get(p, [])),
+                                                list(assignment.removing_replicas.get(p, [])))
         for p in assignment.partitions:
             state = await self.zk.get(zn.partition_state_path(topic, p))
             if state is not None:
@@ -372,8 +381,9 @@ class Controller:
     def _partition_state_body(self, tp: tuple[str, int], state: zn.PartitionState, is_new: bool = False) -> dict:
         return {"partition_index": tp[1], "controller_epoch": state.controller_epoch, "leader": state.leader,
                 "leader_epoch": state.leader_epoch, "isr": list(state.isr), "partition_epoch": state.zk_version,
-                "replicas": list(self.ctx.assignments[tp[0]][tp[1]]), "adding_replicas": [],
-                "removing_replicas": [], "is_new": is_new, "leader_recovery_state": state.leader_recovery_state}
+                "replicas": list(self.ctx.assignments[tp[0]][tp[1]]),
+                "adding_replicas": list(self.ctx.reassigning.get(tp, ([], []))[0]),
+                "removing_replicas": list(self.ctx.reassigning.get(tp, ([], []))[1]), "is_new": is_new, "leader_recovery_state": state.leader_recovery_state}
 
     def _send_leader_and_isr(self, brokers: list[int], tps: list[tuple[str, int]], is_new: bool = False) -> None:
         for broker_id in brokers:
@@ -634,6 +644,7 @@ class Controller:
             watch.cancel()
         for p in list(ctx.assignments.get(topic, {})):
             ctx.states.pop((topic, p), None)
+            ctx.reassigning.pop((topic, p), None)
         ctx.assignments.pop(topic, None)
         ctx.topic_ids.pop(topic, None)
         ctx.deleting.discard(topic)
@@ -718,6 +729,7 @@ class Controller:
             topics.append({"topic_name": t.get("topic_name"), "topic_id": t.get("topic_id"), "partitions": answers})
         if changed:
             self._send_update_metadata(list(ctx.brokers), changed)
+            self.reassignments.isr_changed(changed)
         return {"throttle_time_ms": 0, "error_code": E.NONE, "topics": topics}
 
     async def _alter_one(self, topic: str | None, index: int, leader: int, leader_epoch: int, partition_epoch: int,

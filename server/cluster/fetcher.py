@@ -37,6 +37,8 @@ log = logging.getLogger("trafka.fetcher")
 E = ErrorCode
 _BASE = struct.Struct(">q")
 _LAST_DELTA = struct.Struct(">i")
+LONG_MAX = (1 << 63) - 1
+_THROTTLED_PAUSE_S = 0.1
 
 
 def whole_batches(records, start_offset: int) -> bytearray:
@@ -93,6 +95,8 @@ class ReplicaFetcherManager:
         self.max_bytes = cfg.get("replica.fetch.max.bytes")
         self.backoff_s = cfg.get("replica.fetch.backoff.ms") / 1000
         self.fetchers = max(1, cfg.get("num.replica.fetchers"))
+        self.quota = node.follower_quota
+        self.in_sync: dict[tuple[str, int], bool] = {}  # caught up to the leader's HW at the last fetch
 
     def add(self, partitions: list) -> None:
         for partition in partitions:
@@ -156,6 +160,11 @@ class ReplicaFetcherManager:
                 if not partitions:
                     await self._sleep(key, self.backoff_s)
                     continue
+                if self.quota.limit < LONG_MAX:
+                    partitions = [p for p in partitions if not self._throttle(p)]
+                    if not partitions:
+                        await self._sleep(key, _THROTTLED_PAUSE_S)
+                        continue
                 if not node.cache.alive(leader):
                     await self._sleep(key, self.backoff_s)
                     continue
@@ -188,6 +197,8 @@ class ReplicaFetcherManager:
                         partition = by_name.get((part.topic, part.partition_index))
                     if partition is None or partition.leader_id != leader:
                         continue
+                    if self.quota.is_throttled(partition):
+                        self.quota.record(len(part.records) if part.records else 0)
                     try:
                         if not await self._process(partition, part):
                             backoff = True
@@ -198,6 +209,12 @@ class ReplicaFetcherManager:
                 # follower has what it just appended (and completes acks=all produces).
                 if backoff:
                     await self._sleep(key, self.backoff_s)
+
+    def _throttle(self, partition) -> bool:
+        """Leave this partition out of the fetch (KIP-73, Kafka's shouldFollowerThrottle): it
+        is throttled here, not in sync, and the follower rate is over its limit."""
+        return (not self.in_sync.get((partition.topic, partition.index), False)
+                and self.quota.is_throttled(partition) and self.quota.exceeded())
 
     def _encoder(self, client_id: str) -> ReplicaFetchRequest:
         encoder = self._encoders.get(client_id)
@@ -259,6 +276,7 @@ class ReplicaFetcherManager:
                     await partition.truncate_fully_and_start_at(base)
                 await partition.append_as_follower(data)
         partition.set_follower_high_watermark(part.high_watermark)
+        self.in_sync[(partition.topic, partition.index)] = plog.log_end_offset >= part.high_watermark
         leader_start = part.log_start_offset
         if leader_start > plog.log_start_offset and leader_start <= plog.log_end_offset:
             # DeleteRecords or retention at the leader: followers follow (Kafka's

@@ -50,6 +50,7 @@ class ClusterNode:
         from server.cluster.controller import Controller
         from server.cluster.fetcher import ReplicaFetcherManager
         from server.cluster.producer_ids import ProducerIdBlocks
+        from server.cluster.replication_quota import ReplicationQuota
         from server.cluster.zk import ZooKeeperClient
 
         self.broker = broker
@@ -59,6 +60,11 @@ class ClusterNode:
         self.cache = MetadataCache()
         self.channels = BrokerChannels()
         self.controller = Controller(self)
+        # KIP-73 throttles, applied by the fetch handler (leader) and the fetchers (follower).
+        self.leader_quota = ReplicationQuota(self.config, self.node_id, "leader.replication.throttled.rate",
+                                             "leader.replication.throttled.replicas")
+        self.follower_quota = ReplicationQuota(self.config, self.node_id, "follower.replication.throttled.rate",
+                                               "follower.replication.throttled.replicas")
         self.fetchers = ReplicaFetcherManager(self)
         self.alter_partition = AlterPartitionManager(self)
         self.admin = ClusterAdmin(self)

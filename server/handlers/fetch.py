@@ -149,6 +149,8 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
     response at most max_bytes; only the first partition that has data gets its first
     batch whole when that batch alone is larger. Reads stop at the high watermark."""
     partition_for = ctx.broker.partition
+    # KIP-73: a leader holds back out-of-sync followers of throttled partitions (cluster only).
+    quota = ctx.broker.cluster.leader_quota if replica_id >= 0 and ctx.broker.cluster is not None else None
     by_id = ctx.api_version >= 13
     budget = max_bytes
     total = 0
@@ -171,6 +173,7 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
             upto = lso if read_committed else hw
             start = partition.log.log_start_offset
             offset = part["fetch_offset"]
+            throttled = False
             if replica_id >= 0:
                 if replica_id not in partition.followers:
                     results.append(_partition(index, ErrorCode.NOT_LEADER_OR_FOLLOWER, hw, start, lso=lso))
@@ -190,6 +193,11 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
                 if offset <= upto:
                     partition.update_follower(replica_id, offset, _now_ms())
                     hw = partition.high_watermark
+                if quota is not None and replica_id not in partition.isr and quota.is_throttled(partition):
+                    if quota.exceeded():
+                        upto = offset  # nothing for it this time: answered empty below
+                    else:
+                        throttled = True
             if offset == upto:
                 # The common case of a caught-up consumer: nothing to read (a literal, not
                 # _partition(): with 1000 partitions per fetch this loop is the cost).
@@ -220,6 +228,8 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
                     first_data = False
                     budget -= size
                     total += size
+                    if throttled:
+                        quota.record(size)
             if type(records) is FileRegion:
                 regions.add(records)
             if read_committed and aborted is None:

@@ -1,0 +1,27 @@
+"""AlterPartitionReassignments (45): move partitions' replicas, or cancel a move (KIP-455).
+
+Implements v0. Served by the active controller only (NOT_CONTROLLER elsewhere, and on a
+single broker, which has none: Kafka's ZooKeeper brokers forward nothing here, the admin
+client finds the controller through Metadata). The answer comes once each move has
+started (the topic znode written, the new replicas told); the copy goes on in the
+background (server/cluster/reassignment.py). Per partition: UNKNOWN_TOPIC_OR_PARTITION,
+INVALID_REPLICA_ASSIGNMENT (empty, duplicates, negative ids, brokers not alive),
+NO_REASSIGNMENT_IN_PROGRESS (replicas = null for a partition not moving).
+"""
+
+from __future__ import annotations
+
+from wire.errors import ErrorCode
+from wire.registry import ApiKey
+
+from server.context import RequestContext
+
+API_KEY = ApiKey.ALTER_PARTITION_REASSIGNMENTS
+MAY_BLOCK = True
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    node = ctx.broker.cluster
+    if node is None or not node.controller.active:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "error_message": None, "responses": []}
+    return await node.controller.reassignments.alter(request)

@@ -1,0 +1,24 @@
+"""ListPartitionReassignments (46): the partitions being moved, with their replicas, adding
+and removing replicas (KIP-455).
+
+Implements v0. Served by the active controller only (NOT_CONTROLLER elsewhere and on a
+single broker). topics = null lists every move; named partitions that are not moving
+are left out of the answer, as Kafka does.
+"""
+
+from __future__ import annotations
+
+from wire.errors import ErrorCode
+from wire.registry import ApiKey
+
+from server.context import RequestContext
+
+API_KEY = ApiKey.LIST_PARTITION_REASSIGNMENTS
+MAY_BLOCK = True
+
+
+async def handle(ctx: RequestContext, request: dict) -> dict:
+    node = ctx.broker.cluster
+    if node is None or not node.controller.active:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "error_message": None, "topics": []}
+    return await node.controller.reassignments.list(request)
