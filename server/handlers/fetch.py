@@ -259,6 +259,17 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
     return out, total, errors
 
 
+def _log_redirects(ctx: RequestContext, rack: str, topics: list, responses: list[dict]) -> None:
+    """One line per answer that sends a consumer elsewhere: rare (a client asks the leader
+    again only when its preferred replica fails or its metadata ages), and what an operator
+    looks for when checking that consumers read in their own rack."""
+    moved = [f"{name}-{p['partition_index']}->{p['preferred_read_replica']}"
+             for (name, _id, _parts), topic in zip(topics, responses) for p in topic["partitions"]
+             if p["preferred_read_replica"] >= 0]
+    if moved:
+        log.info("consumer %s in rack %s sent to its rack's replicas: %s", ctx.client_id, rack, " ".join(moved))
+
+
 async def handle(ctx: RequestContext, request: dict) -> dict:
     broker = ctx.broker
     if request.get("session_id", 0) != 0:
@@ -308,6 +319,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             # moved by the other followers' fetches has nothing for it.
             await broker.wait_for_data(waiting_on, remaining, appends_only=replica_id >= 0)
         regions.hand_over()  # the body holds them; the server sends and releases them
+        if select_rack is not None and errors:
+            _log_redirects(ctx, select_rack, topics, responses)
         answer = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
         if errors and broker.cluster is not None and ctx.api_version >= leader_hints.FETCH_MIN_VERSION:
             endpoints = leader_hints.add_hints(broker, responses, "partitions", leader_hints.FETCH_HINT_CODES,

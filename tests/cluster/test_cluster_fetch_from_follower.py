@@ -149,3 +149,32 @@ def test_consumer_reads_from_the_follower_in_its_rack(tmp_path, zk_connect):
         assert [o for o, _v in seen] == list(range(500))
         assert [v for _o, v in seen] == first + second
         assert follower in fetched_from, fetched_from
+
+
+def test_java_consumer_reads_from_the_follower_in_its_rack(tmp_path, zk_connect):
+    """Apache Kafka's own consumer (kafka-clients 3.9.2, compat_tests' JVM adapter) with
+    client.rack: told the follower by the leader (its log line), it reads everything once."""
+    from compat_tests.clients.base import NotSupportedByClient
+    from compat_tests.clients.java_client import JavaClient
+
+    with Cluster(tmp_path, zk_connect, 3, *RACK_AWARE, racks=["a", "b", "c"]) as cluster:
+        try:
+            java = JavaClient(cluster.bootstrap)
+        except NotSupportedByClient as exc:
+            import pytest
+            pytest.skip(str(exc))
+        _create(cluster.bootstrap, NewTopic("near", 1, 3))
+        info = cluster.wait_for(lambda: (lambda p: p if p and len(p["isr_nodes"]) == 3 else None)(
+            cluster.partition("near", 0)), 30, "a full ISR")
+        leader = info["leader_id"]
+        follower = max(r for r in info["replica_nodes"] if r != leader)
+        values = [b"j%04d" % i for i in range(400)]
+        _produce(cluster.bootstrap, "near", values)
+        try:
+            records = java.consume("near", 400, start={0: 0}, timeout=40, client_rack="abc"[follower - 1])
+        finally:
+            java.close()
+        assert [r.offset for r in records] == list(range(400))
+        assert [r.value for r in records] == values
+        redirect = f"consumer compat-java in rack {'abc'[follower - 1]} sent to its rack's replicas: near-0->{follower}"
+        assert redirect in cluster.brokers[leader].log_path.read_text(errors="replace")
