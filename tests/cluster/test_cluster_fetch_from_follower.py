@@ -10,11 +10,13 @@ own reads up to its high watermark.
 from __future__ import annotations
 
 import json
+import random
 import time
 
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from server.cluster.controller import assign_replicas
 from tests.cluster.clusterkit import Cluster
 from wire.errors import ErrorCode
 from wire.records import iter_headers
@@ -27,6 +29,19 @@ def _create(bootstrap: str, *topics: NewTopic) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.create_topics(list(topics), operation_timeout=20).values():
         future.result(timeout=30)
+
+
+def test_rack_aware_assignment_every_start():
+    """Kafka's AdminUtils guarantees, for every random start: replicas ≥ racks puts one in
+    every rack; fewer puts at most one per rack; no broker twice."""
+    racks = {1: "a", 2: "a", 3: "b", 4: "c", 5: "c", 6: "c"}
+    for seed in range(100):
+        for brokers, rf in (([1, 2, 3], 2), ([1, 2, 3], 3), ([1, 3, 4], 2), ([1, 2, 3, 4, 5, 6], 2),
+                            ([1, 2, 3, 4, 5, 6], 3), ([1, 2, 3, 4, 5, 6], 4)):
+            plan = assign_replicas([(b, racks[b]) for b in brokers], 12, rf, rng=random.Random(seed))
+            wanted = min(rf, len({racks[b] for b in brokers}))
+            for replicas in plan.values():
+                assert len(set(replicas)) == rf and len({racks[r] for r in replicas}) == wanted, (seed, plan)
 
 
 def test_create_topics_puts_replicas_in_every_rack(tmp_path, zk_connect):
