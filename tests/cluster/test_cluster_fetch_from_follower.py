@@ -14,9 +14,11 @@ import random
 import time
 
 import confluent_kafka as ck
+import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from server.cluster.controller import assign_replicas
+from server.config import ConfigError, load_config
 from tests.cluster.clusterkit import Cluster
 from wire.errors import ErrorCode
 from wire.records import iter_headers
@@ -42,6 +44,15 @@ def test_rack_aware_assignment_every_start():
             wanted = min(rf, len({racks[b] for b in brokers}))
             for replicas in plan.values():
                 assert len(set(replicas)) == rf and len({racks[r] for r in replicas}) == wanted, (seed, plan)
+
+
+def test_replica_selector_class_names():
+    """Kafka's class name, or empty (Kafka's null); anything else stops the broker at startup."""
+    name = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+    assert load_config(environ={}, overrides={"replica.selector.class": name}).get("replica.selector.class") == name
+    assert load_config(environ={}).get("replica.selector.class") == ""
+    with pytest.raises(ConfigError, match="replica.selector.class"):
+        load_config(environ={}, overrides={"replica.selector.class": "com.example.NearestSelector"})
 
 
 def test_create_topics_puts_replicas_in_every_rack(tmp_path, zk_connect):
@@ -176,7 +187,6 @@ def test_java_consumer_reads_from_the_follower_in_its_rack(tmp_path, zk_connect)
         try:
             java = JavaClient(cluster.bootstrap)
         except NotSupportedByClient as exc:
-            import pytest
             pytest.skip(str(exc))
         _create(cluster.bootstrap, NewTopic("near", 1, 3))
         info = cluster.wait_for(lambda: (lambda p: p if p and len(p["isr_nodes"]) == 3 else None)(
