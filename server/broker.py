@@ -384,18 +384,20 @@ class Broker:
         log.info("deleted topic %s (%s)", name, meta.topic_id)
 
     # ---- partitions -----------------------------------------------------------------
-    def partition(self, topic: str | None, index: int, current_leader_epoch: int = -1) -> Partition:
+    def partition(self, topic: str | None, index: int, current_leader_epoch: int = -1, *,
+                  leader_only: bool = True) -> Partition:
         """The one lookup for a partition a request names (see server/partition.py).
 
         Raises UnknownTopicOrPartition, FencedLeaderEpoch / UnknownLeaderEpoch (KIP-320:
-        the client's epoch is older / newer than ours) and NotLeaderOrFollower."""
+        the client's epoch is older / newer than ours) and NotLeaderOrFollower (unless
+        `leader_only` is off: a consumer's Fetch v11+ may read a follower, KIP-392)."""
         partition = self.partitions.get((topic, index))
         if partition is None:
             if self.cluster is not None and self.cluster.cache.partition(topic, index) is not None:
                 raise NotLeaderOrFollower(f"{topic}-{index} has no replica on broker {self.node_id}")
             raise UnknownTopicOrPartition(f"{topic}-{index} does not exist")
         partition.check_leader_epoch(current_leader_epoch)
-        if partition.leader_id != self.node_id:
+        if leader_only and partition.leader_id != self.node_id:
             raise NotLeaderOrFollower(f"{partition.name} is led by broker {partition.leader_id}")
         return partition
 

@@ -37,6 +37,18 @@ def _bool(text: str) -> bool:
     raise ValueError(f"not a boolean: {text!r}")
 
 
+RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
+def _replica_selector(text: str) -> str:
+    """replica.selector.class: Kafka's class names, of which Trafka has the one Kafka ships
+    (KIP-392); empty is Kafka's null (consumers are sent to the leader)."""
+    text = text.strip()
+    if text not in ("", RACK_AWARE_REPLICA_SELECTOR):
+        raise ValueError(f"unknown replica selector class (known: {RACK_AWARE_REPLICA_SELECTOR})")
+    return text
+
+
 def _fsync(text: str) -> str:
     if text not in ("never", "interval", "always"):
         raise ValueError("must be never, interval or always")
@@ -71,6 +83,9 @@ SETTINGS: dict[str, Setting] = {
         _s("zookeeper.connect", str, "", "ZooKeeper of the cluster (host:port[,host:port][/chroot]); empty: a single broker."),
         _s("zookeeper.session.timeout.ms", int, "18000", "ZooKeeper session timeout: how soon a dead broker is noticed."),
         _s("broker.rack", str, "", "Rack of this broker, for rack-aware replica assignment."),
+        Setting("replica.selector.class", _replica_selector, "",
+                "Picks the replica a consumer with client.rack should fetch from (KIP-392); "
+                "empty: the leader.", "CLASS"),
         _s("inter.broker.listener.name", str, "PLAINTEXT", "Listener other brokers use to reach this one."),
         _s("min.insync.replicas", int, "1", "Replicas that must have an acks=all write before it is acknowledged."),
         _s("replica.lag.time.max.ms", int, "30000", "A follower that has not caught up for this long leaves the ISR."),

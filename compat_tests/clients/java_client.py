@@ -419,12 +419,12 @@ class JavaClient(Client):
 
     def consume(self, topic, n, *, group=None, start=None, auto_offset_reset="earliest",
                 timeout=15.0, fetch_wait_ms=FETCH_WAIT_MS, commit=True,
-                isolation_level="read_uncommitted") -> list[Record]:
+                isolation_level="read_uncommitted", client_rack=None) -> list[Record]:
         answer = self._call(
             "consume", timeout=timeout + 60, topic=topic, n=n, group=group,
             start=None if start is None else {str(p): o for p, o in start.items()},
             reset=auto_offset_reset, timeout_ms=int(timeout * 1000), fetch_wait_ms=fetch_wait_ms,
-            commit=commit, isolation_level=isolation_level)
+            commit=commit, isolation_level=isolation_level, client_rack=client_rack)
         return [_record(r) for r in answer["records"]]
 
     def commit(self, group, topic, offsets) -> None:

@@ -99,12 +99,40 @@ class ControllerContext:
 def assign_replicas(brokers: list[tuple[int, str | None]], partitions: int, replication_factor: int,
                     start_partition: int = 0, rng: random.Random | None = None) -> dict[int, list[int]]:
     """Kafka's AdminUtils.assignReplicasToBrokers: leaders spread round-robin from a random
-    start, followers shifted so partition replica sets differ; with racks, the broker list
-    alternates racks first so replicas of a partition land on different racks."""
+    start, followers shifted so partition replica sets differ. With racks (any broker has
+    `broker.rack`; one without counts as rack ""), `_assign_rack_aware`."""
     rng = rng or random.Random()
     if replication_factor > len(brokers):
         raise ValueError(f"replication factor {replication_factor} larger than the {len(brokers)} available brokers")
-    ids = _rack_alternated(brokers) if any(rack for _b, rack in brokers) else sorted(b for b, _r in brokers)
+    if any(rack for _b, rack in brokers):
+        return _assign_rack_aware(brokers, partitions, replication_factor, start_partition, rng)
+    ids = sorted(b for b, _r in brokers)
+    n = len(ids)
+    start = rng.randrange(n)
+    shift = rng.randrange(n)
+    out: dict[int, list[int]] = {}
+    for i in range(partitions):
+        p = start_partition + i
+        if p > 0 and p % n == 0:
+            shift += 1
+        first = (p + start) % n
+        out[p] = [ids[first]] + [ids[_replica_index(first, shift, j, n)] for j in range(replication_factor - 1)]
+    return out
+
+
+def _replica_index(first: int, shift: int, j: int, n: int) -> int:
+    return (first + 1 + (shift + j) % (n - 1)) % n
+
+
+def _assign_rack_aware(brokers: list[tuple[int, str | None]], partitions: int, replication_factor: int,
+                       start_partition: int, rng: random.Random) -> dict[int, list[int]]:
+    """Kafka's assignReplicasToBrokersRackAware: the leader round-robin on the
+    rack-alternated broker list, each further replica the next broker (shifted by
+    shift × racks) whose rack has no replica yet, until every rack has one; so with
+    replicas ≥ racks every rack gets one, otherwise no rack gets two."""
+    rack_of = {b: rack or "" for b, rack in brokers}
+    racks = len(set(rack_of.values()))
+    ids = _rack_alternated(brokers)
     n = len(ids)
     start = rng.randrange(n)
     shift = rng.randrange(n)
@@ -115,13 +143,23 @@ def assign_replicas(brokers: list[tuple[int, str | None]], partitions: int, repl
             shift += 1
         first = (p + start) % n
         replicas = [ids[first]]
-        for j in range(replication_factor - 1):
-            replicas.append(ids[(first + 1 + (shift + j) % (n - 1)) % n])
+        used_racks = {rack_of[ids[first]]}
+        k = 0
+        while len(replicas) < replication_factor:
+            broker = ids[_replica_index(first, shift * racks, k, n)]
+            rack = rack_of[broker]
+            if ((rack not in used_racks or len(used_racks) == racks)
+                    and (broker not in replicas or len(replicas) == n)):
+                replicas.append(broker)
+                used_racks.add(rack)
+            k += 1
         out[p] = replicas
     return out
 
 
 def _rack_alternated(brokers: list[tuple[int, str | None]]) -> list[int]:
+    """Brokers taken one per rack in turn (racks sorted, brokers by id): rack1's first,
+    rack2's first, ..., rack1's second, ... (Kafka's getRackAlternatedBrokerList)."""
     by_rack: dict[str, list[int]] = {}
     for b, rack in sorted(brokers):
         by_rack.setdefault(rack or "", []).append(b)

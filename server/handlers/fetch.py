@@ -15,7 +15,7 @@ decoded. Rules kept here:
   of the oldest open transaction) and the answer lists the aborted transactions in the
   range read (producer id, first offset) from the partition's aborted-transaction index,
   which the clients use to drop aborted records; read_uncommitted gets null there. Every
-  answer reports the last stable offset; preferred_read_replica = -1;
+  answer reports the last stable offset;
 - fetch sessions (KIP-227) are declined: the answer always has session_id 0, which tells
   clients to keep sending full fetches; a request naming a session we never gave gets
   FETCH_SESSION_ID_NOT_FOUND.
@@ -32,6 +32,16 @@ own: if the follower's last epoch ends earlier here, or is unknown, the answer i
 `diverging_epoch` (epoch, end offset) and no records, and the follower truncates (KIP-320;
 CLUSTER.md §4.3). A NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH in a cluster carries the
 current leader (v16+, KIP-951; server/cluster/leader_hints.py).
+
+Fetch from the closest replica (KIP-392, a cluster): a consumer's Fetch v11+ carries client
+metadata (its rack_id, `client.rack`), and such a fetch may read a follower, which serves
+it up to its own high watermark (Kafka's FetchParams.fetchOnlyLeader: followers' and older
+consumers' fetches stay leader-only). An offset past the follower's log end is
+OFFSET_OUT_OF_RANGE, on which librdkafka and the Java consumer go back to the leader; one
+between its high watermark and log end waits as at the leader's high watermark. On the
+leader, with replica.selector.class rack-aware, a consumer whose rack has an in-sync
+follower and not the leader is answered preferred_read_replica = that follower, no records,
+at once (server/cluster/replica_selector.py); otherwise preferred_read_replica is -1.
 
 Zero copy: a partition read of at least REGION_MIN_BYTES is not read into memory. The
 handler pins the segment and puts a `FileRegion` in that `records` field; the codec
@@ -55,6 +65,7 @@ from wire.primitives import ZERO_UUID
 from wire.registry import ApiKey
 
 from server.cluster import leader_hints
+from server.cluster.replica_selector import is_rack_aware, preferred_read_replica
 from server.context import RequestContext
 from server.errors import KafkaError, error_code_for
 from server.regions import FileRegion
@@ -142,15 +153,20 @@ def _diverging(partition, part: dict) -> dict | None:
 
 
 def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[dict]]], max_bytes: int,
-              regions: _Regions | None = None, read_committed: bool = False, replica_id: int = -1):
-    """One pass over the request: (response topics, bytes of records, any error).
+              regions: _Regions | None = None, read_committed: bool = False, replica_id: int = -1,
+              from_follower_ok: bool = False, select_rack: str | None = None):
+    """One pass over the request: (response topics, bytes of records, answer at once: an
+    error, a diverging epoch or a preferred read replica).
 
     Limits (KIP-74): each partition reads at most partition_max_bytes and the whole
     response at most max_bytes; only the first partition that has data gets its first
-    batch whole when that batch alone is larger. Reads stop at the high watermark."""
+    batch whole when that batch alone is larger. Reads stop at the high watermark.
+    `from_follower_ok`: a consumer's Fetch v11+ in a cluster (may read a follower);
+    `select_rack`: its rack, when this broker's replica selector is rack-aware."""
     partition_for = ctx.broker.partition
     # KIP-73: a leader holds back out-of-sync followers of throttled partitions (cluster only).
     quota = ctx.broker.cluster.leader_quota if replica_id >= 0 and ctx.broker.cluster is not None else None
+    leader_only = not from_follower_ok
     by_id = ctx.api_version >= 13
     budget = max_bytes
     total = 0
@@ -162,7 +178,7 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
         for part in partitions:
             index = part["partition"]
             try:
-                partition = partition_for(name, index, part.get("current_leader_epoch", -1))
+                partition = partition_for(name, index, part.get("current_leader_epoch", -1), leader_only=leader_only)
             except KafkaError as exc:
                 code = ErrorCode.UNKNOWN_TOPIC_ID if by_id and name is None else exc.code
                 results.append(_partition(index, code))
@@ -174,6 +190,15 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
             start = partition.log.log_start_offset
             offset = part["fetch_offset"]
             throttled = False
+            if select_rack and partition.is_leader:
+                preferred = preferred_read_replica(partition, ctx.broker.cluster.cache, select_rack, offset,
+                                                   _now_ms())
+                if preferred >= 0:
+                    entry = _partition(index, _NONE, hw, start, lso=lso)
+                    entry["preferred_read_replica"] = preferred
+                    results.append(entry)
+                    errors = True  # answer at once: the consumer moves to that replica
+                    continue
             if replica_id >= 0:
                 if replica_id not in partition.followers:
                     results.append(_partition(index, ErrorCode.NOT_LEADER_OR_FOLLOWER, hw, start, lso=lso))
@@ -244,6 +269,17 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
     return out, total, errors
 
 
+def _log_redirects(ctx: RequestContext, rack: str, topics: list, responses: list[dict]) -> None:
+    """One line per answer that sends a consumer elsewhere: rare (a client asks the leader
+    again only when its preferred replica fails or its metadata ages), and what an operator
+    looks for when checking that consumers read in their own rack."""
+    moved = [f"{name}-{p['partition_index']}->{p['preferred_read_replica']}"
+             for (name, _id, _parts), topic in zip(topics, responses) for p in topic["partitions"]
+             if p["preferred_read_replica"] >= 0]
+    if moved:
+        log.info("consumer %s in rack %s sent to its rack's replicas: %s", ctx.client_id, rack, " ".join(moved))
+
+
 async def handle(ctx: RequestContext, request: dict) -> dict:
     broker = ctx.broker
     if request.get("session_id", 0) != 0:
@@ -270,10 +306,16 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         replica_id = (request.get("replica_state") or {}).get("replica_id", -1)
     else:
         replica_id = request.get("replica_id", -1)
+    # KIP-392: Kafka gives a consumer's Fetch v11+ client metadata (its rack may be empty)
+    from_follower_ok = replica_id < 0 and ctx.api_version >= 11 and broker.cluster is not None
+    select_rack = None
+    if from_follower_ok and request.get("rack_id") and is_rack_aware(broker.config):
+        select_rack = request["rack_id"]
     try:
         while True:
             regions.release()  # a pass that led to a wait pinned nothing we still need
-            responses, total, errors = _read_all(ctx, topics, max_bytes, regions, read_committed, replica_id)
+            responses, total, errors = _read_all(ctx, topics, max_bytes, regions, read_committed, replica_id,
+                                                 from_follower_ok, select_rack)
             remaining = deadline - trio.current_time()
             if total >= min_bytes or errors or remaining <= 0 or broker.shutting_down:
                 break
@@ -287,6 +329,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             # moved by the other followers' fetches has nothing for it.
             await broker.wait_for_data(waiting_on, remaining, appends_only=replica_id >= 0)
         regions.hand_over()  # the body holds them; the server sends and releases them
+        if select_rack is not None and errors:
+            _log_redirects(ctx, select_rack, topics, responses)
         answer = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
         if errors and broker.cluster is not None and ctx.api_version >= leader_hints.FETCH_MIN_VERSION:
             endpoints = leader_hints.add_hints(broker, responses, "partitions", leader_hints.FETCH_HINT_CODES,

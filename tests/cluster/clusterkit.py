@@ -17,13 +17,17 @@ FAST = ("--set", "replica.lag.time.max.ms=3000", "--set", "zookeeper.session.tim
 
 
 class Cluster:
-    def __init__(self, root: Path, zk_connect: str, size: int = 3, *extra: str) -> None:
+    def __init__(self, root: Path, zk_connect: str, size: int = 3, *extra: str,
+                 racks: list[str] | None = None) -> None:
+        """`racks`: broker.rack of broker 1, 2, ... (none when not given)."""
         self.zk_connect = zk_connect
         self.brokers: dict[int, BrokerProcess] = {}
         for node in range(1, size + 1):
             port = free_port()
+            rack = ("--set", f"broker.rack={racks[node - 1]}") if racks else ()
             self.brokers[node] = BrokerProcess(root / f"broker-{node}" / "data", "--node-id", str(node),
-                                               "--set", f"zookeeper.connect={zk_connect}", *FAST, *extra, port=port)
+                                               "--set", f"zookeeper.connect={zk_connect}", *FAST, *rack, *extra,
+                                               port=port)
 
     def start(self) -> "Cluster":
         for broker in self.brokers.values():

@@ -641,6 +641,7 @@ public final class TrafkaCompat {
             Properties p = consumerProps(bootstrap, group, reset, r.get("fetch_wait_ms").getAsInt());
             p.put("max.poll.records", Integer.toString(Math.max(1, Math.min(n, 500))));
             p.put("isolation.level", r.get("isolation_level").getAsString());
+            if (present(r, "client_rack")) p.put("client.rack", r.get("client_rack").getAsString());
             List<ConsumerRecord<byte[], byte[]>> got = new ArrayList<>();
             Map<TopicPartition, OffsetAndMetadata> next = new HashMap<>();
             try (KafkaConsumer<byte[], byte[]> c = consumer(p)) {
