@@ -108,16 +108,21 @@ def assign_replicas(brokers: list[tuple[int, str | None]], partitions: int, repl
         return _assign_rack_aware(brokers, partitions, replication_factor, start_partition, rng)
     ids = sorted(b for b, _r in brokers)
     n = len(ids)
+    return {p: [ids[first]] + [ids[_replica_index(first, shift, j, n)] for j in range(replication_factor - 1)]
+            for p, first, shift in _leader_positions(n, partitions, start_partition, rng)}
+
+
+def _leader_positions(n: int, partitions: int, start_partition: int, rng: random.Random):
+    """(partition, index of its leader in the broker list, follower shift), as both of
+    Kafka's assignments walk them: leaders round-robin from a random start, the shift
+    (random too) growing by one each time the leaders wrap around the list."""
     start = rng.randrange(n)
     shift = rng.randrange(n)
-    out: dict[int, list[int]] = {}
     for i in range(partitions):
         p = start_partition + i
         if p > 0 and p % n == 0:
             shift += 1
-        first = (p + start) % n
-        out[p] = [ids[first]] + [ids[_replica_index(first, shift, j, n)] for j in range(replication_factor - 1)]
-    return out
+        yield p, (p + start) % n, shift
 
 
 def _replica_index(first: int, shift: int, j: int, n: int) -> int:
@@ -134,14 +139,8 @@ def _assign_rack_aware(brokers: list[tuple[int, str | None]], partitions: int, r
     racks = len(set(rack_of.values()))
     ids = _rack_alternated(brokers)
     n = len(ids)
-    start = rng.randrange(n)
-    shift = rng.randrange(n)
     out: dict[int, list[int]] = {}
-    for i in range(partitions):
-        p = start_partition + i
-        if p > 0 and p % n == 0:
-            shift += 1
-        first = (p + start) % n
+    for p, first, shift in _leader_positions(n, partitions, start_partition, rng):
         replicas = [ids[first]]
         used_racks = {rack_of[ids[first]]}
         k = 0
