@@ -129,7 +129,7 @@ def test_a_waiting_acks_all_produce_survives_a_leader_epoch_bump_that_keeps_the_
             with socket.create_connection(("127.0.0.1", cluster.brokers[leader].port), timeout=30) as sock:
                 sock.sendall(produce_frame(1, "bump", -1, b"waits for the ISR"))
                 # Appended (the high watermark, what ListOffsets shows, stays behind it).
-                cluster.wait_for(lambda: log_size(cluster, "bump", leader) > 0, 2.5, "the batch appended")
+                cluster.wait_for(lambda: log_size(cluster, "bump", leader) > 0, 10, "the batch appended")
                 # The stopped follower's controlled shutdown, sent for it: the controller
                 # takes it out of the ISR with the leader epoch bumped, the leader unchanged,
                 # well before replica.lag.time.max.ms would shrink the ISR by itself.
