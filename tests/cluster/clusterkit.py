@@ -166,31 +166,25 @@ class Workload:
         self.producer_config = producer_config or {}
         self.acked: dict[bytes, tuple[int, int]] = {}
         self.failed: list = []
-        self.consumed: set[bytes] = set()
-        self.consumer_errors: list = []
+        self.verifier = VerifyingGroup(cluster, [topic]) if group else None
         self._stop = threading.Event()
-        self._stop_consumer = threading.Event()
-        self._threads: list[threading.Thread] = []
+        self._thread = threading.Thread(target=self._produce, daemon=True)
 
     def __enter__(self) -> "Workload":
-        self._threads = [threading.Thread(target=self._produce, daemon=True)]
-        if self.group:
-            self._threads.append(threading.Thread(target=self._consume, daemon=True))
-        for thread in self._threads:
-            thread.start()
+        self._thread.start()
+        if self.verifier:
+            self.verifier.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
-        self._threads[0].join(180)
-        if self.group and exc[0] is None:
-            # Let the group catch up with what was acknowledged before it stops.
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and not set(self.acked) <= self.consumed:
-                time.sleep(0.2)
-        self._stop_consumer.set()
-        for thread in self._threads[1:]:
-            thread.join(60)
+        self._thread.join(180)
+        if self.verifier:
+            self.verifier.stop(self.acked, catch_up=exc[0] is None)
+
+    @property
+    def consumed(self) -> set[bytes]:
+        return self.verifier.consumed if self.verifier else set()
 
     def wait_for_progress(self, count: int = 100, timeout: float = 40) -> None:
         """Wait until `count` more values are acknowledged than now."""
@@ -219,23 +213,6 @@ class Workload:
             time.sleep(self.pace_s)
         producer.flush(120)
 
-    def _consume(self) -> None:
-        consumer = ck.Consumer({"bootstrap.servers": self.cluster.bootstrap, "group.id": f"verify-{self.topic}",
-                                "auto.offset.reset": "earliest", "enable.auto.commit": True,
-                                "auto.commit.interval.ms": 500})
-        consumer.subscribe([self.topic])
-        try:
-            while not self._stop_consumer.is_set():
-                msg = consumer.poll(0.2)
-                if msg is None:
-                    continue
-                if msg.error() is None:
-                    self.consumed.add(msg.value())
-                else:
-                    self.consumer_errors.append(msg.error())
-        finally:
-            consumer.close()
-
     def check(self, *, allow_failed: bool = False) -> int:
         """Assert nothing acknowledged was lost, moved or duplicated, and the group read it
         all; returns how many acknowledged values were checked."""
@@ -253,7 +230,58 @@ class Workload:
         # after a leader change): those must be there; the others at the offset acknowledged.
         moved = [v for v, at in self.acked.items() if at[1] is not None and at[1] >= 0 and where[v] != at]
         assert not moved, f"acknowledged at one offset, stored at another: {moved[:3]}"
-        if self.group:
-            unread = [v for v in self.acked if v not in self.consumed]
-            assert not unread, f"the group never received {len(unread)} acknowledged values, e.g. {unread[:3]}"
+        if self.verifier:
+            self.verifier.check(self.acked)
         return len(self.acked)
+
+
+class VerifyingGroup:
+    """A consumer group (one librdkafka consumer on a thread, auto-committing) reading
+    `topics` from the earliest offset through a fault: `check(acked)` asserts it received
+    every acknowledged value. Kept apart from the producers so every fault test can add it."""
+
+    def __init__(self, cluster: Cluster, topics: list[str], group_id: str | None = None) -> None:
+        self.cluster = cluster
+        self.topics = topics
+        self.group_id = group_id or "verify-" + "-".join(topics)
+        self.consumed: set[bytes] = set()
+        self.errors: list = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, acked, *, catch_up: bool = True, timeout: float = 60) -> None:
+        """Stop; first (catch_up) wait up to `timeout` for it to receive what was acknowledged."""
+        deadline = time.monotonic() + timeout
+        while catch_up and time.monotonic() < deadline and not set(acked) <= self.consumed \
+                and self._thread.is_alive():
+            time.sleep(0.2)
+        self._stop.set()
+        self._thread.join(60)
+
+    def _run(self) -> None:
+        try:
+            consumer = ck.Consumer({"bootstrap.servers": self.cluster.bootstrap, "group.id": self.group_id,
+                                    "auto.offset.reset": "earliest", "enable.auto.commit": True,
+                                    "auto.commit.interval.ms": 500})
+            consumer.subscribe(self.topics)
+            try:
+                while not self._stop.is_set():
+                    msg = consumer.poll(0.2)
+                    if msg is None:
+                        continue
+                    if msg.error() is None:
+                        self.consumed.add(msg.value())
+                    else:
+                        self.errors.append(msg.error())
+            finally:
+                consumer.close()
+        except Exception as exc:  # recorded for check(): a dead thread must not pass as "read nothing yet"
+            self.errors.append(repr(exc))
+
+    def check(self, acked) -> None:
+        unread = [v for v in acked if v not in self.consumed]
+        assert not unread, (f"the group never received {len(unread)} acknowledged values, e.g. {unread[:3]}; "
+                            f"it received {len(self.consumed)} in all; consumer errors: {self.errors[:5]}")

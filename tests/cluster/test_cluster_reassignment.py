@@ -19,7 +19,7 @@ from pathlib import Path
 import confluent_kafka as ck
 import pytest
 
-from tests.cluster.clusterkit import Cluster, read_topic
+from tests.cluster.clusterkit import Cluster, VerifyingGroup, read_topic
 from wire.errors import ErrorCode as E
 from wire.registry import ApiKey
 
@@ -107,10 +107,12 @@ def settled(cluster: Cluster, topic: str, index: int, replicas: list[int]):
 
 class Producing:
     """An idempotent acks=all producer writing `topics` (round robin over their partitions)
-    until stopped; what was acknowledged."""
+    until stopped; what was acknowledged; with `group`, a verifying consumer group reading
+    them (clusterkit.VerifyingGroup)."""
 
-    def __init__(self, cluster: Cluster, topics: dict[str, int]) -> None:
+    def __init__(self, cluster: Cluster, topics: dict[str, int], *, group: bool = False) -> None:
         self.cluster, self.topics = cluster, topics
+        self.verifier = VerifyingGroup(cluster, list(topics)) if group else None
         self.acked: dict[bytes, tuple[str, int, int]] = {}
         self.failed: list = []
         self.stop = threading.Event()
@@ -137,11 +139,15 @@ class Producing:
 
     def __enter__(self) -> "Producing":
         self.thread.start()
+        if self.verifier:
+            self.verifier.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self.stop.set()
         self.thread.join(180)
+        if self.verifier:
+            self.verifier.stop(self.acked, catch_up=exc[0] is None)
 
     def check(self) -> int:
         """Every acknowledged message read back once, at the offset it was acknowledged at
@@ -162,17 +168,19 @@ class Producing:
         moved = [v for v, po in self.acked.items() if po[2] is not None and where[v] != po]
         assert not moved, "acknowledged at one offset, stored at another: " + ", ".join(
             f"{v[:8]!r} acked {self.acked[v]} stored {where[v]}" for v in moved[:5])
+        if self.verifier:
+            self.verifier.check(self.acked)
         return len(self.acked)
 
 
 def test_partitions_move_to_other_brokers_while_producing(tmp_path, zk_connect):
     """4 brokers: moving-0 on [1, 2] moves entirely to [3, 4] (its leader too); spread-0 on
     [1] moves to the three other brokers [2, 3, 4]. Nothing acknowledged is lost or
-    duplicated."""
+    duplicated, and a consumer group reading through the moves receives all of it."""
     with Cluster(tmp_path, zk_connect, 4) as cluster:
         create(cluster, "moving", {0: [1, 2]}, {"min.insync.replicas": "2"})
         create(cluster, "spread", {0: [1]})
-        with Producing(cluster, {"moving": 1, "spread": 1}) as producing:
+        with Producing(cluster, {"moving": 1, "spread": 1}, group=True) as producing:
             cluster.wait_for(lambda: len(producing.acked) > 1000, 60, "writes before the move")
             start_move(cluster, {("moving", 0): [3, 4], ("spread", 0): [2, 3, 4]})
             cluster.wait_for(settled(cluster, "moving", 0, [3, 4]), 60, "moving-0 on [3, 4]")

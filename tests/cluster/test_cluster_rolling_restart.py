@@ -36,4 +36,4 @@ def test_rolling_restart_under_load_gives_clients_no_errors(tmp_path, zk_connect
                     work.wait_for_progress(100, 60)
         checked = work.check()
         assert checked > 500
-        assert not work.consumer_errors, work.consumer_errors[:3]
+        assert not work.verifier.errors, work.verifier.errors[:3]

@@ -76,10 +76,7 @@ def test_broker_paused_past_its_session_timeout_rejoins(tmp_path, zk_connect):
         controller = cluster.metadata()["controller_id"]
         victim = next(b for b in sorted(cluster.brokers) if b != controller)
         other = next(b for b in sorted(cluster.brokers) if b not in (victim, controller))
-        # No verifying group here yet: in one CI run the group, its coordinator possibly on the
-        # paused broker, received nothing within the test (passed locally every time); an open
-        # finding of issue 16, to be explained before the group goes back in.
-        with Workload(cluster, "paused", group=False) as work:
+        with Workload(cluster, "paused") as work:
             work.wait_for_progress(200, 60)
             os.kill(cluster.brokers[victim].proc.pid, signal.SIGSTOP)
             try:
