@@ -138,6 +138,14 @@ def worker_argv(bootstrap: str, group: str, client_id: str, session_ms: int, ins
     return argv + list(topics)
 
 
+def _escape_property(text: str) -> str:
+    """A key or value as java.util.Properties.load reads it back (backslashes, separators,
+    line breaks and leading blanks escaped)."""
+    out = text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+    out = out.replace("=", "\\=").replace(":", "\\:").replace("#", "\\#").replace("!", "\\!")
+    return "\\ " + out[1:] if out.startswith(" ") else out
+
+
 def _b64(data: bytes | None) -> str | None:
     return None if data is None else base64.b64encode(data).decode()
 
@@ -165,10 +173,13 @@ def _partitions(pairs) -> frozenset[tuple[str, int]]:
 class _Jvm:
     """One `TrafkaCompat serve` process: calls by id, member events to their members."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, config_file: str | None = None) -> None:
+        env = dict(os.environ)
+        if config_file:
+            env["TRAFKA_COMPAT_CLIENT_CONFIG"] = config_file
         self.proc = subprocess.Popen(java_command() + ["serve", bootstrap], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     start_new_session=True)
+                                     start_new_session=True, env=env)
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._next_id = 0
@@ -350,17 +361,25 @@ def killable_member(bootstrap: str, topics: list[str], group: str) -> _Member:
 class JavaClient(Client):
     name = "java"
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, config: dict[str, str] | None = None) -> None:
+        """`config`: client settings added to every producer, consumer and admin the JVM
+        makes (security.protocol, ssl.truststore.location, sasl.jaas.config...)."""
         super().__init__(bootstrap)
         java_command()  # skip (or fail under CI) before the scenario does anything
         self._lock = threading.Lock()
         self._process: _Jvm | None = None
+        self._config_file: str | None = None
+        if config:
+            fd, self._config_file = tempfile.mkstemp(prefix="trafka-java-client-", suffix=".properties")
+            with os.fdopen(fd, "w") as out:
+                for key, value in config.items():
+                    out.write(f"{_escape_property(key)}={_escape_property(str(value))}\n")
 
     def _jvm(self) -> _Jvm:
         """This adapter's JVM, started on first use (and again after close())."""
         with self._lock:
             if self._process is None or self._process.proc.poll() is not None:
-                self._process = _Jvm(self.bootstrap)
+                self._process = _Jvm(self.bootstrap, self._config_file)
             return self._process
 
     def _call(self, op: str, timeout: float = CALL_TIMEOUT_S, **args) -> dict:

@@ -103,6 +103,23 @@ public final class TrafkaCompat {
     static final int COMMIT_EVERY_MS = 300;
     static final Duration CLOSE_TIMEOUT = Duration.ofSeconds(10);
     static final long ADMIN_TIMEOUT_S = 30;
+    /** Client settings every producer, consumer and admin gets on top of the adapter's own:
+     *  read from the properties file named by TRAFKA_COMPAT_CLIENT_CONFIG (security.protocol,
+     *  ssl.truststore.*, sasl.jaas.config...), so the same verbs run against any listener. */
+    static final Properties EXTRA = loadExtra();
+
+    static Properties loadExtra() {
+        Properties extra = new Properties();
+        String path = System.getenv("TRAFKA_COMPAT_CLIENT_CONFIG");
+        if (path != null && !path.isEmpty()) {
+            try (java.io.FileInputStream in = new java.io.FileInputStream(path)) {
+                extra.load(in);
+            } catch (java.io.IOException e) {
+                throw new RuntimeException("cannot read TRAFKA_COMPAT_CLIENT_CONFIG " + path, e);
+            }
+        }
+        return extra;
+    }
 
     private static PrintStream out;
 
@@ -261,6 +278,7 @@ public final class TrafkaCompat {
     static Properties consumerProps(String bootstrap, String group, String reset, int fetchWaitMs) {
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
+        p.putAll(EXTRA);
         p.put("client.id", "compat-java");
         if (group != null) p.put("group.id", group);
         p.put("enable.auto.commit", "false");
@@ -302,6 +320,7 @@ public final class TrafkaCompat {
             if (admin == null) {
                 Properties p = new Properties();
                 p.put("bootstrap.servers", bootstrap);
+                p.putAll(EXTRA);
                 p.put("client.id", "compat-java-admin");
                 p.put("request.timeout.ms", "15000");
                 p.put("default.api.timeout.ms", "30000");
@@ -425,6 +444,7 @@ public final class TrafkaCompat {
                 // Admin never asks for auto-creation; a producer's metadata request does.
                 Properties p = new Properties();
                 p.put("bootstrap.servers", bootstrap);
+                p.putAll(EXTRA);
                 p.put("client.id", "compat-java");
                 p.put("max.block.ms", "5000");
                 try (KafkaProducer<byte[], byte[]> producer =
@@ -537,6 +557,7 @@ public final class TrafkaCompat {
             String acks = r.get("acks").getAsString();
             Properties p = new Properties();
             p.put("bootstrap.servers", bootstrap);
+            p.putAll(EXTRA);
             p.put("client.id", "compat-java");
             p.put("acks", acks);
             p.put("compression.type", r.get("compression").getAsString());
@@ -590,6 +611,7 @@ public final class TrafkaCompat {
         JsonObject txnOpen(JsonObject r) {
             Properties p = new Properties();
             p.put("bootstrap.servers", bootstrap);
+            p.putAll(EXTRA);
             p.put("client.id", "compat-java-txn");
             p.put("transactional.id", r.get("transactional_id").getAsString());
             p.put("linger.ms", "5");
