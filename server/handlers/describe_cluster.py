@@ -42,7 +42,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                       brokers=[{"broker_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
                                for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)])
     else:
-        host, port = broker.config.advertised
+        host, port = broker.config.advertised_for(ctx.session.listener)  # the client's own listener
         answer.update(
             controller_id=broker.node_id,
             brokers=[{"broker_id": broker.node_id, "host": host, "port": port, "rack": None}],

@@ -59,7 +59,7 @@ def _answer(ctx: RequestContext, key: str, key_type: int) -> dict:
     elif key_type == TRANSACTION and not broker.txn.loaded:
         code, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, "the transaction coordinator is loading"
     else:
-        host, port = broker.config.advertised
+        host, port = broker.config.advertised_for(ctx.session.listener)  # the client's own listener
         return {"key": key, "node_id": broker.node_id, "host": host, "port": port,
                 "error_code": ErrorCode.NONE, "error_message": None}
     return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": code, "error_message": message}

@@ -173,7 +173,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                 topics.append(error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             else:
                 topics.append(topic_entry(ctx, name, with_ops))
-    host, port = broker.config.advertised
+    host, port = broker.config.advertised_for(ctx.session.listener)  # the client's own listener
     return {
         "throttle_time_ms": 0,
         "brokers": [{"node_id": broker.node_id, "host": host, "port": port, "rack": None}],
