@@ -46,7 +46,11 @@ async def _cluster_answer(ctx: RequestContext, key: str, key_type: int) -> dict:
     if leader is None:
         return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
                 "error_message": f"{topic}-{index} has no leader"}
-    return {"key": key, "node_id": leader.broker_id, "host": leader.host, "port": leader.port,
+    address = leader.address(ctx.session.listener)  # on the client's own listener
+    if address is None:
+        return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                "error_message": f"broker {leader.broker_id} has no listener {ctx.session.listener}"}
+    return {"key": key, "node_id": leader.broker_id, "host": address[0], "port": address[1],
             "error_code": ErrorCode.NONE, "error_message": None}
 
 

@@ -293,3 +293,13 @@ def principal_mapper(config: BrokerConfig, listener: str) -> PrincipalMapper:
         return PrincipalMapper(rules)
     except ValueError as exc:
         raise ConfigError(f"ssl.principal.mapping.rules={rules!r}: {exc}") from None
+
+
+def inter_broker_client_options(config: BrokerConfig) -> dict:
+    """Options of this broker's own connections to other brokers (BrokerChannels): an
+    SSLContext when the inter-broker listener is SSL / SASL_SSL, from that listener's
+    settings (truststore to verify the other broker, keystore for mTLS), else none."""
+    listener = next((l for l in config.listener_list if l.name == config.inter_broker_listener), None)
+    if listener is None or not listener.tls:
+        return {}
+    return {"ssl_context": client_context(config, listener.name)}

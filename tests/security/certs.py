@@ -66,10 +66,11 @@ class CertificateAuthority:
         if server:
             builder = builder.add_extension(x509.SubjectAlternativeName(
                 [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-            usage = ExtendedKeyUsageOID.SERVER_AUTH
+            # a broker is also a client of the other brokers (mTLS between brokers)
+            usages = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
         else:
-            usage = ExtendedKeyUsageOID.CLIENT_AUTH
-        builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            usages = [ExtendedKeyUsageOID.CLIENT_AUTH]
+        builder = builder.add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         cert = builder.sign(self.key, hashes.SHA256())
         cert_pem = self.directory / f"{file_stem}.crt.pem"
         key_pem = self.directory / f"{file_stem}.key.pem"
