@@ -177,3 +177,14 @@ def test_principal_mapping_rules_as_kafka_documents_them():
         PrincipalMapper(r"RULE:^CN=(.*),OU=x$/$1/").name("CN=a")
     with pytest.raises(ValueError):
         PrincipalMapper("RULE:^CN=(.*)$/$1")
+
+
+def test_requested_client_auth_takes_a_certificate_when_offered(tmp_path, pki):
+    config = _config(tmp_path, **{"ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki["pem"]),
+                                  "ssl.key.password": "pw", "ssl.truststore.type": "PEM",
+                                  "ssl.truststore.location": str(pki["ca"].cert_pem), "ssl.client.auth": "requested"})
+    mapper = PrincipalMapper("DEFAULT")
+    anonymous = tls_session_info(_handshake(server_context(config, "SSL"), _client(pki)), mapper)
+    assert anonymous["peer_dn"] is None and anonymous["principal"] is None  # stays User:ANONYMOUS
+    known = tls_session_info(_handshake(server_context(config, "SSL"), _client(pki, certificate=True)), mapper)
+    assert known["principal"] == "User:CN=bob,OU=ops,O=Acme"
