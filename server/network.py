@@ -71,6 +71,7 @@ log = logging.getLogger("trafka.network")
 
 READ_SIZE = 65536
 LARGE_READ_SIZE = 256 * 1024
+CLOSE_TIMEOUT_S = 2.0  # a TLS close_notify to a peer that does not read
 _MSG_MORE = getattr(socket, "MSG_MORE", 0)  # Linux; elsewhere the header goes out alone
 
 PLAINTEXT = Listener("PLAINTEXT", "PLAINTEXT", "0.0.0.0", 0, "127.0.0.1", 0)
@@ -198,8 +199,7 @@ class Server:
                                   host, port)
                     tls = None
                 if tls is None:
-                    with trio.CancelScope(shield=True):
-                        await stream.aclose()
+                    await _close(stream)
                     return
             await self.serve_stream(stream, host, port, listener=listener.name,
                                     security_protocol=listener.security_protocol, tls=tls)
@@ -254,8 +254,7 @@ class Server:
         except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
             log.debug("connection %d reset by peer", session.connection_id)
         finally:
-            with trio.CancelScope(shield=True):
-                await stream.aclose()
+            await _close(stream)
             log.debug("connection %d closed", session.connection_id)
         return session
 
@@ -440,6 +439,19 @@ class Server:
             if body is not None:
                 return encode_response(request.api_key, request.api_version, request.correlation_id, body)
         raise ProtocolErrorClose()
+
+
+async def _close(stream: trio.abc.Stream) -> None:
+    """Close a connection even when cancelled. A TLS stream first sends its close_notify,
+    which a peer that stops reading could hold up forever: bounded, then closed hard."""
+    with trio.CancelScope(shield=True):
+        with trio.move_on_after(CLOSE_TIMEOUT_S):
+            try:
+                await stream.aclose()
+                return
+            except (trio.BrokenResourceError, ssl.SSLError, OSError) as exc:  # SSL_shutdown trouble
+                log.debug("closing a connection: %r", exc)
+        await trio.aclose_forcefully(stream)
 
 
 async def _write(stream: trio.abc.Stream, send: "_Send", out: list, delayed: ResponseQueue | None) -> None:
