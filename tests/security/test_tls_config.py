@@ -188,3 +188,11 @@ def test_requested_client_auth_takes_a_certificate_when_offered(tmp_path, pki):
     assert anonymous["peer_dn"] is None and anonymous["principal"] is None  # stays User:ANONYMOUS
     known = tls_session_info(_handshake(server_context(config, "SSL"), _client(pki, certificate=True)), mapper)
     assert known["principal"] == "User:CN=bob,OU=ops,O=Acme"
+
+
+def test_a_certificate_no_rule_maps_is_refused(tmp_path, pki):
+    config = _config(tmp_path, **{"ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki["pem"]),
+                                  "ssl.key.password": "pw", "ssl.truststore.type": "PEM",
+                                  "ssl.truststore.location": str(pki["ca"].cert_pem), "ssl.client.auth": "required"})
+    server = _handshake(server_context(config, "SSL"), _client(pki, certificate=True))
+    assert tls_session_info(server, PrincipalMapper(r"RULE:^CN=(.*),OU=ServiceUsers$/$1/")) is None
