@@ -144,6 +144,7 @@ def producer_config(args, *, latency: bool) -> dict:
         conf["delivery.report.only.error"] = True
     # Other harnesses vary one setting (bench/cluster.py: enable.idempotence) through this.
     conf.update(getattr(args, "producer_overrides", None) or {})
+    conf.update(getattr(args, "client_overrides", None) or {})  # both clients (bench/tls.py: security.protocol)
     return conf
 
 
@@ -158,6 +159,7 @@ def consumer_config(args, group: str) -> dict:
         "queued.min.messages": 1000000,
         "queued.max.messages.kbytes": 262144,
         "fetch.queue.backoff.ms": 10,
+        **(getattr(args, "client_overrides", None) or {}),
     }
 
 

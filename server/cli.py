@@ -70,6 +70,9 @@ def serve(args: argparse.Namespace) -> int:
     try:
         overrides.update(parse_set_options(args.set))
         config = load_config(config_file=args.config, overrides=overrides)
+        from server.security.tls import check_listeners
+
+        check_listeners(config)  # keystores, truststores, mapping rules: fail here, not at a connection
     except ConfigError as exc:
         print(f"trafka: configuration error: {exc}", file=sys.stderr)
         return 2
@@ -99,10 +102,14 @@ async def run_broker(config, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
             if broker.cluster is not None:
                 await root.start(broker.cluster.run)
             await root.start(broker.run_background)
-            addresses = await root.start(server.serve, config.listen_host, config.listen_port, connections.nursery)
+            addresses = await root.start(server.serve_listeners, config.listener_list, connections.nursery)
             host, port = config.advertised
             listening = ", ".join(f"{a[0]}:{a[1]}" for a in addresses)
-            print(f"trafka: listening on {listening} (advertised {host}:{port}), data in {broker.data_dir.resolve()}",
+            if len(config.listener_list) > 1 or config.listener_list[0].name != "PLAINTEXT":
+                advertised = ", ".join(f"{l.name}://{l.advertised_host}:{l.advertised_port}" for l in config.listener_list)
+            else:
+                advertised = f"{host}:{port}"
+            print(f"trafka: listening on {listening} (advertised {advertised}), data in {broker.data_dir.resolve()}",
                   flush=True)
             task_status.started(addresses)
             with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

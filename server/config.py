@@ -75,8 +75,11 @@ SETTINGS: dict[str, Setting] = {
         _s("node.id", int, "1", "This broker's id in Metadata responses."),
         _s("broker.id", int, "1", "Alias of node.id kept for Kafka configuration files."),
         _s("cluster.id", str, "", "Cluster id; generated and stored in the data dir when empty."),
-        _s("listeners", str, "PLAINTEXT://0.0.0.0:9092", "Where to listen (host:port after --listen)."),
-        _s("advertised.listeners", str, "", "Address clients are told to use; defaults to the listen address."),
+        _s("listeners", str, "PLAINTEXT://0.0.0.0:9092", "Where to listen: NAME://host:port, comma separated (host:port after --listen is PLAINTEXT)."),
+        _s("advertised.listeners", str, "", "Addresses clients are told to use, NAME://host:port per listener; defaults to the listen address."),
+        _s("listener.security.protocol.map", str, "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+           "Security protocol of each listener name (NAME:PROTOCOL, comma separated)."),
+        _s("security.inter.broker.protocol", str, "PLAINTEXT", "Security protocol between brokers (or inter.broker.listener.name, not both)."),
         _s("log.dirs", str, "./data", "The data directory (one)."),
         _s("num.partitions", int, "1", "Partitions of auto-created topics."),
         _s("default.replication.factor", int, "1", "Replication factor of auto-created topics (must be 1 on a single broker)."),
@@ -138,6 +141,25 @@ SETTINGS: dict[str, Setting] = {
         _s("transaction.remove.expired.transaction.cleanup.interval.ms", int, "3600000", "How often expired transactional ids are removed."),
         _s("transaction.partition.verification.enable", _bool, "true", "KIP-890: a transactional batch is accepted only for a partition added to its transaction."),
         _s("shutdown.timeout.ms", int, "10000", "How long in-flight requests get to finish on SIGTERM."),
+        # TLS (server/security/tls.py); each may also be set per listener as
+        # listener.name.<lower-case name>.ssl.* (Kafka's prefix).
+        _s("ssl.keystore.type", str, "JKS", "PEM or PKCS12 (JKS: read as PKCS12, as Java's keystore.type.compat does)."),
+        _s("ssl.keystore.location", str, "", "The broker's key and certificate chain (PEM file or PKCS12 store)."),
+        Setting("ssl.keystore.password", str, "", "Password of the keystore (PKCS12) or of its key (PEM).", "PASSWORD"),
+        Setting("ssl.key.password", str, "", "Password of the private key in the keystore.", "PASSWORD"),
+        _s("ssl.keystore.certificate.chain", str, "", "KIP-651: the certificate chain as PEM text (ssl.keystore.type=PEM)."),
+        Setting("ssl.keystore.key", str, "", "KIP-651: the private key as PEM text (ssl.keystore.type=PEM).", "PASSWORD"),
+        _s("ssl.truststore.type", str, "JKS", "PEM or PKCS12: the CAs trusted for client (and broker) certificates."),
+        _s("ssl.truststore.location", str, "", "The trusted CA certificates (PEM file or PKCS12 store)."),
+        Setting("ssl.truststore.password", str, "", "Password of a PKCS12 truststore.", "PASSWORD"),
+        _s("ssl.truststore.certificates", str, "", "KIP-651: trusted CA certificates as PEM text (ssl.truststore.type=PEM)."),
+        _s("ssl.client.auth", str, "none", "none, requested or required: ask clients for a certificate (mTLS)."),
+        _s("ssl.principal.mapping.rules", str, "DEFAULT", "RULE:pattern/replacement/[LU] rules mapping a certificate's subject DN to a principal name."),
+        _s("ssl.enabled.protocols", str, "TLSv1.2,TLSv1.3", "TLS versions accepted."),
+        _s("ssl.protocol", str, "TLSv1.3", "TLS protocol of the broker's own connections to other brokers."),
+        _s("ssl.cipher.suites", str, "", "Cipher suites (OpenSSL or IANA names, comma separated); empty: the defaults."),
+        _s("ssl.endpoint.identification.algorithm", str, "https", "https: the inter-broker client checks the broker's host name; empty: not."),
+        _s("trafka.ssl.handshake.timeout.ms", int, "10000", "A TLS handshake not finished in this time closes the connection."),
     ]
 }
 
@@ -161,6 +183,10 @@ class BrokerConfig:
     listen_port: int = 9092
     advertised_host: str | None = None
     advertised_port: int | None = None
+    # server/security/listeners.py: every listener (the first is listen_host/listen_port)
+    # and the inter-broker listener's name.
+    listener_list: tuple = ()
+    inter_broker_listener: str = "PLAINTEXT"
 
     def get(self, name: str) -> Any:
         setting = SETTINGS[name]
@@ -228,8 +254,37 @@ class BrokerConfig:
         except KeyError:
             return None
 
+    def listener_setting(self, listener: str | None, name: str) -> str:
+        """`name` for one listener: Kafka's `listener.name.<lower-case name>.<name>` when
+        set, else the broker-wide value."""
+        if listener:
+            value = self.values.get(f"listener.name.{listener.lower()}.{name}")
+            if value is not None:
+                return value
+        return self.raw(name)
+
+    def advertised_for(self, listener: str | None) -> tuple[str, int] | None:
+        """The address `listener` advertises (None: the broker has no such listener);
+        None as the name means the first listener, as for connections of in-process tests."""
+        for item in self.listener_list:
+            if listener is None or item.name == listener:
+                return item.advertised_host, item.advertised_port
+        return self.advertised if listener is None or not self.listener_list else None
+
     def set(self, name: str, value: str, source: str) -> None:
         setting = SETTINGS.get(name)
+        if setting is None and name.startswith("listener.name."):
+            # per-listener settings (listener.name.ssl.ssl.keystore.location): known when
+            # their suffix is; kept in the static layer for listener_setting.
+            suffix = name[len("listener.name."):].partition(".")[2]
+            if suffix in SETTINGS:
+                try:
+                    SETTINGS[suffix].parse(value)
+                except ValueError as exc:
+                    raise ConfigError(f"{name}={value!r}: {exc}") from None
+                self.values[name] = value
+                self.sources[name] = source
+                return
         if setting is None:
             # Kafka ignores unknown keys in server.properties with a warning; we keep them
             # so DescribeConfigs can show them, but they change nothing.
@@ -341,9 +396,14 @@ def load_config(
             cfg.set(name, env[env_name], "env")
     for key, value in (overrides or {}).items():
         cfg.set(key, value, "flag")
-    cfg.listen_host, cfg.listen_port = split_host_port(cfg.raw("listeners"), "listen address")
-    if cfg.raw("advertised.listeners"):
-        cfg.advertised_host, cfg.advertised_port = split_host_port(cfg.raw("advertised.listeners"), "advertised address")
+    from server.security.listeners import inter_broker_listener, parse_listeners
+
+    cfg.listener_list = parse_listeners(cfg)
+    cfg.inter_broker_listener = inter_broker_listener(cfg, cfg.listener_list).name
+    first = cfg.listener_list[0]
+    cfg.listen_host, cfg.listen_port = first.host, first.port
+    if cfg.raw("advertised.listeners") and (first.advertised_host, first.advertised_port) != (first.host, first.port):
+        cfg.advertised_host, cfg.advertised_port = first.advertised_host, first.advertised_port
     if cfg.get("default.replication.factor") != 1 and not cfg.raw("zookeeper.connect"):
         raise ConfigError("default.replication.factor must be 1 on a single broker (no zookeeper.connect)")
     return cfg

@@ -102,7 +102,8 @@ def with_layer(config: BrokerConfig, props: Mapping[str, str], per_broker: bool)
                         dynamic_default=dict(config.dynamic_default if per_broker else props),
                         dynamic_broker=dict(props if per_broker else config.dynamic_broker),
                         listen_host=config.listen_host, listen_port=config.listen_port,
-                        advertised_host=config.advertised_host, advertised_port=config.advertised_port)
+                        advertised_host=config.advertised_host, advertised_port=config.advertised_port,
+                        listener_list=config.listener_list, inter_broker_listener=config.inter_broker_listener)
 
 
 def validate_update(config: BrokerConfig, props: Mapping[str, str], per_broker: bool, topic_defaults) -> None:

@@ -15,10 +15,18 @@ listeners hand it TCP sockets, tests hand it in-memory streams. Responses are pa
 (`wire.Connection.send`): bytes, and `FileRegion`s where Fetch serves a span of a
 segment (server/regions.py). Over a `trio.SocketStream` regions go out with os.sendfile
 from the page cache, the bytes before each with MSG_MORE so they ride in its first
-packet; over any other stream they are read with pread and sent as bytes. Every region
+packet; over any other stream (TLS: trio.SSLStream) they are pread into one buffer with
+the rest of the response and sent with one send_all. Every region
 is released once, whether sent, dropped by an error, or left when the connection closes.
 
-Per connection a `Session` (server/session.py) holds who the client is; each request's
+Listeners (server/security/listeners.py) are bound together by `serve_listeners`; each
+accepted connection knows its listener. On an SSL / SASL_SSL listener the connection's own
+task runs the TLS handshake (bounded by trafka.ssl.handshake.timeout.ms, so it never holds
+up other connections) before serving it over a `trio.SSLStream`; a failed handshake (a
+plaintext client on a TLS port) is logged and closes only that connection.
+
+Per connection a `Session` (server/session.py) holds who the client is — its listener,
+security protocol and, with a client certificate, its principal; each request's
 `RequestContext` points to it.
 
 Errors close only their connection: a `RemoteProtocolError` (the peer sent a frame that
@@ -33,9 +41,11 @@ each connection finish the requests it has.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
+import ssl
 from typing import Awaitable, Callable
 
 import trio
@@ -52,13 +62,20 @@ from server.context import RequestContext
 from server.delayed import MAX_DELAYED, DelayedResponse, ResponseQueue
 from server.handlers import HANDLERS
 from server.regions import FileRegion, release_parts, release_regions
+from server.security.listeners import Listener, check_security_protocols
+from server.security.principal import PrincipalMapper
+from server.security.tls import principal_mapper, server_context, tls_session_info
 from server.session import Session
 
 log = logging.getLogger("trafka.network")
 
 READ_SIZE = 65536
 LARGE_READ_SIZE = 256 * 1024
+CLOSE_TIMEOUT_S = 2.0  # a TLS close_notify to a peer that does not read
 _MSG_MORE = getattr(socket, "MSG_MORE", 0)  # Linux; elsewhere the header goes out alone
+
+PLAINTEXT = Listener("PLAINTEXT", "PLAINTEXT", "0.0.0.0", 0, "127.0.0.1", 0)
+
 
 class Server:
     def __init__(self, broker: Broker) -> None:
@@ -67,6 +84,9 @@ class Server:
         self.idle_s = broker.config.get("connections.max.idle.ms") / 1000
         self.max_frame = broker.config.get("socket.request.max.bytes")
         self.listeners: list[trio.SocketListener] = []
+        # TLS listeners: name -> SSLContext, and the ssl.principal.mapping.rules of each.
+        self.contexts: dict[str, ssl.SSLContext] = {}
+        self.mappers: dict[str, PrincipalMapper] = {}
         self._idle: set[_Idle] = set()
         self._closing = False
         # API keys whose handler may wait, so earlier answers on the connection go out first.
@@ -79,12 +99,42 @@ class Server:
 
     async def serve(self, host: str, port: int, connection_nursery: trio.Nursery,
                     task_status=trio.TASK_STATUS_IGNORED) -> None:
-        self.listeners = await trio.open_tcp_listeners(port, host=host)
+        """One PLAINTEXT listener at host:port."""
+        listener = Listener("PLAINTEXT", "PLAINTEXT", host, port, host, port)
+        await self.serve_listeners((listener,), connection_nursery, task_status=task_status)
+
+    async def serve_listeners(self, listeners: tuple[Listener, ...], connection_nursery: trio.Nursery,
+                              task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Bind every listener (server/security/listeners.py) and accept on all of them;
+        started() answers the bound socket addresses. A TLS listener's SSLContext is built
+        first, so a bad keystore stops the start with a ConfigError naming the setting."""
+        check_security_protocols(listeners)
+        for listener in listeners:
+            if listener.tls and listener.name not in self.contexts:
+                self.contexts[listener.name] = server_context(self.broker.config, listener.name)
+                self.mappers[listener.name] = principal_mapper(self.broker.config, listener.name)
+        bound = []
+        for listener in listeners:
+            sockets = await trio.open_tcp_listeners(listener.port, host=listener.host)
+            self.listeners += sockets
+            if listener.port == 0:  # an ephemeral port (tests): advertise the one we got
+                port = sockets[0].socket.getsockname()[1]
+                listener = dataclasses.replace(listener, port=port, advertised_port=listener.advertised_port or port)
+                self._rebound(listener)
+            bound.append((listener, sockets))
+            log.info("listener %s (%s) on %s", listener.name, listener.security_protocol,
+                     ", ".join(f"{a[0]}:{a[1]}" for a in (s.socket.getsockname() for s in sockets)))
         task_status.started([l.socket.getsockname() for l in self.listeners])
         async with trio.open_nursery() as accept_nursery:
-            for listener in self.listeners:
-                accept_nursery.start_soon(self._accept_loop, listener, connection_nursery)
+            for listener, sockets in bound:
+                for socket_listener in sockets:
+                    accept_nursery.start_soon(self._accept_loop, socket_listener, connection_nursery, listener)
             accept_nursery.start_soon(self._close_idle)
+
+    def _rebound(self, listener: Listener) -> None:
+        config = self.broker.config
+        if any(l.name == listener.name for l in config.listener_list):
+            config.listener_list = tuple(listener if l.name == listener.name else l for l in config.listener_list)
 
     async def _close_idle(self) -> None:
         """Cancel connections that have waited for bytes past their deadline.
@@ -101,7 +151,8 @@ class Server:
                 if idle.waiting and now >= idle.deadline:
                     idle.scope.cancel()
 
-    async def _accept_loop(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
+    async def _accept_loop(self, listener: trio.SocketListener, nursery: trio.Nursery,
+                           spec: Listener = PLAINTEXT) -> None:
         while True:
             try:
                 stream = await listener.accept()
@@ -118,7 +169,7 @@ class Server:
             # Counted here, not in the task: a burst of accepts runs ahead of the tasks it
             # starts, and would let more than max.connections in.
             self.connections += 1
-            nursery.start_soon(self._connection, stream)
+            nursery.start_soon(self._connection, stream, spec)
 
     def close_listeners(self) -> None:
         """Stop accepting, and end connections that are waiting for their next request."""
@@ -129,33 +180,81 @@ class Server:
             if idle.waiting:  # the others finish the request they are on, then stop
                 idle.scope.cancel()
 
-    async def _connection(self, stream: trio.SocketStream) -> None:
+    async def _connection(self, stream: trio.SocketStream, listener: Listener = PLAINTEXT) -> None:
         try:
             try:
                 host, port = stream.socket.getpeername()[:2]
             except OSError:
                 host, port = "?", 0
-            await self.serve_stream(stream, host, port)
+            tls = None
+            if listener.tls:
+                # In this connection's own task, bounded: a slow or silent peer holds only itself.
+                stream = await self._handshake(stream, listener, host, port)
+                if stream is None:
+                    return
+                try:
+                    tls = tls_session_info(stream, self.mappers.get(listener.name))
+                except Exception:  # a certificate we cannot read: this connection only
+                    log.exception("listener %s: reading the TLS client certificate of %s:%d failed", listener.name,
+                                  host, port)
+                    tls = None
+                if tls is None:
+                    await _close(stream)
+                    return
+            await self.serve_stream(stream, host, port, listener=listener.name,
+                                    security_protocol=listener.security_protocol, tls=tls)
         finally:
             self.connections -= 1
 
-    async def serve_stream(self, stream: trio.abc.Stream, host: str, port: int) -> Session:
+    async def _handshake(self, stream: trio.SocketStream, listener: Listener, host: str,
+                         port: int) -> trio.SSLStream | None:
+        """The TLS handshake of a new connection, or None (logged, closed) when it fails or
+        takes longer than trafka.ssl.handshake.timeout.ms: a plaintext client on a TLS port
+        ends here, and the broker goes on."""
+        tls_stream = trio.SSLStream(stream, self.contexts[listener.name], server_side=True)
+        timeout = self.broker.config.get("trafka.ssl.handshake.timeout.ms") / 1000
+        failure = None
+        with trio.move_on_after(timeout) as scope:
+            try:
+                await tls_stream.do_handshake()
+                return tls_stream
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                cause = exc.__cause__ or exc
+                failure = f"{type(cause).__name__}: {cause}"
+        if scope.cancelled_caught:
+            failure = f"not finished within {timeout:g} s (trafka.ssl.handshake.timeout.ms)"
+        log.warning("listener %s: TLS handshake with %s:%d failed (%s); closing the connection", listener.name,
+                    host, port, failure)
+        with trio.CancelScope(shield=True):
+            await trio.aclose_forcefully(stream)
+        return None
+
+    async def serve_stream(self, stream: trio.abc.Stream, host: str, port: int, *, listener: str | None = None,
+                           security_protocol: str = "PLAINTEXT", tls: dict | None = None) -> Session:
         """Serve one connection until the peer closes it, an error closes it, or shutdown.
 
-        Any trio Stream will do (a TCP socket from the listener, an in-memory stream in a
-        test); `host` and `port` say who is at the other end. Closes `stream` on the way
-        out and returns the connection's Session.
+        Any trio Stream will do (a TCP socket from the listener, a TLS stream over one, an
+        in-memory stream in a test); `host` and `port` say who is at the other end, and
+        `listener` / `security_protocol` / `tls` what it came through. Closes `stream` on
+        the way out and returns the connection's Session.
         """
-        session = Session(host, port)
+        session = Session(host, port, listener=listener, security_protocol=security_protocol)
+        if tls is not None:
+            session.tls = tls
+            if tls.get("principal"):
+                session.principal = tls["principal"]
         send = _send_socket if isinstance(stream, trio.SocketStream) else _send_copied
-        log.debug("connection %d open from %s", session.connection_id, session.peer)
+        log.debug("connection %d open from %s on listener %s (%s)", session.connection_id, session.peer,
+                  listener, security_protocol)
+        if tls is not None and tls.get("peer_dn"):
+            log.info("connection %d from %s on listener %s: TLS client certificate %s, principal %s",
+                     session.connection_id, session.peer, listener, tls["peer_dn"], session.principal)
         try:
             await self._serve_connection(stream, session, send)
         except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
             log.debug("connection %d reset by peer", session.connection_id)
         finally:
-            with trio.CancelScope(shield=True):
-                await stream.aclose()
+            await _close(stream)
             log.debug("connection %d closed", session.connection_id)
         return session
 
@@ -342,6 +441,19 @@ class Server:
         raise ProtocolErrorClose()
 
 
+async def _close(stream: trio.abc.Stream) -> None:
+    """Close a connection even when cancelled. A TLS stream first sends its close_notify,
+    which a peer that stops reading could hold up forever: bounded, then closed hard."""
+    with trio.CancelScope(shield=True):
+        with trio.move_on_after(CLOSE_TIMEOUT_S):
+            try:
+                await stream.aclose()
+                return
+            except (trio.BrokenResourceError, ssl.SSLError, OSError) as exc:  # SSL_shutdown trouble
+                log.debug("closing a connection: %r", exc)
+        await trio.aclose_forcefully(stream)
+
+
 async def _write(stream: trio.abc.Stream, send: "_Send", out: list, delayed: ResponseQueue | None) -> None:
     """Write `out` now, or behind the answers that still wait; `out` is emptied."""
     if not out:
@@ -407,27 +519,42 @@ async def _send_socket(stream: trio.SocketStream, out: list) -> None:
 
 
 async def _send_copied(stream: trio.abc.Stream, out: list) -> None:
-    """Write collected response parts in order over a stream that is not a socket: region
-    bytes are read (pread) and sent with the rest, in one send_all."""
+    """Write collected response parts in order over a stream that cannot sendfile (TLS,
+    in-memory): one buffer of the response's size, region bytes pread straight into it
+    (no bytes object per region, no join), and one send_all."""
     if not out:
         return
     if len(out) == 1 and type(out[0]) is bytes:
         await stream.send_all(out[0])
         return
     try:
-        data = []
+        buffer = bytearray(sum(len(part) for part in out))
+        view = memoryview(buffer)
+        at = 0
         for part in out:
+            size = len(part)
             if type(part) is bytes:
-                data.append(part)
+                view[at:at + size] = part
             else:
-                try:
-                    data.append(part.read())
-                except OSError as exc:  # the segment shrank under us: the frame cannot be completed
-                    raise trio.BrokenResourceError(f"reading a region failed: {exc}") from exc
+                _pread_into(part, view[at:at + size])
                 part.release()
-        await stream.send_all(b"".join(data))
+            at += size
+        await stream.send_all(buffer)
     finally:
         release_parts(out)
+
+
+def _pread_into(region: FileRegion, target: memoryview) -> None:
+    done = 0
+    while done < len(target):
+        try:
+            got = os.preadv(region.fd, [target[done:]], region.position + done)
+        except OSError as exc:
+            raise trio.BrokenResourceError(f"reading a region failed: {exc}") from exc
+        if got == 0:  # the segment shrank under us (truncation): the frame cannot be completed
+            log.warning("segment %s shrank during a fetch; closing the connection", region.segment)
+            raise trio.BrokenResourceError("segment shrank during a fetch")
+        done += got
 
 
 async def _send_more(stream: trio.SocketStream, data: bytes) -> None:

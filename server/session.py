@@ -8,7 +8,11 @@ threading new arguments through the network loop:
 - `principal` is "User:ANONYMOUS" until authentication (SASL) sets it;
 - `tls` is None until a TLS listener stores the negotiated state (protocol, cipher,
   peer certificate);
-- `listener` names the listener the connection came in on (one unnamed listener today).
+- `listener` names the listener the connection came in on ("PLAINTEXT", "SSL", "CLIENT"...)
+  and `security_protocol` its protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL): SASL
+  code checks it to know whether a connection must authenticate;
+- an mTLS client's `principal` is its certificate's subject mapped by
+  ssl.principal.mapping.rules (server/security/principal.py).
 """
 
 from __future__ import annotations
@@ -25,13 +29,15 @@ class Session:
     """One connection's client, as seen from the broker."""
 
     __slots__ = ("connection_id", "host", "port", "listener", "opened", "client_id", "client_software_name",
-                 "client_software_version", "api_versions", "principal", "tls")
+                 "client_software_version", "api_versions", "principal", "tls", "security_protocol")
 
-    def __init__(self, host: str, port: int, *, listener: str | None = None) -> None:
+    def __init__(self, host: str, port: int, *, listener: str | None = None,
+                 security_protocol: str = "PLAINTEXT") -> None:
         self.connection_id: int = next(_ids)
         self.host = host
         self.port = port
         self.listener = listener
+        self.security_protocol = security_protocol
         self.opened = time.time()  # wall clock: for display and metrics, never for deadlines
         self.client_id: str | None = None  # the last one seen (clients may change it per request)
         self.client_software_name: str | None = None

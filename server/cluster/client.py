@@ -33,6 +33,7 @@ import importlib.metadata
 import itertools
 import logging
 import socket
+import ssl
 import struct
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -115,11 +116,16 @@ class _InFlight:
     decode: Callable[[bytearray], Any] | None = None  # the caller's decoder (`request(decode=...)`)
 
 
+def _socket_of(stream: trio.abc.Stream):
+    """The trio socket under a connection (an SSLStream's is its transport's)."""
+    return getattr(stream, "transport_stream", stream).socket
+
+
 @dataclass(eq=False)
 class _Connection:
     """One TCP connection and the requests in flight on it."""
 
-    stream: trio.SocketStream
+    stream: trio.abc.Stream  # a SocketStream, or an SSLStream over one
     in_flight: collections.deque = field(default_factory=collections.deque)
     send_lock: trio.Lock = field(default_factory=trio.Lock)
     receive_lock: trio.Lock = field(default_factory=trio.Lock)  # fair: readers take turns in order
@@ -136,7 +142,7 @@ class _Connection:
             if entry.result is _PENDING:
                 entry.result = error
         try:
-            self.stream.socket.close()
+            _socket_of(self.stream).close()
         except OSError:  # pragma: no cover - closing a socket does not fail in practice
             pass
 
@@ -151,8 +157,9 @@ class BrokerClient:
 
     def __init__(self, host: str, port: int, *, broker_id: int | None = None, client_id: str = "trafka",
                  connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
-                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, ssl_context: "ssl.SSLContext | None" = None) -> None:
         self.host = host
+        self.ssl_context = ssl_context  # the inter-broker listener is SSL (server/security/tls.py)
         self.port = port
         self.broker_id = broker_id
         self.client_id = client_id
@@ -264,6 +271,13 @@ class BrokerClient:
                     stream = await trio.open_tcp_stream(self.host, self.port)
                 except OSError as exc:
                     raise ConnectionFailed(f"{self}: cannot connect: {exc}") from exc
+                if self.ssl_context is not None:
+                    stream = trio.SSLStream(stream, self.ssl_context, server_hostname=self.host)
+                    try:
+                        await stream.do_handshake()
+                    except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                        await trio.aclose_forcefully(stream)
+                        raise ConnectionFailed(f"{self}: TLS handshake failed: {exc.__cause__ or exc}") from exc
             if scope.cancelled_caught:
                 raise ConnectionFailed(f"{self}: connect timed out after {self.connect_timeout_s} s")
             conn = _Connection(stream)
@@ -392,7 +406,7 @@ def _peer_closed(conn: _Connection) -> bool:
     connection — each replica fetch — where a dup, a new socket object and a close used to
     cost four system calls). No data: open; b"": closed.
     """
-    sock = conn.stream.socket
+    sock = _socket_of(conn.stream)
     raw = getattr(sock, "_sock", None)  # trio's SocketType wraps a stdlib socket
     try:
         if raw is not None:

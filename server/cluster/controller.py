@@ -51,6 +51,7 @@ from wire.registry import ApiKey
 from server.cluster import znodes as zn
 from server.cluster.elections import LeaderElections
 from server.cluster.zk import BadVersion, CheckOp, CreateOp, DeleteOp, NodeExists, NoNode, SetDataOp
+from server.security.listeners import SECURITY_PROTOCOL_IDS
 
 log = logging.getLogger("trafka.controller")
 E = ErrorCode
@@ -219,7 +220,11 @@ class Controller:
         # Its own connections (Kafka's ControllerChannelManager), apart from the fetchers'.
         from server.cluster.client import BrokerChannels
 
-        self.channels = BrokerChannels(client_id=f"controller-{self.broker_id}")
+        from server.security.tls import inter_broker_client_options
+
+        self.inter_broker_listener = node.config.inter_broker_listener
+        self.channels = BrokerChannels(client_id=f"controller-{self.broker_id}",
+                                       **inter_broker_client_options(node.config))
         self.elections = LeaderElections(self)  # ElectLeaders, preferred-leader balancing
         from server.cluster.reassignment import Reassignments
 
@@ -404,9 +409,15 @@ class Controller:
             queue.cancel.cancel()
 
     # ------------------------------------------------------------------ requests to brokers
+    def _inter_broker_address(self, registration) -> tuple[str, int]:
+        """Where a broker is reached by other brokers: its endpoint of the inter-broker
+        listener (the same name on every broker, as Kafka requires), else host/port."""
+        endpoint = registration.endpoint(self.inter_broker_listener)
+        return (endpoint.host, endpoint.port) if endpoint is not None else (registration.host, registration.port)
+
     def _endpoints(self) -> None:
-        self.channels.update_endpoints({b: (lb.registration.host, lb.registration.port)
-                                             for b, lb in self.ctx.brokers.items()})
+        self.channels.update_endpoints({b: self._inter_broker_address(lb.registration)
+                                        for b, lb in self.ctx.brokers.items()})
 
     def _send(self, broker_id: int, api_key: int, version: int, body: dict, on_answer=None) -> None:
         queue = self.queues.get(broker_id)
@@ -438,8 +449,8 @@ class Controller:
                     "type": 0,
                     "topic_states": [{"topic_name": t, "topic_id": self.ctx.topic_ids.get(t), "partition_states": ps}
                                      for t, ps in by_topic.items()],
-                    "live_leaders": [{"broker_id": b, "host_name": self.ctx.brokers[b].registration.host,
-                                      "port": self.ctx.brokers[b].registration.port}
+                    "live_leaders": [dict(zip(("broker_id", "host_name", "port"),
+                                              (b, *self._inter_broker_address(self.ctx.brokers[b].registration))))
                                      for b in sorted(leaders) if b in self.ctx.brokers]}
             self._send(broker_id, ApiKey.LEADER_AND_ISR, LEADER_AND_ISR_VERSION, body,
                        lambda answer, b=broker_id: self._on_leader_and_isr_answer(b, answer))
@@ -466,8 +477,11 @@ class Controller:
             by_topic.setdefault(topic, []).append({
                 "partition_index": index, "controller_epoch": self.epoch, "leader": -2, "leader_epoch": -2,
                 "isr": [], "zk_version": 0, "replicas": [], "offline_replicas": []})
-        live = [{"id": b, "endpoints": [{"port": lb.registration.port, "host": lb.registration.host,
-                                         "listener": "PLAINTEXT", "security_protocol": 0}],
+        # every listener of every broker: each broker answers Metadata with the addresses
+        # of the listener its client came in on
+        live = [{"id": b, "endpoints": [{"port": e.port, "host": e.host, "listener": e.listener_name,
+                                         "security_protocol": SECURITY_PROTOCOL_IDS.get(e.security_protocol, 0)}
+                                        for e in lb.registration.endpoints],
                  "rack": lb.registration.rack} for b, lb in sorted(ctx.brokers.items())]
         for broker_id in brokers:
             if broker_id not in ctx.brokers:

@@ -13,14 +13,27 @@ import uuid
 from dataclasses import dataclass, field
 
 LEADER_DURING_DELETE = -2
+_PROTOCOL_NAMES = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
 
 
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
+    """A live broker; `host`/`port` are its inter-broker listener's address (what other
+    brokers connect to), `endpoints` every listener's: {name: (host, port)}."""
+
     broker_id: int
     host: str
     port: int
     rack: str | None = None
+    endpoints: tuple = ()  # ((listener name, host, port), ...)
+
+    def address(self, listener: str | None) -> tuple[str, int] | None:
+        """The address of `listener` on this broker (None: it has no such listener; Kafka
+        leaves such a broker out of the Metadata of clients on that listener). No name:
+        the inter-broker one."""
+        if listener is None or not self.endpoints:
+            return self.host, self.port
+        return next(((h, p) for n, h, p in self.endpoints if n == listener), None)
 
 
 @dataclass(slots=True)
@@ -35,7 +48,8 @@ class PartitionInfo:
 
 
 class MetadataCache:
-    def __init__(self) -> None:
+    def __init__(self, inter_broker_listener: str = "PLAINTEXT") -> None:
+        self.inter_broker_listener = inter_broker_listener
         self.brokers: dict[int, BrokerInfo] = {}
         self.controller_id = -1
         self.controller_epoch = 0
@@ -49,12 +63,17 @@ class MetadataCache:
         for b in request["live_brokers"]:
             if api_version == 0:
                 host, port = b["v0_host"], b["v0_port"]
+                listeners: tuple = (("PLAINTEXT", host, port),)
             else:
                 endpoints = b["endpoints"]
                 if not endpoints:
                     continue
-                host, port = endpoints[0]["host"], endpoints[0]["port"]
-            brokers[b["id"]] = BrokerInfo(b["id"], host, port, b.get("rack") or None)
+                # before v3 an endpoint is named by its security protocol (Kafka's rule)
+                listeners = tuple((e.get("listener") or _PROTOCOL_NAMES.get(e.get("security_protocol"), "PLAINTEXT"),
+                                   e["host"], e["port"]) for e in endpoints)
+                host, port = next(((h, p) for n, h, p in listeners if n == self.inter_broker_listener),
+                                  listeners[0][1:])
+            brokers[b["id"]] = BrokerInfo(b["id"], host, port, b.get("rack") or None, listeners)
         self.brokers = brokers
         self.controller_id = request["controller_id"]
         self.controller_epoch = max(self.controller_epoch, request["controller_epoch"])

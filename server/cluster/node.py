@@ -27,6 +27,7 @@ import trio
 from wire.errors import ErrorCode
 
 from server.cluster.metadata_cache import MetadataCache
+from server.security.tls import inter_broker_client_options
 from server.errors import KafkaError
 
 log = logging.getLogger("trafka.cluster")
@@ -57,8 +58,8 @@ class ClusterNode:
         self.config = broker.config
         self.node_id = broker.node_id
         self.zk = ZooKeeperClient()
-        self.cache = MetadataCache()
-        self.channels = BrokerChannels()
+        self.cache = MetadataCache(self.config.inter_broker_listener)
+        self.channels = BrokerChannels(**inter_broker_client_options(self.config))
         self.controller = Controller(self)
         # KIP-73 throttles, applied by the fetch handler (leader) and the fetchers (follower).
         self.leader_quota = ReplicationQuota(self.config, self.node_id, "leader.replication.throttled.rate",
@@ -82,10 +83,18 @@ class ClusterNode:
     def registration(self):
         from server.cluster.znodes import BrokerRegistration, EndPoint
 
-        host, port = self.config.advertised
         rack = self.config.raw("broker.rack") or None
-        return BrokerRegistration(broker_id=self.node_id, endpoints=(EndPoint("PLAINTEXT", host, port, "PLAINTEXT"),),
-                                  rack=rack, host=host, port=port)
+        listeners = self.config.listener_list
+        if not listeners:  # a config made without load_config (tests)
+            host, port = self.config.advertised
+            return BrokerRegistration(broker_id=self.node_id,
+                                      endpoints=(EndPoint("PLAINTEXT", host, port, "PLAINTEXT"),),
+                                      rack=rack, host=host, port=port)
+        # Every listener, as Kafka's /brokers/ids JSON; host/port mirror the PLAINTEXT one
+        # (BrokerRegistration derives them) for clients older than 0.10.
+        return BrokerRegistration(broker_id=self.node_id, rack=rack, endpoints=tuple(
+            EndPoint(l.name, l.advertised_host, l.advertised_port, l.security_protocol) for l in listeners),
+            listener_security_protocol_map={l.name: l.security_protocol for l in listeners})
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         cfg = self.config

@@ -45,7 +45,7 @@ MAY_BLOCK = False
 
 log = logging.getLogger("trafka.admin")
 
-_SENSITIVE_MARKERS = ("password", "secret", "sasl.jaas.config")
+_SENSITIVE_MARKERS = ("password", "secret", "sasl.jaas.config", "ssl.keystore.key")
 
 def _broker_entry(broker, name: str, value: str | None, source: ConfigSource, chain: list[dict],
                   synonyms: bool, documentation: bool) -> dict:

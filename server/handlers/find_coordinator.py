@@ -46,7 +46,11 @@ async def _cluster_answer(ctx: RequestContext, key: str, key_type: int) -> dict:
     if leader is None:
         return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
                 "error_message": f"{topic}-{index} has no leader"}
-    return {"key": key, "node_id": leader.broker_id, "host": leader.host, "port": leader.port,
+    address = leader.address(ctx.session.listener)  # on the client's own listener
+    if address is None:
+        return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                "error_message": f"broker {leader.broker_id} has no listener {ctx.session.listener}"}
+    return {"key": key, "node_id": leader.broker_id, "host": address[0], "port": address[1],
             "error_code": ErrorCode.NONE, "error_message": None}
 
 
@@ -59,7 +63,7 @@ def _answer(ctx: RequestContext, key: str, key_type: int) -> dict:
     elif key_type == TRANSACTION and not broker.txn.loaded:
         code, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, "the transaction coordinator is loading"
     else:
-        host, port = broker.config.advertised
+        host, port = broker.config.advertised_for(ctx.session.listener)  # the client's own listener
         return {"key": key, "node_id": broker.node_id, "host": host, "port": port,
                 "error_code": ErrorCode.NONE, "error_message": None}
     return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": code, "error_message": message}

@@ -86,6 +86,17 @@ def _cluster_topic_entry(cache, name: str, with_ops: bool) -> dict:
             "topic_authorized_operations": TOPIC_OPERATIONS if with_ops else NOT_REQUESTED}
 
 
+def _cluster_brokers(cache, listener: str | None) -> list[dict]:
+    """The live brokers at the addresses of the client's listener; a broker without that
+    listener is left out, as Kafka does."""
+    brokers = []
+    for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id):
+        address = b.address(listener)
+        if address is not None:
+            brokers.append({"node_id": b.broker_id, "host": address[0], "port": address[1], "rack": b.rack})
+    return brokers
+
+
 async def _cluster_handle(ctx: RequestContext, request: dict) -> dict:
     broker = ctx.broker
     node = broker.cluster
@@ -124,8 +135,7 @@ async def _cluster_handle(ctx: RequestContext, request: dict) -> dict:
             topics.append(error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
     return {
         "throttle_time_ms": 0,
-        "brokers": [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
-                    for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)],
+        "brokers": _cluster_brokers(cache, ctx.session.listener),
         "cluster_id": broker.cluster_id,
         "controller_id": cache.controller_id,
         "topics": topics,
@@ -173,7 +183,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                 topics.append(error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             else:
                 topics.append(topic_entry(ctx, name, with_ops))
-    host, port = broker.config.advertised
+    host, port = broker.config.advertised_for(ctx.session.listener)  # the client's own listener
     return {
         "throttle_time_ms": 0,
         "brokers": [{"node_id": broker.node_id, "host": host, "port": port, "rack": None}],

@@ -135,10 +135,12 @@ class MarkerSender:
     async def _send(self, leader: int, tps: list[TopicPartition], producer_id: int, producer_epoch: int, commit: bool,
                     coordinator_epoch: int, results: dict[TopicPartition, ErrorCode]) -> None:
         from server.cluster.client import BrokerChannels, BrokerClientError
+        from server.security.tls import inter_broker_client_options
 
         cluster = self.broker.cluster
         if self._channels is None:
-            self._channels = BrokerChannels(client_id=f"trafka-txn-markers-{self.broker.node_id}")
+            self._channels = BrokerChannels(client_id=f"trafka-txn-markers-{self.broker.node_id}",
+                                           **inter_broker_client_options(self.broker.config))
         self._channels.update_endpoints({b.broker_id: (b.host, b.port) for b in cluster.cache.brokers.values()})
         topics: dict[str, list[int]] = {}
         for topic, index in tps:

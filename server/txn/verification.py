@@ -78,9 +78,11 @@ class TxnVerifier:
     async def _ask(self, coordinator: int, transactional_id: str, producer_id: int, producer_epoch: int,
                    tp: TopicPartition) -> ErrorCode:
         from server.cluster.client import BrokerChannels, BrokerClientError
+        from server.security.tls import inter_broker_client_options
 
         if self._channels is None:
-            self._channels = BrokerChannels(client_id=f"trafka-txn-verify-{self.broker.node_id}")
+            self._channels = BrokerChannels(client_id=f"trafka-txn-verify-{self.broker.node_id}",
+                                           **inter_broker_client_options(self.broker.config))
         self._channels.update_endpoints({b.broker_id: (b.host, b.port)
                                          for b in self.broker.cluster.cache.brokers.values()})
         body = {"transactions": [{"transactional_id": transactional_id, "producer_id": producer_id,
