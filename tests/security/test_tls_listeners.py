@@ -240,3 +240,32 @@ def test_a_silent_client_is_closed_after_the_handshake_timeout_without_holding_u
         assert silent.recv(1) == b""  # closed by the broker, not by our 10 s socket timeout
     assert time.monotonic() - started < 8
     assert "trafka.ssl.handshake.timeout.ms" in setup.log()
+
+
+def test_java_client_over_ssl_with_a_client_certificate(setup, tmp_path):
+    """kafka-clients 3.9.2 (what Spark's connector runs) with Kafka's own ssl.* client
+    settings: PKCS12 truststore, PKCS12 keystore holding Alice's certificate, hostname
+    verification on (the broker's certificate names 127.0.0.1). Admin, producer and
+    consumer all go through the SSL listener; the broker logs Alice's mapped principal."""
+    from compat_tests.clients.base import Message
+    from compat_tests.clients.java_client import JavaClient
+
+    keystore = setup.ca.pkcs12_keystore(setup.alice, tmp_path / "alice.p12", "alicepass")
+    java = JavaClient(setup.ssl_bootstrap, {
+        "security.protocol": "SSL",
+        "ssl.truststore.type": "PKCS12", "ssl.truststore.location": str(setup.p12_truststore),
+        "ssl.truststore.password": "trustpass",
+        "ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(keystore),
+        "ssl.keystore.password": "alicepass", "ssl.key.password": "alicepass",
+    })
+    topic = f"tls-java-{uuid.uuid4().hex[:8]}"
+    try:
+        java.create_topic(topic, 1)
+        deliveries = java.produce(topic, [Message(value=b"java-%d" % i) for i in range(20)])
+        assert [d.offset for d in deliveries] == list(range(20))
+        records = java.consume(topic, 20, group=f"{topic}-group")
+        assert [r.value for r in records] == [b"java-%d" % i for i in range(20)]
+    finally:
+        java.close()
+    assert "User:alice" in setup.log()
+
