@@ -138,6 +138,17 @@ SETTINGS: dict[str, Setting] = {
         _s("transaction.remove.expired.transaction.cleanup.interval.ms", int, "3600000", "How often expired transactional ids are removed."),
         _s("transaction.partition.verification.enable", _bool, "true", "KIP-890: a transactional batch is accepted only for a partition added to its transaction."),
         _s("shutdown.timeout.ms", int, "10000", "How long in-flight requests get to finish on SIGTERM."),
+        # SASL (server/security/sasl/): each may also be given per listener as listener.name.<l>.<name>.
+        _s("listener.security.protocol.map", str, "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", "Security protocol of each listener name."),
+        _s("sasl.enabled.mechanisms", str, "GSSAPI", "SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (Kafka's default GSSAPI is not supported)."),
+        Setting("sasl.jaas.config", str, "", "JAAS login module entry (PLAIN users: user_<name>=\"<password>\").", "PASSWORD"),
+        _s("connections.max.reauth.ms", int, "0", "KIP-368: SASL sessions last this long, then must re-authenticate (0: forever)."),
+        Setting("sasl.server.callback.handler.class", str, "", "OAUTHBEARER: org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler validates JWTs against a JWKS.", "CLASS"),
+        _s("sasl.oauthbearer.jwks.endpoint.url", str, "", "JWKS of the OAUTHBEARER validator (file://, http://, https://)."),
+        _s("sasl.oauthbearer.expected.issuer", str, "", "Required iss claim of OAUTHBEARER tokens (empty: not checked)."),
+        _s("sasl.oauthbearer.expected.audience", str, "", "Accepted aud claims of OAUTHBEARER tokens, comma-separated (empty: not checked)."),
+        _s("sasl.oauthbearer.sub.claim.name", str, "sub", "Claim of OAUTHBEARER tokens that names the principal."),
+        _s("sasl.oauthbearer.clock.skew.seconds", int, "30", "Clock skew allowed when checking OAUTHBEARER token times."),
     ]
 }
 
@@ -233,7 +244,8 @@ class BrokerConfig:
         if setting is None:
             # Kafka ignores unknown keys in server.properties with a warning; we keep them
             # so DescribeConfigs can show them, but they change nothing.
-            log.warning("the configuration '%s' was supplied but isn't a known config", name)
+            if not name.startswith("listener.name."):  # per-listener settings: known by their suffix
+                log.warning("the configuration '%s' was supplied but isn't a known config", name)
             self.values[name] = value
             self.sources[name] = source
             return
@@ -346,4 +358,7 @@ def load_config(
         cfg.advertised_host, cfg.advertised_port = split_host_port(cfg.raw("advertised.listeners"), "advertised address")
     if cfg.get("default.replication.factor") != 1 and not cfg.raw("zookeeper.connect"):
         raise ConfigError("default.replication.factor must be 1 on a single broker (no zookeeper.connect)")
+    from server.security.listeners import check_listeners  # SASL listeners: mechanisms and their settings
+
+    check_listeners(cfg)
     return cfg

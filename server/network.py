@@ -52,6 +52,9 @@ from server.context import RequestContext
 from server.delayed import MAX_DELAYED, DelayedResponse, ResponseQueue
 from server.handlers import HANDLERS
 from server.regions import FileRegion, release_parts, release_regions
+from server.security.listeners import listener_and_protocol
+from server.security.sasl.settings import SASL_PROTOCOLS
+from server.security.sasl.state import SaslState, admit
 from server.session import Session
 
 log = logging.getLogger("trafka.network")
@@ -71,6 +74,8 @@ class Server:
         self._closing = False
         # API keys whose handler may wait, so earlier answers on the connection go out first.
         self.blocking = frozenset(key for key, h in HANDLERS.items() if h.MAY_BLOCK)
+        # The one listener's name and protocol (a stand-in until multi-listener support).
+        self.listener_name, self.security_protocol = listener_and_protocol(broker.config)
 
     @property
     def max_connections(self) -> int:
@@ -146,7 +151,9 @@ class Server:
         test); `host` and `port` say who is at the other end. Closes `stream` on the way
         out and returns the connection's Session.
         """
-        session = Session(host, port)
+        session = Session(host, port, listener=self.listener_name, security_protocol=self.security_protocol)
+        if self.security_protocol in SASL_PROTOCOLS:
+            session.sasl = SaslState(self.broker, self.listener_name)
         send = _send_socket if isinstance(stream, trio.SocketStream) else _send_copied
         log.debug("connection %d open from %s", session.connection_id, session.peer)
         try:
@@ -218,6 +225,13 @@ class Server:
                             return
                         if request is NEED_DATA:
                             break
+                        if session.sasl is not None:  # a SASL listener: only the handshake until authenticated
+                            refused = admit(session, request.api_key)
+                            if refused is not None:
+                                log.warning("connection %d from %s: %s; closing it", session.connection_id,
+                                            session.host, refused)
+                                await _write(stream, send, out, delayed)
+                                return
                         session.client_id = request.client_id
                         api_versions[request.api_key] = request.api_version
                         handler = HANDLERS.get(request.api_key) if isinstance(request, Request) else None
@@ -254,6 +268,11 @@ class Server:
                                 await delayed.wait_below(MAX_DELAYED)
                         elif parts is not None:
                             out += parts
+                        if session.sasl is not None and session.sasl.close_reason is not None:
+                            log.info("connection %d from %s closed: %s", session.connection_id, session.host,
+                                     session.sasl.close_reason)
+                            await _write(stream, send, out, delayed)
+                            return
                     await _write(stream, send, out, delayed)
                 finally:
                     release_parts(out)

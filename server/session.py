@@ -8,7 +8,11 @@ threading new arguments through the network loop:
 - `principal` is "User:ANONYMOUS" until authentication (SASL) sets it;
 - `tls` is None until a TLS listener stores the negotiated state (protocol, cipher,
   peer certificate);
-- `listener` names the listener the connection came in on (one unnamed listener today).
+- `listener` names the listener the connection came in on (one unnamed listener today);
+- `security_protocol` is its protocol ("PLAINTEXT", "SASL_PLAINTEXT", ...);
+- `sasl` is None on a listener without SASL, else the connection's SASL state machine
+  (server/security/sasl/state.py): the network loop admits only the handshake requests
+  until it says authenticated (and again once a KIP-368 session has expired).
 """
 
 from __future__ import annotations
@@ -25,9 +29,10 @@ class Session:
     """One connection's client, as seen from the broker."""
 
     __slots__ = ("connection_id", "host", "port", "listener", "opened", "client_id", "client_software_name",
-                 "client_software_version", "api_versions", "principal", "tls")
+                 "client_software_version", "api_versions", "principal", "tls", "security_protocol", "sasl")
 
-    def __init__(self, host: str, port: int, *, listener: str | None = None) -> None:
+    def __init__(self, host: str, port: int, *, listener: str | None = None,
+                 security_protocol: str = "PLAINTEXT") -> None:
         self.connection_id: int = next(_ids)
         self.host = host
         self.port = port
@@ -40,6 +45,8 @@ class Session:
         self.api_versions: dict[int, int] = {}
         self.principal = ANONYMOUS
         self.tls: object | None = None
+        self.security_protocol = security_protocol
+        self.sasl = None  # server.security.sasl.state.SaslState on a SASL_* listener
 
     @property
     def peer(self) -> str:
