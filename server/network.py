@@ -216,6 +216,12 @@ class Server:
                 blocking = self.blocking
                 try:
                     while True:
+                        if session.sasl is not None and session.sasl.raw_tokens:  # after a v0 SaslHandshake
+                            if not await self._raw_sasl_token(conn, stream, send, out, delayed, session):
+                                return
+                            if conn.buffered < 4 or conn.pending_frame_size() + 4 > conn.buffered:
+                                break
+                            continue
                         try:
                             request = conn.next_request()
                         except ProtocolError as exc:  # remote: a frame that does not decode or is too big
@@ -285,6 +291,24 @@ class Server:
         finally:
             if delayed is not None:
                 await _finish_queue(delayed)
+
+    async def _raw_sasl_token(self, conn: Connection, stream, send: "_Send", out: list,
+                              delayed: ResponseQueue | None, session: Session) -> bool:
+        """One bare SASL token (v0 SaslHandshake mode): answered in kind; False: close."""
+        try:
+            token = conn.next_frame()
+        except ProtocolError as exc:
+            log.warning("connection %d from %s: SASL token: %s; closing it", session.connection_id, session.host, exc)
+            await _write(stream, send, out, delayed)
+            return False
+        if token is NEED_DATA:
+            return True
+        answer = session.sasl.raw_token(session, token)
+        if answer is None:
+            await _write(stream, send, out, delayed)
+            return False
+        out.append(answer)
+        return True
 
     async def _finish_delayed(self, delayed: ResponseQueue, slot: list, conn: Connection, request,
                               answer: DelayedResponse, session: Session) -> None:

@@ -31,7 +31,7 @@ PRE_AUTH_APIS = HANDSHAKE_APIS | {ApiKey.API_VERSIONS}
 
 
 class SaslState:
-    __slots__ = ("broker", "listener", "mechanism", "authenticated_as", "expires", "close_reason")
+    __slots__ = ("broker", "listener", "mechanism", "authenticated_as", "expires", "close_reason", "raw_tokens")
 
     def __init__(self, broker, listener: str | None) -> None:
         self.broker = broker
@@ -40,12 +40,15 @@ class SaslState:
         self.authenticated_as: tuple[str, str] | None = None  # (user, mechanism) once authenticated
         self.expires: float | None = None  # time.monotonic() when the session ends (KIP-368)
         self.close_reason: str | None = None  # set: close the connection once this answer is out
+        # After a v0 SaslHandshake the client sends bare length-prefixed SASL tokens, not
+        # requests, until the exchange ends (KIP-152 kept that mode for old clients).
+        self.raw_tokens = False
 
     def enabled(self) -> list[str]:
         return S.enabled_mechanisms(self.broker.config, self.listener)
 
     # SaslHandshake
-    def handshake(self, session, mechanism: str) -> ErrorCode:
+    def handshake(self, session, mechanism: str, version: int = 1) -> ErrorCode:
         enabled = self.enabled()
         if self.mechanism is not None:
             self.close_reason = "SaslHandshake received while another exchange was under way"
@@ -54,6 +57,7 @@ class SaslState:
             self.close_reason = f"unsupported SASL mechanism {mechanism!r} (enabled: {', '.join(enabled)})"
             return ErrorCode.UNSUPPORTED_SASL_MECHANISM
         self.mechanism = _build(self.broker, self.listener, mechanism)
+        self.raw_tokens = version == 0
         return ErrorCode.NONE
 
     # SaslAuthenticate
@@ -89,6 +93,16 @@ class SaslState:
                  "re-" if reauth else "", session.principal, mechanism.name,
                  f" (session lifetime {lifetime} ms)" if lifetime else "")
         return ErrorCode.NONE, None, answer, lifetime
+
+    def raw_token(self, session, token: bytes) -> bytes | None:
+        """One bare token after a v0 handshake: the server's token, length-prefixed, or None
+        when authentication failed (v0 has no error response: the connection just closes)."""
+        code, _message, answer, _lifetime = self.authenticate(session, token, lambda m, t: m.step(t))
+        if code != ErrorCode.NONE:
+            return None
+        if self.mechanism is None:  # complete: requests follow
+            self.raw_tokens = False
+        return len(answer).to_bytes(4, "big") + answer
 
     def _lifetime_ms(self, mechanism: Mechanism) -> int:
         """KIP-368: connections.max.reauth.ms, shortened to the credential's own expiry."""
