@@ -81,6 +81,11 @@ def _username(encoded: str) -> str:
     return encoded.replace("=2C", ",").replace("=3D", "=")
 
 
+def _alphanumeric(length: int) -> str:
+    alphabet = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    return "".join(alphabet[b % 62] for b in os.urandom(length))
+
+
 class Scram(Mechanism):
     def __init__(self, mechanism: str, lookup) -> None:
         """`lookup(user, mechanism)` gives the user's ScramCredential or None."""
@@ -130,7 +135,8 @@ class Scram(Mechanism):
         self._credential = credential
         self._gs2 = f"{gs2},{authzid},"
         self._client_first_bare = bare
-        self._nonce = attrs[1][1] + base64.b64encode(os.urandom(18)).decode()
+        # Alphanumeric, as Kafka's (ScramFormatter.secureRandomString): some clients mangle '+' and '/'.
+        self._nonce = attrs[1][1] + _alphanumeric(24)
         self._server_first = (f"r={self._nonce},s={base64.b64encode(credential.salt).decode()},"
                               f"i={credential.iterations}")
         self._state = "final"
@@ -146,7 +152,9 @@ class Scram(Mechanism):
             binding = base64.b64decode(attrs.get("c", ""), validate=True).decode()
         except (ValueError, UnicodeDecodeError) as exc:
             raise self._fail(f"invalid client-final message: {exc}") from None
-        if attrs.get("r") != self._nonce:
+        # endswith, as Kafka's ScramSaslServer checks: older librdkafka (Debian's kcat) sends
+        # the client nonce followed by the whole server nonce, which starts with it again.
+        if not (attrs.get("r") or "").endswith(self._nonce):
             raise self._fail("invalid nonce")
         if binding != self._gs2:
             raise self._fail("invalid channel binding")
