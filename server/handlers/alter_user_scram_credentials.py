@@ -76,11 +76,12 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     changes = [c for c in changes if c[0] not in errors]
     if changes:
         try:
-            store.apply(changes)
-        except OSError as exc:
+            await store.write(changes)
+        except Exception as exc:  # disk or ZooKeeper: the client is told, nothing half-applied here
             log.error("writing SCRAM credentials failed: %s", exc)
             for user, _m, _c in changes:
-                fail(user, ErrorCode.KAFKA_STORAGE_ERROR, f"writing the credentials failed: {exc}")
+                fail(user, ErrorCode.KAFKA_STORAGE_ERROR if isinstance(exc, OSError) else ErrorCode.UNKNOWN_SERVER_ERROR,
+                     f"writing the credentials failed: {exc}")
     for user, (code, message) in errors.items():
         log.info("AlterUserScramCredentials from %s: user %r: %s (%s)", ctx.client_id, user, code.name, message)
     for user, mechanism, credential in changes:
