@@ -112,3 +112,32 @@ def test_handshake_v0_then_bare_tokens(broker):
         token = b"\0alice\0nope"
         raw.sock.sendall(struct.pack(">i", len(token)) + token)
         assert raw.closed_by_broker()  # v0 has no error answer: the connection closes
+
+
+def test_python_clients_report_authentication_failure(broker, caplog):
+    """kafka-python and aiokafka fail to bootstrap, logging the broker's error 58 and message."""
+    import asyncio
+    import logging
+
+    import aiokafka
+    import kafka
+
+    conf = dict(bootstrap_servers=broker.bootstrap, security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+                sasl_plain_username="alice", sasl_plain_password="bad", request_timeout_ms=3000)
+    caplog.set_level(logging.INFO)
+    with pytest.raises(kafka.errors.KafkaError):
+        kafka.KafkaAdminClient(**conf, bootstrap_timeout_ms=3000)
+    kafka_python_log = caplog.text
+    assert "Invalid username or password" in kafka_python_log
+    caplog.clear()
+
+    async def run():
+        producer = aiokafka.AIOKafkaProducer(**conf)
+        try:
+            with pytest.raises(aiokafka.errors.KafkaConnectionError):
+                await producer.start()
+        finally:
+            await producer.stop()
+
+    asyncio.run(run())
+    assert "[Error 58] SaslAuthenticationFailed: Authentication failed: Invalid username or password" in caplog.text
