@@ -54,7 +54,7 @@ def test_confluent_reports_authentication_error(broker):
 
     admin = AdminClient({**client_conf(broker, "PLAIN", "alice", "wrong")})
     with pytest.raises(confluent_kafka.KafkaException) as info:
-        admin.list_topics(timeout=5)
+        admin.list_topics(timeout=2)
     # librdkafka marks the broker down with an authentication failure
     errors = []
     consumer = confluent_kafka.Consumer({**client_conf(broker, "PLAIN", "alice", "wrong"), "group.id": "x",

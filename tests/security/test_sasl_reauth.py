@@ -89,3 +89,11 @@ def test_v0_authenticate_has_no_lifetime_field_but_still_expires(broker):
         time.sleep(REAUTH_MS / 1000 + 0.2)
         raw.sock.sendall(encode_request(ApiKey.METADATA, 9, 98, {"topics": []}, client_id="late"))
         assert raw.closed_by_broker()
+
+
+def test_reauthentication_needs_handshake_v1(broker):
+    with Raw(broker.port) as raw:
+        assert raw.plain("alice", USERS["alice"], version=1)["error_code"] == ErrorCode.NONE
+        answer = raw.request(ApiKey.SASL_HANDSHAKE, 0, {"mechanism": "PLAIN"})
+        assert answer["error_code"] == ErrorCode.ILLEGAL_SASL_STATE
+        assert raw.closed_by_broker()

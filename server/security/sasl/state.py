@@ -53,6 +53,9 @@ class SaslState:
         if self.mechanism is not None:
             self.close_reason = "SaslHandshake received while another exchange was under way"
             return ErrorCode.ILLEGAL_SASL_STATE
+        if version == 0 and self.authenticated_as is not None:
+            self.close_reason = "re-authentication needs SaslHandshake v1 (KIP-368)"
+            return ErrorCode.ILLEGAL_SASL_STATE
         if mechanism not in enabled or mechanism not in S.SUPPORTED:
             self.close_reason = f"unsupported SASL mechanism {mechanism!r} (enabled: {', '.join(enabled)})"
             return ErrorCode.UNSUPPORTED_SASL_MECHANISM
