@@ -179,3 +179,49 @@ def test_jwks_refuses(jwks_broker, keys, case):
     with Raw(jwks_broker.port) as raw:  # a good token still works beside them
         assert raw.handshake("OAUTHBEARER")["error_code"] == 0
         assert raw.authenticate(initial_response(signed(keys["good"])))["error_code"] == ErrorCode.NONE
+
+
+def test_jwks_over_http(tmp_path, keys):
+    """An http(s) JWKS endpoint is fetched (off the event loop) and its keys cached."""
+    import http.server
+    import threading
+
+    from jwt.algorithms import RSAAlgorithm
+
+    jwk = json.loads(RSAAlgorithm.to_jwk(keys["good"].public_key()))
+    jwk.update(kid="k1", alg="RS256", use="sig")
+    body = json.dumps({"keys": [jwk]}).encode()
+    hits = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            hits.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/jwks.json"
+    proc = sasl_broker(tmp_path / "data", "--set", f"sasl.server.callback.handler.class={VALIDATOR}",
+                       "--set", f"sasl.oauthbearer.jwks.endpoint.url={url}",
+                       "--set", f"sasl.oauthbearer.expected.issuer={ISSUER}", mechanisms="OAUTHBEARER")
+    try:
+        with proc:
+            for _ in range(2):
+                with Raw(proc.port) as raw:
+                    assert raw.handshake("OAUTHBEARER")["error_code"] == 0
+                    answer = raw.authenticate(initial_response(signed(keys["good"], aud=None)), version=1)
+                    assert answer["error_code"] == ErrorCode.NONE
+                    assert 0 < answer["session_lifetime_ms"] <= 300_000
+            refused_with_invalid_token(proc.port, signed(keys["other"], aud=None))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert hits and all(h == "/jwks.json" for h in hits)
