@@ -160,6 +160,17 @@ SETTINGS: dict[str, Setting] = {
         _s("ssl.cipher.suites", str, "", "Cipher suites (OpenSSL or IANA names, comma separated); empty: the defaults."),
         _s("ssl.endpoint.identification.algorithm", str, "https", "https: the inter-broker client checks the broker's host name; empty: not."),
         _s("trafka.ssl.handshake.timeout.ms", int, "10000", "A TLS handshake not finished in this time closes the connection."),
+        # SASL (server/security/sasl/): each may also be given per listener as listener.name.<l>.<name>.
+        _s("sasl.enabled.mechanisms", str, "GSSAPI", "SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (Kafka's default GSSAPI is not supported)."),
+        Setting("sasl.jaas.config", str, "", "JAAS login module entry (PLAIN users: user_<name>=\"<password>\").", "PASSWORD"),
+        _s("connection.failed.authentication.delay.ms", int, "100", "A connection whose authentication failed is closed this long after the answer (KIP-306)."),
+        _s("connections.max.reauth.ms", int, "0", "KIP-368: SASL sessions last this long, then must re-authenticate (0: forever)."),
+        Setting("sasl.server.callback.handler.class", str, "", "OAUTHBEARER: org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler validates JWTs against a JWKS.", "CLASS"),
+        _s("sasl.oauthbearer.jwks.endpoint.url", str, "", "JWKS of the OAUTHBEARER validator (file://, http://, https://)."),
+        _s("sasl.oauthbearer.expected.issuer", str, "", "Required iss claim of OAUTHBEARER tokens (empty: not checked)."),
+        _s("sasl.oauthbearer.expected.audience", str, "", "Accepted aud claims of OAUTHBEARER tokens, comma-separated (empty: not checked)."),
+        _s("sasl.oauthbearer.sub.claim.name", str, "sub", "Claim of OAUTHBEARER tokens that names the principal."),
+        _s("sasl.oauthbearer.clock.skew.seconds", int, "30", "Clock skew allowed when checking OAUTHBEARER token times."),
     ]
 }
 
@@ -288,7 +299,8 @@ class BrokerConfig:
         if setting is None:
             # Kafka ignores unknown keys in server.properties with a warning; we keep them
             # so DescribeConfigs can show them, but they change nothing.
-            log.warning("the configuration '%s' was supplied but isn't a known config", name)
+            if not name.startswith("listener.name."):  # per-listener settings: known by their suffix
+                log.warning("the configuration '%s' was supplied but isn't a known config", name)
             self.values[name] = value
             self.sources[name] = source
             return

@@ -65,6 +65,8 @@ from server.regions import FileRegion, release_parts, release_regions
 from server.security.listeners import Listener, check_security_protocols
 from server.security.principal import PrincipalMapper
 from server.security.tls import principal_mapper, server_context, tls_session_info
+from server.security.sasl.settings import SASL_PROTOCOLS
+from server.security.sasl.state import SaslState, admit
 from server.session import Session
 
 log = logging.getLogger("trafka.network")
@@ -108,7 +110,7 @@ class Server:
         """Bind every listener (server/security/listeners.py) and accept on all of them;
         started() answers the bound socket addresses. A TLS listener's SSLContext is built
         first, so a bad keystore stops the start with a ConfigError naming the setting."""
-        check_security_protocols(listeners)
+        check_security_protocols(self.broker.config, listeners)
         for listener in listeners:
             if listener.tls and listener.name not in self.contexts:
                 self.contexts[listener.name] = server_context(self.broker.config, listener.name)
@@ -243,6 +245,8 @@ class Server:
             session.tls = tls
             if tls.get("principal"):
                 session.principal = tls["principal"]
+        if security_protocol in SASL_PROTOCOLS:
+            session.sasl = SaslState(self.broker, listener)
         send = _send_socket if isinstance(stream, trio.SocketStream) else _send_copied
         log.debug("connection %d open from %s on listener %s (%s)", session.connection_id, session.peer,
                   listener, security_protocol)
@@ -308,6 +312,12 @@ class Server:
                 blocking = self.blocking
                 try:
                     while True:
+                        if session.sasl is not None and session.sasl.raw_tokens:  # after a v0 SaslHandshake
+                            if not await self._raw_sasl_token(conn, stream, send, out, delayed, session):
+                                return
+                            if conn.buffered < 4 or conn.pending_frame_size() + 4 > conn.buffered:
+                                break
+                            continue
                         try:
                             request = conn.next_request()
                         except ProtocolError as exc:  # remote: a frame that does not decode or is too big
@@ -317,6 +327,13 @@ class Server:
                             return
                         if request is NEED_DATA:
                             break
+                        if session.sasl is not None:  # a SASL listener: only the handshake until authenticated
+                            refused = admit(session, request.api_key)
+                            if refused is not None:
+                                log.warning("connection %d from %s: %s; closing it", session.connection_id,
+                                            session.host, refused)
+                                await _write(stream, send, out, delayed)
+                                return
                         session.client_id = request.client_id
                         api_versions[request.api_key] = request.api_version
                         handler = HANDLERS.get(request.api_key) if isinstance(request, Request) else None
@@ -353,6 +370,14 @@ class Server:
                                 await delayed.wait_below(MAX_DELAYED)
                         elif parts is not None:
                             out += parts
+                        if session.sasl is not None and session.sasl.close_reason is not None:
+                            log.info("connection %d from %s closed: %s", session.connection_id, session.host,
+                                     session.sasl.close_reason)
+                            await _write(stream, send, out, delayed)
+                            # Kafka's connection.failed.authentication.delay.ms: the answer is read
+                            # by the client before the close (and a password guesser is slowed).
+                            await trio.sleep(broker.config.get("connection.failed.authentication.delay.ms") / 1000)
+                            return
                     await _write(stream, send, out, delayed)
                 finally:
                     release_parts(out)
@@ -365,6 +390,24 @@ class Server:
         finally:
             if delayed is not None:
                 await _finish_queue(delayed)
+
+    async def _raw_sasl_token(self, conn: Connection, stream, send: "_Send", out: list,
+                              delayed: ResponseQueue | None, session: Session) -> bool:
+        """One bare SASL token (v0 SaslHandshake mode): answered in kind; False: close."""
+        try:
+            token = conn.next_frame()
+        except ProtocolError as exc:
+            log.warning("connection %d from %s: SASL token: %s; closing it", session.connection_id, session.host, exc)
+            await _write(stream, send, out, delayed)
+            return False
+        if token is NEED_DATA:
+            return True
+        answer = session.sasl.raw_token(session, token)
+        if answer is None:
+            await _write(stream, send, out, delayed)
+            return False
+        out.append(answer)
+        return True
 
     async def _finish_delayed(self, delayed: ResponseQueue, slot: list, conn: Connection, request,
                               answer: DelayedResponse, session: Session) -> None:

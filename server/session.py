@@ -13,6 +13,9 @@ threading new arguments through the network loop:
   code checks it to know whether a connection must authenticate;
 - an mTLS client's `principal` is its certificate's subject mapped by
   ssl.principal.mapping.rules (server/security/principal.py).
+- `sasl` is None on a listener without SASL, else the connection's SASL state machine
+  (server/security/sasl/state.py): the network loop admits only the handshake requests
+  until it says authenticated (and again once a KIP-368 session has expired).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ class Session:
     """One connection's client, as seen from the broker."""
 
     __slots__ = ("connection_id", "host", "port", "listener", "opened", "client_id", "client_software_name",
-                 "client_software_version", "api_versions", "principal", "tls", "security_protocol")
+                 "client_software_version", "api_versions", "principal", "tls", "security_protocol", "sasl")
 
     def __init__(self, host: str, port: int, *, listener: str | None = None,
                  security_protocol: str = "PLAINTEXT") -> None:
@@ -46,6 +49,8 @@ class Session:
         self.api_versions: dict[int, int] = {}
         self.principal = ANONYMOUS
         self.tls: object | None = None
+        self.security_protocol = security_protocol
+        self.sasl = None  # server.security.sasl.state.SaslState on a SASL_* listener
 
     @property
     def peer(self) -> str:

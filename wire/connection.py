@@ -360,6 +360,26 @@ class Connection:
         self.requests_received += 1
         return decode_request(frame)
 
+    def next_frame(self) -> bytes | _NeedData:
+        """The next whole frame's bytes, not decoded as a request, or NEED_DATA: the raw
+        SASL tokens a client sends after a v0 SaslHandshake (KIP-152). FrameTooLarge as
+        `next_request`."""
+        buffered = len(self._buffer) - self._pos
+        if buffered < 4:
+            return NEED_DATA
+        size = _SIZE.unpack_from(self._buffer, self._pos)[0]
+        if size < 0 or size > self.max_frame_size:
+            raise FrameTooLarge(f"frame size {size} outside 0..{self.max_frame_size}")
+        if buffered - 4 < size:
+            return NEED_DATA
+        start = self._pos + 4
+        frame = bytes(self._buffer[start:start + size])
+        self._pos = start + size
+        if self._pos == len(self._buffer) and not self._frozen:
+            self._buffer = bytearray()
+            self._pos = 0
+        return frame
+
     def send(self, request: Request | UnsupportedRequest, body: dict[str, Any]) -> list[bytes | Region]:
         """The response to `request` as parts (see `encode_response_parts`)."""
         return encode_response_parts(request.api_key, request.api_version, request.correlation_id, body)

@@ -32,6 +32,7 @@ from typing import Callable, Mapping
 
 from server.cluster import znodes as zn
 from server.errors import UnknownTopicOrPartition
+from server.security.sasl.scram_store import store_of as scram_store_of
 from server.topic_configs import validate
 
 log = logging.getLogger("trafka.cluster.config")
@@ -95,6 +96,7 @@ class TopicConfigManager:
         the ZooKeeper client's nursery; this returns once it is armed)."""
         for topic in list(self.broker.topics):
             await self._refresh(topic)
+        await scram_store_of(self.broker, self.zk).load_all()  # /config/users: SCRAM credentials
         await self.zk.watch_children(zn.CONFIG_CHANGES_PATH, self._on_changes)
 
     async def _on_changes(self, children: list[str]) -> None:
@@ -128,6 +130,8 @@ class TopicConfigManager:
             await self._tell_controller(name)
         elif entity_type == "brokers" and name:
             await self.node.broker_configs.on_notice(name)  # server/cluster/broker_configs.py
+        elif entity_type == "users" and name:
+            await scram_store_of(self.broker, self.zk).refresh(name)  # server/security/sasl/scram_store.py
         else:
             log.debug("config change for %s: nothing to apply here", entity_path)
 

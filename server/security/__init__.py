@@ -1,5 +1,10 @@
-"""Security: listeners with security protocols, TLS, and (other modules) SASL, ACLs, quotas.
+"""Security: listeners with security protocols and TLS (listeners.py, tls.py, principal.py),
+who a connection is (authentication) and, later, what it may do.
 
-Kept apart from the network loop so the loop only asks "what protocol is this listener"
-and "wrap this stream"; the rules (Kafka's setting names, principal mapping) live here.
+Kept apart from the network loop so the loop only asks "what protocol is this listener",
+"wrap this stream" and "may this request pass"; the rules (Kafka's setting names,
+principal mapping) live here. sasl/ holds SASL authentication (SaslHandshake/
+SaslAuthenticate, KIP-43/152/368): the mechanisms PLAIN, SCRAM-SHA-256/512 and
+OAUTHBEARER, and the per-connection state the network loop consults before it lets a
+request through.
 """

@@ -140,14 +140,13 @@ def inter_broker_listener(config: BrokerConfig, listeners: tuple[Listener, ...])
     return chosen or listeners[0]
 
 
-def check_security_protocols(listeners: tuple[Listener, ...]) -> None:
-    """SASL_PLAINTEXT / SASL_SSL listeners need the SASL APIs (SaslHandshake, 17); until a
-    handler for them is registered such a listener refuses to start rather than let
-    clients in unauthenticated. The one place that decides it: the network layer calls
-    this before binding, and the SASL code only has to register its handlers."""
-    from server.handlers import HANDLERS
+def check_security_protocols(config: BrokerConfig, listeners: tuple[Listener, ...]) -> None:
+    """Every SASL_PLAINTEXT / SASL_SSL listener must be able to authenticate someone: its
+    sasl.enabled.mechanisms supported and their settings present (a SaslConfigError naming
+    the setting, at start, rather than clients refused one by one). The one place that
+    decides it: the network layer calls this before binding, `trafka serve` at start."""
+    from server.security.sasl.settings import check_listener
 
-    sasl = [l.name for l in listeners if l.security_protocol.startswith("SASL_")]
-    if sasl and 17 not in HANDLERS:  # ApiKey.SASL_HANDSHAKE
-        raise ConfigError(f"listener(s) {', '.join(sasl)} use SASL, which this broker does not support yet; "
-                          f"use PLAINTEXT or SSL")
+    for listener in listeners:
+        if listener.security_protocol.startswith("SASL_"):
+            check_listener(config, listener.name)

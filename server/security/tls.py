@@ -280,7 +280,7 @@ def check_listeners(config: BrokerConfig) -> None:
     start (naming the setting) rather than a failure at the first connection."""
     from server.security.listeners import check_security_protocols
 
-    check_security_protocols(config.listener_list)
+    check_security_protocols(config, config.listener_list)
     for listener in config.listener_list:
         if listener.tls:
             server_context(config, listener.name)

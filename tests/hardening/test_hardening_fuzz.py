@@ -534,3 +534,102 @@ def test_huge_array_count_in_every_array_position(broker):
                 out = exchange(broker.port, bytes(mutated), timeout=5)
                 check_outcome(out, [(key, version, 3)], may_block=key in MAY_BLOCK)
                 watch.after_example()
+
+
+# --------------------------------------------------------------------------- a SASL listener
+
+SASL_MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
+
+
+@pytest.fixture(scope="module")
+def sasl_broker(tmp_path_factory):
+    """A SASL_PLAINTEXT listener with every mechanism, and a SCRAM user so SCRAM exchanges
+    get past their first message."""
+    import hashlib
+    import os
+
+    from tests.security.sasl_kit import Raw, sasl_broker as make
+
+    proc = make(tmp_path_factory.mktemp("fuzz-sasl") / "data")
+    proc.start()
+    with Raw(proc.port) as raw:
+        assert raw.plain("admin", "admin-secret")["error_code"] == 0
+        salt = os.urandom(16)
+        raw.request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, {"deletions": [], "upsertions": [
+            {"name": "fuzz", "mechanism": m, "iterations": 4096, "salt": salt,
+             "salted_password": hashlib.pbkdf2_hmac(h, b"pw", salt, 4096)} for m, h in ((1, "sha256"), (2, "sha512"))]})
+    try:
+        yield proc
+    finally:
+        was_alive = alive(proc)
+        proc.kill()
+        assert was_alive, f"SASL broker died during the fuzz run:\n{proc.log_tail()}"
+
+
+@st.composite
+def sasl_exchange(draw) -> tuple[list[tuple[int, int, int]], bytes, bool]:
+    """A handshake (v0 or v1) for a drawn mechanism, then hostile tokens: SaslAuthenticate
+    requests after v1, bare length-prefixed tokens after v0 (and lying prefixes)."""
+    mechanism = draw(st.sampled_from(SASL_MECHANISMS + ["GSSAPI", ""]))
+    handshake_version = draw(st.sampled_from([0, 1]))
+    sent = [(ApiKey.SASL_HANDSHAKE, handshake_version, 1)]
+    payload = encode_request(ApiKey.SASL_HANDSHAKE, handshake_version, 1, {"mechanism": mechanism})
+    tokens = draw(st.lists(st.one_of(
+        st.binary(max_size=300),
+        st.sampled_from([b"\0fuzz\0pw", b"n,,n=fuzz,r=abc", b"n,,n=fuzz,r=abc,tokenauth=true", b"c=biws,r=x,p=AAAA",
+                         b"n,,\x01auth=Bearer a.b.\x01\x01", b"\x01", b"p=tls-unique,,n=x,r=y", b"n,,n=a=ZZ,r=1"]),
+    ), min_size=1, max_size=3))
+    raw_mode = handshake_version == 0
+    for i, token in enumerate(tokens):
+        if raw_mode:
+            size = draw(st.one_of(st.just(len(token)), st.integers(-(1 << 31), (1 << 31) - 1)))
+            payload += struct.pack(">i", size) + token
+        else:
+            version = draw(st.integers(0, 2))
+            payload += encode_request(ApiKey.SASL_AUTHENTICATE, version, i + 2, {"auth_bytes": token})
+            sent.append((ApiKey.SASL_AUTHENTICATE, version, i + 2))
+    if draw(st.booleans()):  # a request that needs authentication
+        payload += encode_request(ApiKey.METADATA, 9, 99, {"topics": []})
+        sent.append((ApiKey.METADATA, 9, 99))
+    return sent, payload, raw_mode
+
+
+def test_sasl_listener_hostile_exchanges(sasl_broker):
+    """Every exchange ends answered-then-closed (or answered and waiting for more after a
+    success), never hung; Metadata is never answered before authentication."""
+    watch = Watch(sasl_broker)
+
+    @FUZZ_SETTINGS
+    @given(sasl_exchange())
+    def run(example):
+        sent, payload, raw_mode = example
+        out = exchange(sasl_broker.port, payload)
+        assert out.closed or not out.timed_out, "broker neither answered nor closed the connection"
+        if not raw_mode:
+            check_outcome(out, sent)
+            assert all(struct.unpack_from(">i", f)[0] != 99 for f in out.frames), \
+                "Metadata answered before authentication"
+        watch.after_example()
+
+    run()
+
+
+def test_sasl_listener_any_request_before_authentication(sasl_broker):
+    """Random well-formed requests of every API on an unauthenticated SASL connection: only
+    ApiVersions and the SASL APIs are answered; anything else closes the connection."""
+    watch = Watch(sasl_broker)
+    allowed = {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
+
+    @FUZZ_SETTINGS
+    @given(well_formed_request())
+    def run(example):
+        key, version, cid, frame = example
+        out = exchange(sasl_broker.port, frame)
+        assert out.closed
+        if key not in allowed:
+            assert not out.frames, f"{ApiKey(key).name} answered before authentication"
+        else:
+            check_outcome(out, [(key, version, cid)])
+        watch.after_example()
+
+    run()
