@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from sasl_kit import PLAIN_JAAS, Raw
+from tests.security.sasl_kit import PLAIN_JAAS, Raw
 from tests.brokerproc import REPO, BrokerProcess, free_port
 from wire import ApiKey
 from wire.errors import ErrorCode

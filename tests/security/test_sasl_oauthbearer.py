@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from sasl_kit import Raw, sasl_broker
+from tests.security.sasl_kit import Raw, sasl_broker
 from wire.errors import ErrorCode
 
 pytestmark = pytest.mark.timeout(120)

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from sasl_kit import ALL_MECHANISMS, ROUNDTRIPS, USERS, Raw, client_conf, sasl_broker
+from tests.security.sasl_kit import ALL_MECHANISMS, ROUNDTRIPS, USERS, Raw, client_conf, sasl_broker
 from wire import ApiKey
 from wire.errors import ErrorCode
 

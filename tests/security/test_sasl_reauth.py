@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from sasl_kit import USERS, Raw, client_conf, sasl_broker, wait_for
+from tests.security.sasl_kit import USERS, Raw, client_conf, sasl_broker, wait_for
 from wire import ApiKey, encode_request
 from wire.errors import ErrorCode
 

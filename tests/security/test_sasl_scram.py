@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from sasl_kit import ROUNDTRIPS, USERS, Raw, client_conf, sasl_broker, scram_login
+from tests.security.sasl_kit import ROUNDTRIPS, USERS, Raw, client_conf, sasl_broker, scram_login
 from wire import ApiKey
 from wire.errors import ErrorCode
 
