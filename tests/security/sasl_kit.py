@@ -1,4 +1,4 @@
-"""Shared pieces of the SASL tests: a broker on a SASL_PLAINTEXT listener, raw SASL
+"""Shared pieces of the SASL tests: a broker on a SASL_PLAINTEXT listener, one with SASL_SSL too (SaslSslBroker), raw SASL
 exchanges over a socket (for the error codes and closes a client library hides), and a
 SCRAM client for those raw exchanges (RFC 5802, written from the RFC, not from the broker)."""
 
@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from tests.brokerproc import BrokerProcess, free_port, recv_exact
+from tests.security.certs import CertificateAuthority
 from wire import ApiKey, decode_response, encode_request
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret"}
@@ -224,3 +225,54 @@ def roundtrip_kcat(broker: BrokerProcess, mechanism: str, user: str, password: s
 
 ROUNDTRIPS = {"confluent-kafka": roundtrip_confluent, "kafka-python": roundtrip_kafka_python,
               "aiokafka": roundtrip_aiokafka, "kcat": roundtrip_kcat}
+
+
+# ------------------------------------------------------------------ SASL inside TLS
+
+BOB = "bob-secret"
+
+
+class SaslSslBroker:
+    """A broker with three listeners — PLAINTEXT (the one BrokerProcess waits on),
+    SASL_SSL and SASL_PLAINTEXT — PLAIN users from sasl.jaas.config, SCRAM enabled, a PEM
+    keystore issued by a CA made for the test."""
+
+    def __init__(self, tmp) -> None:
+        self.ca = CertificateAuthority(tmp / "certs")
+        server = self.ca.issue("broker", server=True, CN="localhost", O="Trafka Tests")
+        keystore = self.ca.pem_keystore(server, tmp / "certs" / "broker.keystore.pem", "keypass")
+        self.sasl_ssl_port = free_port()
+        self.sasl_plain_port = free_port()
+        self.broker = BrokerProcess(tmp / "data")
+        p = self.broker.port
+        self.broker.extra = [
+            "--set", f"listeners=PLAINTEXT://127.0.0.1:{p},SASL_SSL://127.0.0.1:{self.sasl_ssl_port},"
+                     f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_plain_port}",
+            "--set", "inter.broker.listener.name=PLAINTEXT",
+            "--set", "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+            "--set", f"sasl.jaas.config={PLAIN_JAAS}",
+            "--set", "ssl.keystore.type=PEM", "--set", f"ssl.keystore.location={keystore}",
+            "--set", "ssl.key.password=keypass",
+        ]
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.sasl_ssl_port}"
+
+    def librdkafka(self, mechanism: str, user: str, password: str) -> dict:
+        return {"bootstrap.servers": self.bootstrap, "security.protocol": "SASL_SSL",
+                "ssl.ca.location": str(self.ca.cert_pem), "sasl.mechanisms": mechanism,
+                "sasl.username": user, "sasl.password": password}
+
+    def create_bob(self) -> None:
+        """SCRAM-SHA-256/512 user bob, through confluent-kafka's AdminClient logged in with
+        PLAIN over SASL_SSL."""
+        from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism,
+                                           UserScramCredentialUpsertion)
+
+        admin = AdminClient(self.librdkafka("PLAIN", "admin", USERS["admin"]))
+        futures = admin.alter_user_scram_credentials([
+            UserScramCredentialUpsertion("bob", ScramCredentialInfo(mechanism, 4096), BOB.encode())
+            for mechanism in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)])
+        for future in futures.values():
+            assert future.result(timeout=15) is None

@@ -13,59 +13,19 @@ import uuid
 
 import pytest
 
-from tests.brokerproc import BrokerProcess, free_port
-from tests.security.certs import CertificateAuthority
-from tests.security.sasl_kit import PLAIN_JAAS, USERS
+from tests.security.sasl_kit import BOB, USERS, SaslSslBroker as Setup
 
 pytestmark = pytest.mark.timeout(180)
 
-BOB = "bob-secret"
 PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule"
-
-
-class Setup:
-    def __init__(self, tmp) -> None:
-        self.ca = CertificateAuthority(tmp / "certs")
-        server = self.ca.issue("broker", server=True, CN="localhost", O="Trafka Tests")
-        keystore = self.ca.pem_keystore(server, tmp / "certs" / "broker.keystore.pem", "keypass")
-        self.sasl_ssl_port = free_port()
-        self.sasl_plain_port = free_port()
-        self.broker = BrokerProcess(tmp / "data")
-        p = self.broker.port
-        self.broker.extra = [
-            "--set", f"listeners=PLAINTEXT://127.0.0.1:{p},SASL_SSL://127.0.0.1:{self.sasl_ssl_port},"
-                     f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_plain_port}",
-            "--set", "inter.broker.listener.name=PLAINTEXT",
-            "--set", "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-            "--set", f"sasl.jaas.config={PLAIN_JAAS}",
-            "--set", "ssl.keystore.type=PEM", "--set", f"ssl.keystore.location={keystore}",
-            "--set", "ssl.key.password=keypass",
-        ]
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.sasl_ssl_port}"
-
-    def librdkafka(self, mechanism: str, user: str, password: str) -> dict:
-        return {"bootstrap.servers": self.bootstrap, "security.protocol": "SASL_SSL",
-                "ssl.ca.location": str(self.ca.cert_pem), "sasl.mechanisms": mechanism,
-                "sasl.username": user, "sasl.password": password}
 
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     s = Setup(tmp_path_factory.mktemp("sasl-ssl"))
     with s.broker:
-        from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism,
-                                           UserScramCredentialUpsertion)
-
-        admin = AdminClient(s.librdkafka("PLAIN", "admin", USERS["admin"]))
-        futures = admin.alter_user_scram_credentials([
-            UserScramCredentialUpsertion("bob", ScramCredentialInfo(mechanism, 4096), BOB.encode())
-            for mechanism in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)])
-        for future in futures.values():
-            assert future.result(timeout=15) is None
+        s.create_bob()
         yield s
 
 
