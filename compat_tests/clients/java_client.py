@@ -11,8 +11,8 @@ The toolchain is put together once per test session, all of it under the git-ign
 .cache/java-compat/:
 - kafka-clients 3.9.2's classes, from the PyPI wheel atoti-server-kafka
   (`.ci/kafka_protocol.py --clients-jar`, the download the schema tests share);
-- slf4j-api (no binding: the client logs nowhere), lz4, snappy and zstd (compression) and
-  gson (the JSON lines) from pyspark's jars/;
+- slf4j-api (no binding: the client logs nowhere), lz4, snappy and zstd (compression),
+  gson (the JSON lines) and Jackson (OAUTHBEARER's JWTs) from pyspark's jars/;
 - TrafkaCompat.class, compiled with `javac`, cached by a hash of the source and classpath.
 
 When `java`/`javac`, the wheel or pyspark is missing, every Java scenario is skipped with
@@ -48,7 +48,9 @@ SOURCE = Path(__file__).resolve().parent / "java" / "TrafkaCompat.java"
 MAIN_CLASS = "TrafkaCompat"
 CACHE = ROOT / ".cache" / "java-compat"
 # Taken from pyspark's jars/ (pinned by the project's spark extra), by file name prefix.
-PYSPARK_JARS = ("slf4j-api-", "lz4-java-", "snappy-java-", "zstd-jni-", "gson-")
+# Jackson: the client's OAUTHBEARER login modules parse their JWTs with it.
+PYSPARK_JARS = ("slf4j-api-", "lz4-java-", "snappy-java-", "zstd-jni-", "gson-", "jackson-databind-", "jackson-core-",
+                "jackson-annotations-")
 # Start fast (the suite starts a JVM per scenario and per worker) and stay small.
 JVM_FLAGS = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k", "-Xmx512m"]
 CALL_TIMEOUT_S = 120
@@ -64,7 +66,7 @@ def _load_kafka_protocol():
 def _pyspark_jars() -> list[Path]:
     spec = importlib.util.find_spec("pyspark")
     if spec is None or not spec.submodule_search_locations:
-        raise _Missing("pyspark is not installed (its jars/ provide slf4j, lz4, snappy, zstd, gson); "
+        raise _Missing("pyspark is not installed (its jars/ provide slf4j, lz4, snappy, zstd, gson, jackson); "
                        "pip install -e '.[spark]'")
     folder = Path(list(spec.submodule_search_locations)[0]) / "jars"
     found = []

@@ -88,6 +88,52 @@ def test_unsecured_jwt_with_confluent(broker):
     assert "authenticated as User:alice with OAUTHBEARER" in broker.log_tail(200)
 
 
+def test_unsecured_jwt_with_the_java_client(broker):
+    """kafka-clients 3.9.2's own unsecured login module (unsecuredLoginStringClaim_sub), as
+    a Kafka user would configure it for development."""
+    from compat_tests.clients.base import Message
+    from compat_tests.clients.java_client import JavaClient
+
+    java = JavaClient(broker.bootstrap, {
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+        "sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+                            'unsecuredLoginStringClaim_sub="alice";'})
+    topic = f"oauth-java-{uuid.uuid4().hex[:6]}"
+    try:
+        java.create_topic(topic, 1)
+        assert [d.offset for d in java.produce(topic, [Message(value=b"j0"), Message(value=b"j1")])] == [0, 1]
+        assert [r.value for r in java.consume(topic, 2, group=f"g-{topic}")] == [b"j0", b"j1"]
+    finally:
+        java.close()
+
+
+def test_unsecured_jwt_with_kafka_python(broker):
+    """kafka-python's OAUTHBEARER takes a token provider; the token is Kafka's unsecured JWS."""
+    import kafka
+    try:
+        from kafka.net.sasl.oauth import AbstractTokenProvider  # kafka-python 3
+    except ImportError:
+        from kafka.sasl.oauth import AbstractTokenProvider  # kafka-python 2
+
+    class Provider(AbstractTokenProvider):
+        def token(self):
+            return unsecured({"sub": "alice", "iat": int(time.time()), "exp": int(time.time()) + 600})
+
+    topic = f"oauth-kp-{uuid.uuid4().hex[:6]}"
+    conf = dict(bootstrap_servers=broker.bootstrap, security_protocol="SASL_PLAINTEXT",
+                sasl_mechanism="OAUTHBEARER", sasl_oauth_token_provider=Provider())
+    producer = kafka.KafkaProducer(**conf, request_timeout_ms=10000)
+    try:
+        assert producer.send(topic, b"kp").get(timeout=15).offset == 0
+    finally:
+        producer.close(timeout=5)
+    consumer = kafka.KafkaConsumer(topic, **conf, auto_offset_reset="earliest", consumer_timeout_ms=10000)
+    try:
+        assert [m.value for m in consumer][:1] == [b"kp"]
+    finally:
+        consumer.close()
+
+
 def test_unsecured_token_lifetime_bounds_session(broker):
     with Raw(broker.port) as raw:
         assert raw.handshake("OAUTHBEARER")["error_code"] == 0
