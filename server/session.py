@@ -25,7 +25,7 @@ class Session:
     """One connection's client, as seen from the broker."""
 
     __slots__ = ("connection_id", "host", "port", "listener", "opened", "client_id", "client_software_name",
-                 "client_software_version", "api_versions", "principal", "tls")
+                 "client_software_version", "api_versions", "principal", "tls", "throttle")
 
     def __init__(self, host: str, port: int, *, listener: str | None = None) -> None:
         self.connection_id: int = next(_ids)
@@ -40,6 +40,9 @@ class Session:
         self.api_versions: dict[int, int] = {}
         self.principal = ANONYMOUS
         self.tls: object | None = None
+        # (seconds, mute after the response?) set by a quota violation (server/security/quotas.py);
+        # the network loop waits it out before it reads the connection's next request.
+        self.throttle: tuple[float, bool] | None = None
 
     @property
     def peer(self) -> str:
