@@ -128,6 +128,8 @@ class TopicConfigManager:
             await self._tell_controller(name)
         elif entity_type == "brokers" and name:
             await self.node.broker_configs.on_notice(name)  # server/cluster/broker_configs.py
+        elif entity_type in ("users", "clients", "ips") and name:
+            await self.node.client_quotas.on_notice(entity_path)  # server/cluster/client_quota_configs.py
         else:
             log.debug("config change for %s: nothing to apply here", entity_path)
 

@@ -15,7 +15,8 @@ not an error (Kafka neither).
 
 On a single broker the table is written to `<data dir>/__security/client_quotas.json`
 before the answer; in a cluster, in ZooKeeper (`/config/users/...`, `/config/clients/...`
-with a `/config/changes` notice; server/cluster/client_quota_configs.py) when the node has it.
+with a `/config/changes` notice; server/cluster/client_quota_configs.py), and every broker
+enforces the new table once the notice reaches it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
-from server.errors import KafkaError, Unsupported, logged_error_code
+from server.errors import KafkaError, logged_error_code
 from server.security.client_quotas import entity_of, entity_text, validate_ops
 
 API_KEY = ApiKey.ALTER_CLIENT_QUOTAS
@@ -40,6 +41,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     validate_only = request["validate_only"]
     results = []
     accepted = []
+    accepted_answers = []
     for entry in request["entries"]:
         answer = {"error_code": ErrorCode.NONE, "error_message": None, "entity": entry["entity"]}
         results.append(answer)
@@ -50,21 +52,21 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                 raise KafkaError(f"entity {entity_text(entity)} appears more than once",
                                  ErrorCode.INVALID_REQUEST)
             accepted.append((entity, changes))
+            accepted_answers.append(answer)
         except KafkaError as exc:
             answer["error_code"] = logged_error_code(exc, log, "AlterClientQuotas", ctx.client_id)
             answer["error_message"] = str(exc)
     if validate_only or not accepted:
         return {"throttle_time_ms": 0, "entries": results}
-    cluster_store = getattr(ctx.broker.cluster, "client_quotas", None) if ctx.broker.cluster is not None else None
-    if ctx.broker.cluster is not None and cluster_store is None:
-        exc = Unsupported("client quotas in a cluster need ZooKeeper support this broker does not have")
-        for answer in results:
-            if answer["error_code"] == ErrorCode.NONE:
-                answer["error_code"], answer["error_message"] = exc.code, str(exc)
-        log.warning("AlterClientQuotas from %s: %s", ctx.client_id, exc)
-        return {"throttle_time_ms": 0, "entries": results}
+    cluster_store = None if ctx.broker.cluster is None else ctx.broker.cluster.client_quotas
     if cluster_store is not None:
-        await cluster_store.alter(accepted)
+        try:
+            await cluster_store.alter(accepted)
+        except Exception as exc:  # ZooKeeper unreachable: each entry says so, the connection stays
+            code = logged_error_code(exc, log, "AlterClientQuotas", ctx.client_id)
+            for answer in accepted_answers:
+                answer["error_code"], answer["error_message"] = code, str(exc)
+            return {"throttle_time_ms": 0, "entries": results}
     else:
         for entity, changes in accepted:
             quotas.configs.apply(entity, changes)
