@@ -201,6 +201,8 @@ class ClientQuotas:
         rate_key = (key, user_tag, client_tag)
         rate = self._rates.get(rate_key)
         if rate is None:
+            if len(self._rates) >= 10_000:
+                self._expire(now)
             rate = self._rates[rate_key] = Rate(*self.window)
         rate.record(value, now)
         observed = rate.measure(now)
@@ -210,6 +212,13 @@ class ClientQuotas:
         if key == REQUEST_PERCENTAGE:  # Kafka's ClientRequestQuotaManager bounds it to one sample
             throttle_ms = min(throttle_ms, int(rate.size_s * 1000))
         return throttle_ms
+
+    def _expire(self, now: float) -> None:
+        """Forget rates with no live sample (Kafka expires idle quota sensors too): client
+        ids are the client's choice, so their number is not ours to bound otherwise."""
+        for key, rate in list(self._rates.items()):
+            if not rate.samples or now - rate.samples[-1][0] >= rate.num * rate.size_s:
+                del self._rates[key]
 
     def record_request(self, session: "Session", api_key: int, api_version: int, request_size: int,
                        request: dict | None, body: dict | None, started: float) -> int:

@@ -11,6 +11,7 @@ test from delivery reports / consumed messages, after a warm-up that fills the w
 - KIP-219 on the wire: a throttled Produce v7 is answered at once with its
   throttle_time_ms and the connection is muted for that long (the next request waits);
   Produce v5 (before KIP-219) gets its answer after the throttle time instead;
+- a request_percentage quota throttles Metadata requests (throttle bounded to one sample);
 - a connection_creation_rate on the default ip entity refuses connections over the rate.
 """
 
@@ -214,3 +215,29 @@ def test_connection_creation_rate_refuses_over_the_rate(broker):
     with socket.create_connection(("127.0.0.1", broker.port), timeout=5) as sock:
         sock.sendall(encode_request(18, 0, 1, {}, client_id="conn-rate"))
         assert len(recv_exact(sock, 4)) == 4
+
+
+def test_request_percentage_throttles_metadata(broker):
+    # 0.001 % of a thread over a 3 s window is 30 ns of handler time: a few Metadata
+    # requests exceed it; the throttle is bounded to one sample (ClientRequestQuotaManager).
+    set_quota(broker, client("busy"), "request_percentage", 0.001)
+    conn = _Conn(broker.port, "busy")
+    try:
+        throttles = []
+        for _ in range(20):
+            throttles.append(conn.call(3, 8, {"topics": [], "allow_auto_topic_creation": False,
+                                              "include_cluster_authorized_operations": False,
+                                              "include_topic_authorized_operations": False})["throttle_time_ms"])
+            if throttles[-1]:
+                break
+        assert 0 < throttles[-1] <= 1000, throttles
+    finally:
+        conn.close()
+        set_quota(broker, client("busy"), "request_percentage", None)
+    other = _Conn(broker.port, "busy")
+    try:
+        assert other.call(3, 8, {"topics": [], "allow_auto_topic_creation": False,
+                                 "include_cluster_authorized_operations": False,
+                                 "include_topic_authorized_operations": False})["throttle_time_ms"] == 0
+    finally:
+        other.close()
