@@ -19,7 +19,8 @@ How this works:
   client throttles itself go out at once and the mute follows; older versions get their
   response delayed by the throttle time instead (`mutes_after`).
 - Produce records the request's size, Fetch (consumers only: follower fetches are
-  replication) the bytes of records in the response, every request its handler time
+  replication) the bytes of records in the response — a throttled fetch is answered
+  empty and its bytes taken back, as Kafka does — every request its handler time
   as a percentage of one thread (request_percentage, time.perf_counter). Inter-broker
   APIs, ApiVersions and SASL are exempt, as in Kafka.
 - `connection_creation_rate` on `ip` entities (and the broker-wide
@@ -39,6 +40,7 @@ from typing import TYPE_CHECKING
 
 from wire.registry import INTER_BROKER_APIS, ApiKey
 
+from server.regions import release_regions
 from server.security.client_quotas import (CLIENT_ID, CONNECTION_CREATION_RATE, CONSUMER_BYTE_RATE, IP,
                                            PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, USER, Entity, QuotaConfigs,
                                            entity_text)
@@ -213,6 +215,13 @@ class ClientQuotas:
             throttle_ms = min(throttle_ms, int(rate.size_s * 1000))
         return throttle_ms
 
+    def _unrecord(self, key: str, user: str, client_id: str, value: float) -> None:
+        found = self.quota_for(key, user, client_id)
+        if found is not None:
+            rate = self._rates.get((key, found[1], found[2]))
+            if rate is not None:
+                rate.unrecord(value)
+
     def _expire(self, now: float) -> None:
         """Forget rates with no live sample (Kafka expires idle quota sensors too): client
         ids are the client's choice, so their number is not ours to bound otherwise."""
@@ -236,6 +245,13 @@ class ClientQuotas:
         elif api_key == ApiKey.FETCH and body is not None and not _from_follower(request):
             size = sum(len(p["records"] or b"") for t in body.get("responses", ()) for p in t["partitions"])
             throttle = max(throttle, self._record(CONSUMER_BYTE_RATE, user, client_id, size, now))
+            if throttle > 0 and body.get("error_code", 0) == 0 and "session_id" in body:
+                # Kafka (KafkaApis.handleFetchRequest): a throttled fetch is answered empty
+                # and its bytes are taken back off the rate — they were never sent.
+                self._unrecord(CONSUMER_BYTE_RATE, user, client_id, size)
+                release_regions(body["responses"])
+                body["responses"] = []
+                body.pop("node_endpoints", None)
         if throttle <= 0:
             return 0
         if body is not None and "throttle_time_ms" in body:

@@ -83,3 +83,29 @@ def test_kip219_versions_and_principal_names():
     assert mutes_after(1, 8) and not mutes_after(1, 7)
     assert mutes_after(49, 0)  # newer than KIP-219: always
     assert user_of("User:alice") == "alice" and user_of("User:ANONYMOUS") == "ANONYMOUS"
+
+
+def test_throttled_fetch_is_answered_empty_and_not_counted(quotas):
+    quotas.configs.apply((("client-id", "reader"),), {"consumer_byte_rate": 100.0})
+    quotas.changed()
+    session = Session("127.0.0.1", 3)
+    session.client_id = "reader"
+
+    def fetch_body():
+        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0,
+                "responses": [{"topic": "t", "partitions": [{"partition_index": 0, "records": b"x" * 500}]}]}
+
+    small = fetch_body()
+    assert quotas.record_request(session, 1, 12, 60, {"replica_id": -1}, small, time.perf_counter()) == 0
+    assert small["responses"]  # 500 B over a 10 s window is under 100 B/s
+    big = fetch_body()
+    big["responses"][0]["partitions"][0]["records"] = b"x" * 5000
+    assert quotas.record_request(session, 1, 12, 60, {"replica_id": -1}, big, time.perf_counter()) > 0
+    assert big["responses"] == [] and big["throttle_time_ms"] > 0
+    rate = quotas._rates[("consumer_byte_rate", "", "reader")]
+    assert sum(value for _start, value in rate.samples) == 500  # the 5000 were taken back
+    # a follower's fetch is replication: no client quota
+    follower = fetch_body()
+    follower["responses"][0]["partitions"][0]["records"] = b"x" * 5000
+    assert quotas.record_request(session, 1, 12, 60, {"replica_id": 2}, follower, time.perf_counter()) == 0
+    assert follower["responses"]
