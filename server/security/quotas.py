@@ -233,8 +233,8 @@ class ClientQuotas:
                        request: dict | None, body: dict | None, started: float) -> int:
         """Record one handled request, set its response's throttle_time_ms and the
         connection's mute; returns the throttle in ms (0: not throttled)."""
-        if api_key in EXEMPT:
-            return 0
+        if api_key in EXEMPT or (api_key == ApiKey.FETCH and _from_follower(request)):
+            return 0  # cluster actions (replication included) are not throttled, as in Kafka
         now = time.monotonic()
         user = user_of(session.principal)
         client_id = session.client_id or ""
@@ -242,7 +242,7 @@ class ClientQuotas:
                                 (time.perf_counter() - started) * 1e9 * _NANOS_TO_PERCENT, now)
         if api_key == ApiKey.PRODUCE:
             throttle = max(throttle, self._record(PRODUCER_BYTE_RATE, user, client_id, request_size, now))
-        elif api_key == ApiKey.FETCH and body is not None and not _from_follower(request):
+        elif api_key == ApiKey.FETCH and body is not None:
             size = sum(len(p["records"] or b"") for t in body.get("responses", ()) for p in t["partitions"])
             throttle = max(throttle, self._record(CONSUMER_BYTE_RATE, user, client_id, size, now))
             if throttle > 0 and body.get("error_code", 0) == 0 and "session_id" in body:
