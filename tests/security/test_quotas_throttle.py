@@ -12,7 +12,8 @@ test from delivery reports / consumed messages, after a warm-up that fills the w
   throttle_time_ms and the connection is muted for that long (the next request waits);
   Produce v5 (before KIP-219) gets its answer after the throttle time instead;
 - a request_percentage quota throttles Metadata requests (throttle bounded to one sample);
-- a connection_creation_rate on the default ip entity refuses connections over the rate.
+- a connection_creation_rate on the default ip entity refuses connections over the rate;
+- max.connection.creation.rate delays accepts over the broker-wide rate (and serves them).
 """
 
 from __future__ import annotations
@@ -241,3 +242,20 @@ def test_request_percentage_throttles_metadata(broker):
                                  "include_topic_authorized_operations": False})["throttle_time_ms"] == 0
     finally:
         other.close()
+
+
+def test_max_connection_creation_rate_delays_accepts(tmp_path):
+    # 5/s over a 3 s window: ~15 connections pass at once, the next ones wait (and are served)
+    with BrokerProcess(tmp_path / "data", "--set", "max.connection.creation.rate=5",
+                       "--set", "quota.window.num=4") as proc:
+        waits = []
+        for _ in range(20):
+            started = time.monotonic()
+            with socket.create_connection(("127.0.0.1", proc.port), timeout=10) as sock:
+                sock.sendall(encode_request(18, 0, 1, {}, client_id="accepts"))
+                size = struct.unpack(">i", recv_exact(sock, 4))[0]
+                recv_exact(sock, size)
+            waits.append(time.monotonic() - started)
+        assert max(waits[:10]) < 0.2, waits
+        assert max(waits[15:]) >= 0.1, waits
+        assert "over max.connection.creation.rate=5" in proc.log_tail(200)
