@@ -23,10 +23,11 @@ How this works:
   empty and its bytes taken back, as Kafka does — every request its handler time
   as a percentage of one thread (request_percentage, time.perf_counter). Inter-broker
   APIs, ApiVersions and SASL are exempt, as in Kafka.
-- `connection_creation_rate` on `ip` entities (and the broker-wide
-  `max.connection.creation.rate`) is checked when a connection is accepted: over the rate,
-  the connection waits the throttle time before it is served (Kafka's ConnectionQuotas
-  delays the accept the same way).
+- `connection_creation_rate` on `ip` entities is checked when a connection is accepted:
+  over it the connection is closed after the throttle time and not counted (Kafka's
+  ConnectionQuotas: a delayed close, so the client does not reconnect at once); over the
+  broker-wide `max.connection.creation.rate` the connection is served after the throttle
+  time (Kafka delays the accept).
 
 With no quota configured `active` is False and the network loop skips all of this with
 one attribute check.
@@ -42,8 +43,7 @@ from wire.registry import INTER_BROKER_APIS, ApiKey
 
 from server.regions import release_regions
 from server.security.client_quotas import (CLIENT_ID, CONNECTION_CREATION_RATE, CONSUMER_BYTE_RATE, IP,
-                                           PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, USER, Entity, QuotaConfigs,
-                                           entity_text)
+                                           PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, USER, Entity, QuotaConfigs)
 
 if TYPE_CHECKING:
     from server.broker import Broker
@@ -303,6 +303,3 @@ class ClientQuotas:
 
     def statistics(self) -> dict:
         return {"entities": len(self.configs.entries), "rates": len(self._rates), "active": self.active}
-
-    def describe_entity(self, entity: Entity) -> str:
-        return entity_text(entity)
