@@ -164,7 +164,8 @@ class ClientQuotas:
     @property
     def window(self) -> tuple[int, float]:
         config = self.broker.config
-        return config.get("quota.window.num"), float(config.get("quota.window.size.seconds"))
+        # Kafka's ConfigDef says atLeast(1) for both; a smaller value would divide by zero.
+        return max(1, config.get("quota.window.num")), float(max(1, config.get("quota.window.size.seconds")))
 
     def quota_for(self, key: str, user: str, client_id: str) -> tuple[float, str, str] | None:
         """(quota, user tag, client tag) for `key`, or None when no entity sets it."""
