@@ -32,6 +32,7 @@ from server.errors import KafkaError, NotLeaderOrFollower, UnknownTopicOrPartiti
 from server.groups import GroupCoordinator
 from server.partition import AppendOutcome, Partition
 from server.producers import ProducerIdManager
+from server.security.quotas import ClientQuotas
 from server.topics import INTERNAL_TOPICS, TopicMeta, TopicRegistry, validate_topic_name
 from server.txn import TransactionCoordinator
 
@@ -62,6 +63,7 @@ class Broker:
         # The root nursery of the running broker (set by cli.run_broker): background work
         # such as coordinator loads after a leadership change.
         self.nursery: trio.Nursery | None = None
+        self.quotas = ClientQuotas(self)  # client quotas (server/security/quotas.py)
         self.cluster = None
         if config.clustered:
             from server.cluster.node import ClusterNode
@@ -139,6 +141,7 @@ class Broker:
         if headers:
             log.info("producer state rebuilt from %d batch headers", headers)
         self.producers.load()
+        self.quotas.load()
         if self.cluster is None:
             self.groups.load()
             self.txn.load()

@@ -46,6 +46,7 @@ import logging
 import os
 import socket
 import ssl
+import time
 from typing import Awaitable, Callable
 
 import trio
@@ -188,6 +189,13 @@ class Server:
                 host, port = stream.socket.getpeername()[:2]
             except OSError:
                 host, port = "?", 0
+            if self.broker.quotas.connection_limits:  # connection_creation_rate (server/security/quotas.py)
+                delay, refuse = self.broker.quotas.record_connection(host)
+                if delay:
+                    await trio.sleep(delay)
+                if refuse:
+                    await _close(stream)
+                    return
             tls = None
             if listener.tls:
                 # In this connection's own task, bounded: a slow or silent peer holds only itself.
@@ -378,6 +386,8 @@ class Server:
                             # by the client before the close (and a password guesser is slowed).
                             await trio.sleep(broker.config.get("connection.failed.authentication.delay.ms") / 1000)
                             return
+                        if session.throttle is not None:  # over a client quota (server/security/quotas.py)
+                            await self._throttle(stream, send, out, delayed, session, idle)
                     await _write(stream, send, out, delayed)
                 finally:
                     release_parts(out)
@@ -447,6 +457,8 @@ class Server:
                       session.connection_id, api_name(request.api_key), request.api_version, request.trailing)
         ctx = RequestContext(self.broker, session, request.api_key, request.api_version, request.correlation_id,
                              request.client_id)
+        quotas = self.broker.quotas
+        started = time.perf_counter() if quotas.active else None  # request_percentage: handler time
         try:
             body = await handler.handle(ctx, request.body)
         except ProtocolError:
@@ -457,6 +469,9 @@ class Server:
             body = error_body(request.api_key, request.api_version, request.body, ErrorCode.UNKNOWN_SERVER_ERROR)
             if body is None:
                 raise ProtocolErrorClose()
+        if started is not None and type(body) is not DelayedResponse:
+            quotas.record_request(session, request.api_key, request.api_version, request.size, request.body, body,
+                                  started)
         if body is None:
             return None
         if type(body) is DelayedResponse:
@@ -466,6 +481,23 @@ class Server:
         except BaseException:
             release_regions(body)  # they never became parts: nobody else will release them
             raise
+
+    async def _throttle(self, stream: trio.abc.Stream, send: "_Send", out: list, delayed: ResponseQueue | None,
+                        session: Session, idle: "_Idle") -> None:
+        """Wait out a quota violation: KIP-219 versions get their answer at once and the
+        connection is muted (no request read or handled) for the throttle time; older
+        versions get their answer after it. Shutdown ends the wait (it counts as idle)."""
+        seconds, mute_after = session.throttle
+        session.throttle = None
+        if mute_after:
+            await _write(stream, send, out, delayed)
+        idle.deadline = trio.current_time() + seconds + self.idle_s
+        idle.waiting = True
+        try:
+            await trio.sleep(seconds)
+        finally:
+            idle.waiting = False
+        await _write(stream, send, out, delayed)
 
     def _unsupported(self, request: UnsupportedRequest, session: Session) -> bytes:
         log.warning("connection %d: %s v%d is not supported (client %s)", session.connection_id,

@@ -32,7 +32,7 @@ class Session:
     """One connection's client, as seen from the broker."""
 
     __slots__ = ("connection_id", "host", "port", "listener", "opened", "client_id", "client_software_name",
-                 "client_software_version", "api_versions", "principal", "tls", "security_protocol", "sasl")
+                 "client_software_version", "api_versions", "principal", "tls", "security_protocol", "sasl", "throttle")
 
     def __init__(self, host: str, port: int, *, listener: str | None = None,
                  security_protocol: str = "PLAINTEXT") -> None:
@@ -51,6 +51,9 @@ class Session:
         self.tls: object | None = None
         self.security_protocol = security_protocol
         self.sasl = None  # server.security.sasl.state.SaslState on a SASL_* listener
+        # (seconds, mute after the response?) set by a quota violation (server/security/quotas.py);
+        # the network loop waits it out before it reads the connection's next request.
+        self.throttle: tuple[float, bool] | None = None
 
     @property
     def peer(self) -> str:

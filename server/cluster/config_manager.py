@@ -96,7 +96,6 @@ class TopicConfigManager:
         the ZooKeeper client's nursery; this returns once it is armed)."""
         for topic in list(self.broker.topics):
             await self._refresh(topic)
-        await scram_store_of(self.broker, self.zk).load_all()  # /config/users: SCRAM credentials
         await self.zk.watch_children(zn.CONFIG_CHANGES_PATH, self._on_changes)
 
     async def _on_changes(self, children: list[str]) -> None:
@@ -130,8 +129,11 @@ class TopicConfigManager:
             await self._tell_controller(name)
         elif entity_type == "brokers" and name:
             await self.node.broker_configs.on_notice(name)  # server/cluster/broker_configs.py
-        elif entity_type == "users" and name:
-            await scram_store_of(self.broker, self.zk).refresh(name)  # server/security/sasl/scram_store.py
+        elif entity_type in ("users", "clients", "ips") and name:
+            # Kafka's UserConfigHandler: a user's znode holds both its SCRAM credentials and its quotas.
+            if entity_type == "users" and "/" not in name:
+                await scram_store_of(self.broker, self.zk).refresh(name)  # server/security/sasl/scram_store.py
+            await self.node.client_quotas.on_notice(entity_path)  # server/cluster/client_quota_configs.py
         else:
             log.debug("config change for %s: nothing to apply here", entity_path)
 

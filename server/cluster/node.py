@@ -28,6 +28,7 @@ from wire.errors import ErrorCode
 
 from server.cluster.metadata_cache import MetadataCache
 from server.security.tls import inter_broker_client_options
+from server.security.sasl.scram_store import store_of as scram_store_of
 from server.errors import KafkaError
 
 log = logging.getLogger("trafka.cluster")
@@ -46,6 +47,7 @@ class ClusterNode:
         from server.cluster.admin import ClusterAdmin
         from server.cluster.alter_partition import AlterPartitionManager
         from server.cluster.broker_configs import DynamicBrokerConfigs
+        from server.cluster.client_quota_configs import ClusterClientQuotas
         from server.cluster.client import BrokerChannels
         from server.cluster.config_manager import TopicConfigManager
         from server.cluster.controller import Controller
@@ -73,6 +75,7 @@ class ClusterNode:
         broker.producers.blocks = self.producer_ids  # producer ids from ZooKeeper blocks
         self.configs = TopicConfigManager(self)
         self.broker_configs = DynamicBrokerConfigs(self)  # /config/brokers (KIP-226)
+        self.client_quotas = ClusterClientQuotas(self)  # /config/users, /config/clients, /config/ips
         self.broker_epoch = -1
         self.controller_epoch = 0  # the highest seen (STALE_CONTROLLER_EPOCH below it)
         self.state_lock = trio.Lock()
@@ -112,6 +115,8 @@ class ClusterNode:
                 raise RuntimeError(f"the data directory belongs to cluster {stored}, ZooKeeper says {cluster_id}")
             self.broker.adopt_cluster_id(cluster_id)
             await self.broker_configs.load()  # dynamic broker configs before serving, as Kafka
+            await self.client_quotas.load()  # client quotas too
+            await scram_store_of(self.broker, self.zk).load_all()  # and SCRAM credentials: logins work at once
             self.broker_epoch = await self._register()
             log.info("broker %d registered in ZooKeeper (broker epoch %d, cluster %s)", self.node_id,
                      self.broker_epoch, cluster_id)

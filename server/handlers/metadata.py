@@ -7,8 +7,10 @@ LEADER_NOT_AVAILABLE first and makes clients retry. Leader, leader epoch, replic
 are each partition's own (server/partition.py). Topic ids appear from v10; v10+ requests
 may name a topic by id with a null or empty name (the Java admin's
 describeTopics(TopicCollection.ofTopicIds(...))): it is answered by id, with its name, or
-UNKNOWN_TOPIC_ID. Authorized operations are reported as "everything" when asked for (no
-ACLs here).
+UNKNOWN_TOPIC_ID. With an authorizer (authorizer.class.name): topics the principal may not
+DESCRIBE are left out of an all-topics answer and answer TOPIC_AUTHORIZATION_FAILED when
+named; auto-creation needs CREATE on the cluster or the topic (else UNKNOWN_TOPIC_OR_PARTITION);
+KIP-430 authorized operations are the authorizer's answer when asked for.
 
 In a cluster the answer comes from the metadata cache the controller fills
 (server/cluster/metadata_cache.py): every live broker, the controller id, each partition's

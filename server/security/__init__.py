@@ -7,4 +7,7 @@ principal mapping) live here. sasl/ holds SASL authentication (SaslHandshake/
 SaslAuthenticate, KIP-43/152/368): the mechanisms PLAIN, SCRAM-SHA-256/512 and
 OAUTHBEARER, and the per-connection state the network loop consults before it lets a
 request through.
+
+quotas.py and client_quotas.py hold client quotas (KIP-13/124/546/219/612): how much of
+the broker a user or client id may use.
 """

@@ -396,6 +396,8 @@ public final class TrafkaCompat {
                     return new JsonObject();
                 case "describe_configs": return describeConfigs(r);
                 case "alter_configs": return alterConfigs(r);
+                case "alter_client_quotas": return alterClientQuotas(r);
+                case "describe_client_quotas": return describeClientQuotas(r);
                 case "describe_topic": return describeTopic(r);
                 case "produce": return produce(r);
                 case "consume": return consume(r);
@@ -530,6 +532,54 @@ public final class TrafkaCompat {
             }
             admin().incrementalAlterConfigs(Map.of(resource, ops)).all().get(ADMIN_TIMEOUT_S, TimeUnit.SECONDS);
             return new JsonObject();
+        }
+
+        /** KIP-546: {"entity": {"user": "alice", "client-id": null}, "ops": {"producer_byte_rate": 1024 or null}}. */
+        JsonObject alterClientQuotas(JsonObject r) throws Exception {
+            Map<String, String> names = new HashMap<>();
+            for (Map.Entry<String, JsonElement> e : r.getAsJsonObject("entity").entrySet()) {
+                names.put(e.getKey(), e.getValue().isJsonNull() ? null : e.getValue().getAsString());
+            }
+            List<org.apache.kafka.common.quota.ClientQuotaAlteration.Op> ops = new ArrayList<>();
+            for (Map.Entry<String, JsonElement> e : r.getAsJsonObject("ops").entrySet()) {
+                ops.add(new org.apache.kafka.common.quota.ClientQuotaAlteration.Op(
+                    e.getKey(), e.getValue().isJsonNull() ? null : e.getValue().getAsDouble()));
+            }
+            org.apache.kafka.common.quota.ClientQuotaAlteration alteration =
+                new org.apache.kafka.common.quota.ClientQuotaAlteration(
+                    new org.apache.kafka.common.quota.ClientQuotaEntity(names), ops);
+            admin().alterClientQuotas(List.of(alteration)).all().get(ADMIN_TIMEOUT_S, TimeUnit.SECONDS);
+            return new JsonObject();
+        }
+
+        /** {"user": "alice"} (exact), {"user": null} (default) filter components; "strict". */
+        JsonObject describeClientQuotas(JsonObject r) throws Exception {
+            List<org.apache.kafka.common.quota.ClientQuotaFilterComponent> components = new ArrayList<>();
+            for (Map.Entry<String, JsonElement> e : r.getAsJsonObject("filter").entrySet()) {
+                components.add(e.getValue().isJsonNull()
+                    ? org.apache.kafka.common.quota.ClientQuotaFilterComponent.ofDefaultEntity(e.getKey())
+                    : org.apache.kafka.common.quota.ClientQuotaFilterComponent.ofEntity(e.getKey(),
+                                                                                       e.getValue().getAsString()));
+            }
+            org.apache.kafka.common.quota.ClientQuotaFilter filter = r.get("strict").getAsBoolean()
+                ? org.apache.kafka.common.quota.ClientQuotaFilter.containsOnly(components)
+                : org.apache.kafka.common.quota.ClientQuotaFilter.contains(components);
+            Map<org.apache.kafka.common.quota.ClientQuotaEntity, Map<String, Double>> found =
+                admin().describeClientQuotas(filter).entities().get(ADMIN_TIMEOUT_S, TimeUnit.SECONDS);
+            JsonArray entries = new JsonArray();
+            for (Map.Entry<org.apache.kafka.common.quota.ClientQuotaEntity, Map<String, Double>> e : found.entrySet()) {
+                JsonObject entity = new JsonObject();
+                for (Map.Entry<String, String> n : e.getKey().entries().entrySet()) entity.addProperty(n.getKey(), n.getValue());
+                JsonObject values = new JsonObject();
+                for (Map.Entry<String, Double> v : e.getValue().entrySet()) values.addProperty(v.getKey(), v.getValue());
+                JsonObject entry = new JsonObject();
+                entry.add("entity", entity);
+                entry.add("values", values);
+                entries.add(entry);
+            }
+            JsonObject o = new JsonObject();
+            o.add("entries", entries);
+            return o;
         }
 
         /** By name, or by topic id (KIP-516: Admin.describeTopics(TopicCollection.ofTopicIds)). */
