@@ -32,6 +32,7 @@ from server.errors import KafkaError, NotLeaderOrFollower, UnknownTopicOrPartiti
 from server.groups import GroupCoordinator
 from server.partition import AppendOutcome, Partition
 from server.producers import ProducerIdManager
+from server.security.authorizer import Authorizer
 from server.topics import INTERNAL_TOPICS, TopicMeta, TopicRegistry, validate_topic_name
 from server.txn import TransactionCoordinator
 
@@ -62,6 +63,8 @@ class Broker:
         # The root nursery of the running broker (set by cli.run_broker): background work
         # such as coordinator loads after a leadership change.
         self.nursery: trio.Nursery | None = None
+        # None unless authorizer.class.name is set: handlers' checks are then free.
+        self.authorizer = Authorizer.from_config(config, self.data_dir)
         self.cluster = None
         if config.clustered:
             from server.cluster.node import ClusterNode
@@ -139,6 +142,8 @@ class Broker:
         if headers:
             log.info("producer state rebuilt from %d batch headers", headers)
         self.producers.load()
+        if self.authorizer is not None:
+            self.authorizer.load()
         if self.cluster is None:
             self.groups.load()
             self.txn.load()

@@ -137,6 +137,9 @@ SETTINGS: dict[str, Setting] = {
         _s("transaction.abort.timed.out.transaction.cleanup.interval.ms", int, "10000", "How often transactions past their timeout are aborted."),
         _s("transaction.remove.expired.transaction.cleanup.interval.ms", int, "3600000", "How often expired transactional ids are removed."),
         _s("transaction.partition.verification.enable", _bool, "true", "KIP-890: a transactional batch is accepted only for a partition added to its transaction."),
+        _s("authorizer.class.name", str, "", "Turns authorization on: kafka.security.authorizer.AclAuthorizer or org.apache.kafka.metadata.authorizer.StandardAuthorizer (empty: everything is allowed)."),
+        _s("super.users", str, "", "Principals allowed everything, ';'-separated (User:admin;User:ops)."),
+        _s("allow.everyone.if.no.acl.found", _bool, "false", "Allow an operation on a resource no ACL applies to."),
         _s("shutdown.timeout.ms", int, "10000", "How long in-flight requests get to finish on SIGTERM."),
     ]
 }
