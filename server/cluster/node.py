@@ -52,6 +52,7 @@ class ClusterNode:
         from server.cluster.producer_ids import ProducerIdBlocks
         from server.cluster.replication_quota import ReplicationQuota
         from server.cluster.zk import ZooKeeperClient
+        from server.cluster.acls import ZkAcls
 
         self.broker = broker
         self.config = broker.config
@@ -72,6 +73,7 @@ class ClusterNode:
         broker.producers.blocks = self.producer_ids  # producer ids from ZooKeeper blocks
         self.configs = TopicConfigManager(self)
         self.broker_configs = DynamicBrokerConfigs(self)  # /config/brokers (KIP-226)
+        self.acls = ZkAcls(self) if broker.authorizer is not None else None  # /kafka-acl
         self.broker_epoch = -1
         self.controller_epoch = 0  # the highest seen (STALE_CONTROLLER_EPOCH below it)
         self.state_lock = trio.Lock()
@@ -103,6 +105,8 @@ class ClusterNode:
                 raise RuntimeError(f"the data directory belongs to cluster {stored}, ZooKeeper says {cluster_id}")
             self.broker.adopt_cluster_id(cluster_id)
             await self.broker_configs.load()  # dynamic broker configs before serving, as Kafka
+            if self.acls is not None:
+                await self.acls.run()  # the cluster's ACLs before serving, then follow changes
             self.broker_epoch = await self._register()
             log.info("broker %d registered in ZooKeeper (broker epoch %d, cluster %s)", self.node_id,
                      self.broker_epoch, cluster_id)

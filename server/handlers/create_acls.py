@@ -5,7 +5,8 @@ Implements v0-3 (v0 has no pattern type: LITERAL). Without an authorizer
 Needs ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED for each creation otherwise).
 A creation Kafka would refuse (ANY/UNKNOWN/MATCH codes, an empty name, a CLUSTER name
 other than kafka-cluster, a malformed principal, an operation the resource type does not
-have) answers INVALID_REQUEST with the reason; the valid ones of the same request are added.
+have) answers INVALID_REQUEST with the reason; the valid ones of the same request are added
+(to `<data dir>/__security/acls.json`, or in a cluster to ZooKeeper's /kafka-acl).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.errors import logged_error_code
 from server.security.acls import CLUSTER_NAME, AclOperation, InvalidAcl, ResourceType, binding_from_wire
 
 API_KEY = ApiKey.CREATE_ACLS
@@ -50,7 +52,15 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         valid.append(binding)
         results.append(_result(ErrorCode.NONE))
     if valid:
-        authorizer.add(valid)
+        try:
+            if ctx.broker.cluster is not None:
+                await ctx.broker.cluster.acls.add(valid)  # ZooKeeper: every broker follows
+            else:
+                authorizer.add(valid)
+        except Exception as exc:
+            code = logged_error_code(exc, log, "CreateAcls", ctx.client_id)
+            return {"throttle_time_ms": 0, "results": [
+                r if r["error_code"] != ErrorCode.NONE else _result(code, str(exc)) for r in results]}
         for binding in valid:
             log.info("%s added ACL %s", ctx.session.principal, binding.describe())
     return {"throttle_time_ms": 0, "results": results}

@@ -13,6 +13,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.errors import logged_error_code
 from server.security.acls import CLUSTER_NAME, AclFilter, AclOperation, InvalidAcl, ResourceType
 
 API_KEY = ApiKey.DELETE_ACLS
@@ -50,7 +51,16 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         positions.append(len(results))
         results.append(None)
         filters.append(acl_filter)
-    for position, removed in zip(positions, authorizer.remove(filters)):
+    try:
+        if ctx.broker.cluster is not None:
+            removals = await ctx.broker.cluster.acls.remove(filters)
+        else:
+            removals = authorizer.remove(filters)
+    except Exception as exc:
+        code = logged_error_code(exc, log, "DeleteAcls", ctx.client_id)
+        return {"throttle_time_ms": 0, "filter_results": [
+            r if r is not None else _failed(code, str(exc)) for r in results]}
+    for position, removed in zip(positions, removals):
         for acl in removed:
             log.info("%s removed ACL %s", ctx.session.principal, acl.describe())
         results[position] = {"error_code": ErrorCode.NONE, "error_message": None, "matching_acls": [

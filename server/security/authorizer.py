@@ -16,7 +16,8 @@ hot path (every Produce and Fetch) is a dict lookup. Decisions are logged on the
 "trafka.authorizer" logger as Kafka's kafka.authorizer.logger does: allowed at debug,
 denied at info.
 
-Single-node brokers keep the ACLs in `<data dir>/__security/acls.json` (written atomically).
+Single-node brokers keep the ACLs in `<data dir>/__security/acls.json` (written atomically);
+in a cluster they live in ZooKeeper (server/cluster/acls.py) and `path` is None.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ class Authorizer:
             return None
         return cls(super_users=parse_super_users(config.raw("super.users")),
                    allow_everyone_if_no_acl=config.get("allow.everyone.if.no.acl.found"),
-                   path=pathlib.Path(data_dir) / "__security" / "acls.json")
+                   path=None if config.clustered else pathlib.Path(data_dir) / "__security" / "acls.json")
 
     # ---- state ---------------------------------------------------------------------
     def load(self) -> None:
@@ -96,6 +97,13 @@ class Authorizer:
                 literal.setdefault((acl.resource_type, acl.name), []).append(acl)
         self._literal, self._prefixed = literal, prefixed
         self._cache = {}
+
+    def replace(self, acls: set[AclBinding]) -> None:
+        """Take a whole new ACL set (a cluster's, read from ZooKeeper); not saved to a file."""
+        self._replace(set(acls))
+
+    def acl_set(self) -> set[AclBinding]:
+        return set(self._acls)
 
     def acls(self) -> list[AclBinding]:
         return sorted(self._acls, key=_sort_key)
