@@ -248,3 +248,22 @@ def test_security_disabled_without_authorizer(tmp_path):
         # and everything else works as before
         make_topic(admin, "no-authorizer")
         assert produce_error(b, "no-authorizer") is None
+
+
+def test_java_admin_client(broker, admin):
+    from compat_tests.clients.base import NotSupportedByClient
+    from compat_tests.clients.java_client import JavaClient
+
+    try:
+        java = JavaClient(broker.bootstrap)
+    except NotSupportedByClient as exc:
+        pytest.skip(str(exc))
+    try:
+        java.create_acl("java-", "PREFIXED", "User:dave", "WRITE", "DENY")
+        assert java.describe_acls() == [{"resource_type": "TOPIC", "name": "java-", "pattern": "PREFIXED",
+                                         "principal": "User:dave", "host": "*", "operation": "WRITE",
+                                         "permission": "DENY"}]
+        assert [str(a) for a in admin.describe_acls(ANY_FILTER).result(timeout=10)] == [str(
+            topic_acl("java-", "User:dave", AclOperation.WRITE, AclPermissionType.DENY, ResourcePatternType.PREFIXED))]
+    finally:
+        java.close()
