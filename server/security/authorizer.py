@@ -34,11 +34,6 @@ from server.security.acls import (IMPLIED_BY, RESOURCE_NAMES, WILDCARD, WILDCARD
 
 log = logging.getLogger("trafka.authorizer")
 
-AUTHORIZER_CLASSES = frozenset({
-    "kafka.security.authorizer.AclAuthorizer",
-    "kafka.security.auth.SimpleAclAuthorizer",
-    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-})
 
 _CACHE_LIMIT = 100_000
 _DENY = AclPermissionType.DENY
@@ -64,7 +59,7 @@ class Authorizer:
     @classmethod
     def from_config(cls, config, data_dir: pathlib.Path) -> "Authorizer | None":
         """None when `authorizer.class.name` is empty (no authorization, Kafka's default)."""
-        name = config.raw("authorizer.class.name").strip()
+        name = config.get("authorizer.class.name")  # validated: one of Kafka's classes
         if not name:
             return None
         return cls(super_users=parse_super_users(config.raw("super.users")),

@@ -267,3 +267,10 @@ def test_java_admin_client(broker, admin):
             topic_acl("java-", "User:dave", AclOperation.WRITE, AclPermissionType.DENY, ResourcePatternType.PREFIXED))]
     finally:
         java.close()
+
+
+def test_unknown_authorizer_class_refused_at_start(tmp_path):
+    broker = BrokerProcess(tmp_path / "data", env={"TRAFKA_AUTHORIZER_CLASS_NAME": "com.example.MyAuthorizer"})
+    with pytest.raises(RuntimeError, match="unknown authorizer class"):
+        broker.start(timeout=20)
+    broker.kill()
