@@ -30,15 +30,17 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         for p in topic["partitions"]:
             offsets[(topic["name"], p["partition_index"])] = CommittedOffset(
                 p["committed_offset"], p.get("committed_leader_epoch", -1), p.get("committed_metadata") or "")
-    denied = {}
+    # Kafka: READ on the group, then READ on each topic; denied partitions are not committed.
+    denied: dict[tuple[str, int], ErrorCode] = {}
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request["group_id"]):
         denied = {tp: ErrorCode.GROUP_AUTHORIZATION_FAILED for tp in offsets}
     else:
         for name in {tp[0] for tp in offsets}:
             if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, name):
                 denied.update((tp, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for tp in offsets if tp[0] == name)
+    if denied:
         offsets = {tp: o for tp, o in offsets.items() if tp not in denied}
-    if not offsets:
+    if denied and not offsets:
         results = {}
     elif groups is None:
         results = {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in offsets}

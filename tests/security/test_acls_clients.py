@@ -204,6 +204,20 @@ def test_group_acl(broker, admin):
                              AclOperation.READ, AclPermissionType.ALLOW))
     assert consume_error(broker, topic, group=group) == KafkaError.GROUP_AUTHORIZATION_FAILED
     assert consume_error(broker, topic, group=unique("open-group")) is None
+    # A standalone commit to the locked group is refused and nothing is stored.
+    commit = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+              "retention_time_ms": -1, "topics": [{"name": topic, "partitions": [
+                  {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
+                   "committed_metadata": ""}]}]}
+    answer = raw_request("127.0.0.1", broker.port, 8, 8, commit)
+    assert answer["topics"][0]["partitions"][0]["error_code"] == KafkaError.GROUP_AUTHORIZATION_FAILED
+    fetch = {"group_id": group, "topics": None, "require_stable": False}
+    assert raw_request("127.0.0.1", broker.port, 9, 7, fetch)["error_code"] == KafkaError.GROUP_AUTHORIZATION_FAILED
+    admin.delete_acls([ANY_FILTER])[ANY_FILTER].result(timeout=10)
+    assert raw_request("127.0.0.1", broker.port, 9, 7, fetch)["topics"] == []
+    answer = raw_request("127.0.0.1", broker.port, 8, 8, commit)
+    assert answer["topics"][0]["partitions"][0]["error_code"] == 0
+    assert raw_request("127.0.0.1", broker.port, 9, 7, fetch)["topics"][0]["partitions"][0]["committed_offset"] == 1
 
 
 def test_cluster_acl_super_users_and_restart(tmp_path):
