@@ -1,6 +1,6 @@
 """ACLs in a ZooKeeper-mode cluster: created on one broker, enforced by all.
 
-Two broker processes share a real ZooKeeper (tests/cluster's fixtures). CreateAcls on
+Two broker processes share a real ZooKeeper (this directory's fixtures). CreateAcls on
 broker 1 writes Kafka's znodes (`/kafka-acl/Topic/<name>`, PREFIXED ones under
 `/kafka-acl-extended/prefixed`) and a change notice; broker 2 follows the notice, so its
 DescribeAcls and its Metadata answers change too; DeleteAcls on broker 2 removes the znode.
@@ -14,7 +14,6 @@ import pytest
 from kazoo.client import KazooClient
 
 from tests.cluster.clusterkit import Cluster
-from tests.cluster.conftest import zk_connect, zookeeper  # noqa: F401 (fixtures)
 from wire.registry import ApiKey
 
 pytestmark = pytest.mark.timeout(120)
@@ -36,7 +35,7 @@ def described(cluster: Cluster, node: int) -> set[tuple[str, int]]:
     return {(r["resource_name"], r["pattern_type"]) for r in answer["resources"]}
 
 
-def test_acls_through_zookeeper(tmp_path, zk_connect):  # noqa: F811
+def test_acls_through_zookeeper(tmp_path, zk_connect):
     with Cluster(tmp_path, zk_connect, 2, *ENV) as cluster:
         cluster.create_topic("locked", 1, 2)
         cluster.create_topic("open", 1, 2)
