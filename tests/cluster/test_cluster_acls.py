@@ -3,7 +3,8 @@
 Two broker processes share a real ZooKeeper (this directory's fixtures). CreateAcls on
 broker 1 writes Kafka's znodes (`/kafka-acl/Topic/<name>`, PREFIXED ones under
 `/kafka-acl-extended/prefixed`) and a change notice; broker 2 follows the notice, so its
-DescribeAcls and its Metadata answers change too; DeleteAcls on broker 2 removes the znode.
+DescribeAcls and its Metadata answers change too; DeleteAcls on broker 2 removes the znode;
+a restarted broker starts with the cluster's ACLs.
 """
 
 from __future__ import annotations
@@ -61,5 +62,8 @@ def test_acls_through_zookeeper(tmp_path, zk_connect):
             cluster.wait_for(lambda: described(cluster, 1) == {("pfx-", 4)}, 15, "broker 1 follows the deletion")
             topics = {t["name"]: t["error_code"] for t in cluster.metadata(["locked"], node=1)["topics"]}
             assert topics == {"locked": 0}
+            # A restarted broker reads the cluster's ACLs from ZooKeeper before serving.
+            cluster.brokers[2].restart()
+            assert described(cluster, 2) == {("pfx-", 4)}
         finally:
             zk.stop()
