@@ -4,10 +4,17 @@ report when a client asks for them.
 Why a module of its own: three handlers answer with these sets and handlers never import
 each other. With no authorizer every operation a resource type has is allowed; the
 security issue replaces these constants with the authorizer's answer per principal.
-Bits are Kafka's AclOperation codes.
+Bits are Kafka's AclOperation codes. With an authorizer (authorizer.class.name) the sets
+are the authorizer's answer for the asking connection's principal and host: `topic_operations`,
+`cluster_operations`, `group_operations`.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from server.context import RequestContext
 
 READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE = (
     3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
@@ -19,3 +26,31 @@ CLUSTER_OPERATIONS = sum(1 << op for op in (WRITE, CREATE, ALTER, DESCRIBE, CLUS
 GROUP_OPERATIONS = sum(1 << op for op in (READ, DELETE, DESCRIBE))
 # The field's value when the client did not ask (Integer.MIN_VALUE).
 NOT_REQUESTED = -(1 << 31)
+
+
+def _ops(bits: int):
+    from server.security.acls import AclOperation
+
+    return [AclOperation(op) for op in range(3, 13) if bits & (1 << op)]
+
+
+def _answer(ctx: "RequestContext", bits: int, resource_type: int, name: str) -> int:
+    authorizer = ctx.broker.authorizer
+    if authorizer is None:
+        return bits
+    from server.security.acls import ResourceType
+
+    return authorizer.operations(ctx.session.principal, ctx.session.host, ResourceType(resource_type), name,
+                                 _ops(bits))
+
+
+def topic_operations(ctx: "RequestContext", name: str) -> int:
+    return _answer(ctx, TOPIC_OPERATIONS, 2, name)
+
+
+def cluster_operations(ctx: "RequestContext") -> int:
+    return _answer(ctx, CLUSTER_OPERATIONS, 4, "kafka-cluster")
+
+
+def group_operations(ctx: "RequestContext", group: str) -> int:
+    return _answer(ctx, GROUP_OPERATIONS, 3, group)

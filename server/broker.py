@@ -33,6 +33,7 @@ from server.groups import GroupCoordinator
 from server.partition import AppendOutcome, Partition
 from server.producers import ProducerIdManager
 from server.security.quotas import ClientQuotas
+from server.security.authorizer import Authorizer
 from server.topics import INTERNAL_TOPICS, TopicMeta, TopicRegistry, validate_topic_name
 from server.txn import TransactionCoordinator
 
@@ -64,6 +65,8 @@ class Broker:
         # such as coordinator loads after a leadership change.
         self.nursery: trio.Nursery | None = None
         self.quotas = ClientQuotas(self)  # client quotas (server/security/quotas.py)
+        # None unless authorizer.class.name is set: handlers' checks are then free.
+        self.authorizer = Authorizer.from_config(config, self.data_dir)
         self.cluster = None
         if config.clustered:
             from server.cluster.node import ClusterNode
@@ -142,6 +145,8 @@ class Broker:
             log.info("producer state rebuilt from %d batch headers", headers)
         self.producers.load()
         self.quotas.load()
+        if self.authorizer is not None:
+            self.authorizer.load()
         if self.cluster is None:
             self.groups.load()
             self.txn.load()

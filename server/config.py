@@ -49,6 +49,19 @@ def _replica_selector(text: str) -> str:
     return text
 
 
+AUTHORIZER_CLASSES = ("kafka.security.authorizer.AclAuthorizer",
+                      "org.apache.kafka.metadata.authorizer.StandardAuthorizer")
+
+
+def _authorizer_class(text: str) -> str:
+    """authorizer.class.name: Kafka's authorizer classes all mean the ACL authorizer
+    (server/security/authorizer.py); empty is none; any other class cannot be loaded, as in Kafka."""
+    text = text.strip()
+    if text and text not in AUTHORIZER_CLASSES:
+        raise ValueError(f"unknown authorizer class (known: {', '.join(AUTHORIZER_CLASSES)})")
+    return text
+
+
 def _fsync(text: str) -> str:
     if text not in ("never", "interval", "always"):
         raise ValueError("must be never, interval or always")
@@ -143,6 +156,9 @@ SETTINGS: dict[str, Setting] = {
         _s("transaction.abort.timed.out.transaction.cleanup.interval.ms", int, "10000", "How often transactions past their timeout are aborted."),
         _s("transaction.remove.expired.transaction.cleanup.interval.ms", int, "3600000", "How often expired transactional ids are removed."),
         _s("transaction.partition.verification.enable", _bool, "true", "KIP-890: a transactional batch is accepted only for a partition added to its transaction."),
+        _s("authorizer.class.name", _authorizer_class, "", "Turns authorization on: kafka.security.authorizer.AclAuthorizer or org.apache.kafka.metadata.authorizer.StandardAuthorizer (empty: everything is allowed)."),
+        _s("super.users", str, "", "Principals allowed everything, ';'-separated (User:admin;User:ops)."),
+        _s("allow.everyone.if.no.acl.found", _bool, "false", "Allow an operation on a resource no ACL applies to."),
         _s("shutdown.timeout.ms", int, "10000", "How long in-flight requests get to finish on SIGTERM."),
         # TLS (server/security/tls.py); each may also be set per listener as
         # listener.name.<lower-case name>.ssl.* (Kafka's prefix).

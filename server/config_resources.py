@@ -68,6 +68,23 @@ def duplicated_resources(resources: list[dict]) -> set[tuple[int, str]]:
     return {k for k in keys if keys.count(k) > 1}
 
 
+def check_access(ctx: RequestContext, resource_type: int, name: str, *, alter: bool) -> None:
+    """Kafka: DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED), or
+    on the cluster for a broker or broker logger (CLUSTER_AUTHORIZATION_FAILED)."""
+    if ctx.broker.authorizer is None:
+        return
+    from server.errors import ClusterAuthorizationFailed, TopicAuthorizationFailed
+    from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
+
+    op = AclOperation.ALTER_CONFIGS if alter else AclOperation.DESCRIBE_CONFIGS
+    if resource_type == 2:
+        if not ctx.authorize(op, ResourceType.TOPIC, name):
+            raise TopicAuthorizationFailed(f"not authorized to {op.name} of topic {name}")
+    elif resource_type in (4, 8):
+        if not ctx.authorize(op, ResourceType.CLUSTER, CLUSTER_NAME):
+            raise ClusterAuthorizationFailed(f"not authorized to {op.name} of the cluster")
+
+
 async def answer_resources(ctx: RequestContext, request: dict, alter, what: str) -> dict:
     """One response entry per resource, each applied on its own with `alter(ctx, resource,
     validate_only)`; shared by AlterConfigs and IncrementalAlterConfigs. `alter` may return
@@ -82,6 +99,7 @@ async def answer_resources(ctx: RequestContext, request: dict, alter, what: str)
         try:
             if key in duplicated:
                 raise InvalidRequest("resource appears more than once in the request")
+            check_access(ctx, key[0], key[1], alter=True)
             pending = alter(ctx, resource, validate_only)
             if inspect.isawaitable(pending):
                 await pending

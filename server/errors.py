@@ -71,6 +71,23 @@ class UnknownLeaderEpoch(KafkaError):
     code = ErrorCode.UNKNOWN_LEADER_EPOCH
 
 
+class TopicAuthorizationFailed(KafkaError):
+    """The authorizer refused the operation on the topic (server/security/authorizer.py)."""
+    code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+class GroupAuthorizationFailed(KafkaError):
+    code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
+class ClusterAuthorizationFailed(KafkaError):
+    code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+class TransactionalIdAuthorizationFailed(KafkaError):
+    code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
 class InvalidRecord(KafkaError):
     """Some records of a batch broke a rule of the topic (KIP-467): `record_errors` holds
     (index of the record in its batch, message) for each, so a client fails exactly those

@@ -421,6 +421,15 @@ class JavaClient(Client):
     def describe_topic(self, name) -> TopicDescription:
         return self._description(self._call("describe_topic", name=name))
 
+    def create_acl(self, name: str, pattern: str, principal: str, operation: str, permission: str) -> None:
+        """One topic ACL through Admin.createAcls (Kafka's enum names: LITERAL, READ, ALLOW)."""
+        self._call("create_acl", name=name, pattern=pattern, principal=principal, operation=operation,
+                   permission=permission)
+
+    def describe_acls(self) -> list[dict]:
+        """Every ACL, through Admin.describeAcls(AclBindingFilter.ANY)."""
+        return self._call("describe_acls")["acls"]
+
     def describe_topic_by_id(self, topic_id) -> TopicDescription:
         return self._description(self._call("describe_topic", topic_id=topic_id))
 

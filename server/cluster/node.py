@@ -55,6 +55,7 @@ class ClusterNode:
         from server.cluster.producer_ids import ProducerIdBlocks
         from server.cluster.replication_quota import ReplicationQuota
         from server.cluster.zk import ZooKeeperClient
+        from server.cluster.acls import ZkAcls
 
         self.broker = broker
         self.config = broker.config
@@ -76,6 +77,7 @@ class ClusterNode:
         self.configs = TopicConfigManager(self)
         self.broker_configs = DynamicBrokerConfigs(self)  # /config/brokers (KIP-226)
         self.client_quotas = ClusterClientQuotas(self)  # /config/users, /config/clients, /config/ips
+        self.acls = ZkAcls(self) if broker.authorizer is not None else None  # /kafka-acl
         self.broker_epoch = -1
         self.controller_epoch = 0  # the highest seen (STALE_CONTROLLER_EPOCH below it)
         self.state_lock = trio.Lock()
@@ -117,6 +119,8 @@ class ClusterNode:
             await self.broker_configs.load()  # dynamic broker configs before serving, as Kafka
             await self.client_quotas.load()  # client quotas too
             await scram_store_of(self.broker, self.zk).load_all()  # and SCRAM credentials: logins work at once
+            if self.acls is not None:
+                await self.acls.run()  # the cluster's ACLs before serving, then follow changes
             self.broker_epoch = await self._register()
             log.info("broker %d registered in ZooKeeper (broker epoch %d, cluster %s)", self.node_id,
                      self.broker_epoch, cluster_id)

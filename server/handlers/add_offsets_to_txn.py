@@ -14,6 +14,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.security.acls import AclOperation, ResourceType
 from server.txn.coordinator import for_version
 from server.txn.markers import OFFSETS_TOPIC
 
@@ -26,6 +27,10 @@ log = logging.getLogger("trafka.txn")
 async def handle(ctx: RequestContext, request: dict) -> dict:
     broker = ctx.broker
     group_id = request["group_id"]
+    if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request["transactional_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     if not group_id:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_GROUP_ID}
     tp = (OFFSETS_TOPIC, broker.groups.partition_for(group_id))

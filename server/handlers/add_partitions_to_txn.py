@@ -18,6 +18,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.security.acls import AclOperation, ResourceType
 from server.txn.coordinator import for_version
 
 API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
@@ -37,6 +38,13 @@ async def _one(ctx: RequestContext, tid: str, pid: int, epoch: int, topics: list
     partitions: dict[str, list[int]] = {}
     for t in topics:
         partitions.setdefault(t["name"], []).extend(t["partitions"])
+    if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+        return _results(partitions, lambda t, p: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    denied = {t for t in partitions if not ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, t)}
+    if denied:
+        # Kafka: the denied topics fail, the rest is not attempted.
+        return _results(partitions, lambda t, p: ErrorCode.TOPIC_AUTHORIZATION_FAILED if t in denied
+                        else ErrorCode.OPERATION_NOT_ATTEMPTED)
     unknown = set()
     for topic, indexes in partitions.items():
         for p in indexes:

@@ -27,6 +27,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from server.errors import KafkaError, logged_error_code
 from server.security.client_quotas import entity_of, entity_text, validate_ops
 
@@ -37,6 +38,10 @@ log = logging.getLogger("trafka.admin")
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
+    if not ctx.authorize(AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME):  # Kafka's rule
+        return {"throttle_time_ms": 0, "entries": [
+            {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None, "entity": e["entity"]}
+            for e in request["entries"]]}
     quotas = ctx.broker.quotas
     validate_only = request["validate_only"]
     results = []

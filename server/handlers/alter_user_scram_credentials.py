@@ -17,6 +17,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from server.security.sasl.scram import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS, ScramCredential
 from server.security.sasl.scram_store import store_of
 
@@ -27,6 +28,11 @@ log = logging.getLogger("trafka.handlers.alter_user_scram_credentials")
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
+    if not ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):  # Kafka: ALTER on the cluster
+        names = dict.fromkeys(i["name"] for key in ("deletions", "upsertions") for i in request.get(key) or [])
+        return {"throttle_time_ms": 0, "results": [
+            {"user": name, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None}
+            for name in names]}
     store = store_of(ctx.broker)
     existing = store.users()
     errors: dict[str, tuple[ErrorCode, str]] = {}

@@ -19,6 +19,8 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.errors import TopicAuthorizationFailed
+from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from server.topics import INTERNAL_TOPICS
 from server.errors import (InvalidPartitions, InvalidRequest, KafkaError, PolicyViolation, UnknownTopicOrPartition,
                            logged_error_code)
@@ -101,6 +103,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         try:
             if name in duplicated:
                 raise InvalidRequest(f"topic {name} appears more than once in the request")
+            if not ctx.authorize(AclOperation.ALTER, ResourceType.TOPIC, name):
+                raise TopicAuthorizationFailed(f"not authorized to alter topic {name}")
             if broker.cluster is not None:
                 await _cluster_create(ctx, topic, validate_only, request.get("timeout_ms", 30000))
                 results.append(result)

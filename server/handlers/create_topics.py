@@ -24,6 +24,8 @@ from wire.registry import ApiKey
 
 from server.topics import INTERNAL_TOPICS, validate_topic_name
 from server.context import RequestContext
+from server.errors import TopicAuthorizationFailed
+from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from server.errors import KafkaError, error_code_for
 from server.topic_configs import creatable_topic_configs
 
@@ -134,6 +136,9 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             results.append(result)
             continue
         try:
+            if not ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False) \
+                    and not ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, name):
+                raise TopicAuthorizationFailed(f"not authorized to create topic {name}")
             if broker.cluster is not None:
                 extra, partitions, replication, configs = await _cluster_create(
                     ctx, topic, bool(request.get("validate_only")), request.get("timeout_ms", 30000))

@@ -11,6 +11,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.security.acls import AclOperation, ResourceType
 
 API_KEY = ApiKey.DELETE_GROUPS
 MAY_BLOCK = False
@@ -19,9 +20,13 @@ MAY_BLOCK = False
 async def handle(ctx: RequestContext, request: dict) -> dict:
     names = list(request["groups_names"])
     groups = ctx.broker.groups
+    denied = {name: ErrorCode.GROUP_AUTHORIZATION_FAILED for name in dict.fromkeys(names)
+              if not ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, name)}
+    allowed = [name for name in dict.fromkeys(names) if name not in denied]
     if groups is None:
-        results = {name: ErrorCode.COORDINATOR_NOT_AVAILABLE for name in names}
+        results = {name: ErrorCode.COORDINATOR_NOT_AVAILABLE for name in allowed}
     else:
-        results = await groups.delete_groups(list(dict.fromkeys(names)))
+        results = await groups.delete_groups(allowed) if allowed else {}
+    results.update(denied)
     return {"throttle_time_ms": 0,
             "results": [{"group_id": name, "error_code": results[name]} for name in dict.fromkeys(names)]}

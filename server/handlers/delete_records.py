@@ -23,6 +23,8 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.errors import TopicAuthorizationFailed
+from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from server.topics import INTERNAL_TOPICS
 from server.errors import InvalidTopic, PolicyViolation, logged_error_code
 
@@ -66,6 +68,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             index = item["partition_index"]
             answer = {"partition_index": index, "low_watermark": -1, "error_code": ErrorCode.NONE}
             try:
+                if not ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, name):
+                    raise TopicAuthorizationFailed(f"not authorized to delete records of {name}")
                 answer["low_watermark"] = await _delete(ctx, name, index, item["offset"])
             except Exception as exc:
                 answer["error_code"] = logged_error_code(exc, log, f"DeleteRecords {name}-{index}", ctx.client_id)

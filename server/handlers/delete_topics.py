@@ -16,6 +16,7 @@ from wire.primitives import ZERO_UUID
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from server.topics import INTERNAL_TOPICS
 from server.errors import error_code_for
 
@@ -46,7 +47,9 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                 results.append(result)
                 continue
         meta = broker.topics.get(name) if cache is None else (name if name in cache.topics else None)
-        if meta is None:
+        if not ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, name):
+            result["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif meta is None:
             result["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         elif name in INTERNAL_TOPICS:
             result["error_code"] = ErrorCode.INVALID_TOPIC_EXCEPTION

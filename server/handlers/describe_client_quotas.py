@@ -19,6 +19,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from server.errors import KafkaError, logged_error_code
 from server.security.client_quotas import entity_list
 
@@ -29,6 +30,9 @@ log = logging.getLogger("trafka.admin")
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
+    if not ctx.authorize(AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME):  # Kafka's rule
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None,
+                "entries": None}
     try:
         found = ctx.broker.quotas.configs.describe(request["components"], request["strict"])
     except KafkaError as exc:

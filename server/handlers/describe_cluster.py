@@ -3,7 +3,7 @@
 Implements v0-1. This broker is the whole cluster and answers as its controller too.
 endpoint_type (v1, KIP-919): 1 (brokers) is answered; 2 (controllers) →
 MISMATCHED_ENDPOINT_TYPE, as a Kafka broker endpoint does; anything else →
-UNSUPPORTED_ENDPOINT_TYPE. Authorized operations: everything, when asked (no ACLs).
+UNSUPPORTED_ENDPOINT_TYPE. Authorized operations (KIP-430): the authorizer's answer for the principal, when asked.
 Not implemented: v2 include_fenced_brokers (no fenced brokers exist to include).
 """
 
@@ -13,7 +13,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
-from server.authorized_operations import CLUSTER_OPERATIONS, NOT_REQUESTED
+from server.authorized_operations import NOT_REQUESTED, cluster_operations
 
 API_KEY = ApiKey.DESCRIBE_CLUSTER
 MAY_BLOCK = False
@@ -50,5 +50,5 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             brokers=[{"broker_id": broker.node_id, "host": host, "port": port, "rack": None}],
         )
     if request.get("include_cluster_authorized_operations"):
-        answer["cluster_authorized_operations"] = CLUSTER_OPERATIONS
+        answer["cluster_authorized_operations"] = cluster_operations(ctx)
     return answer

@@ -33,6 +33,7 @@ from wire.registry import ApiKey
 
 from server.topics import validate_topic_name
 from server.config import SETTINGS
+from server.config_resources import check_access
 from server.context import RequestContext
 from server.errors import InvalidRequest, UnknownTopicOrPartition, logged_error_code
 from server.config_resources import broker_id_of, log4j_level, loggers
@@ -141,6 +142,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         result = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": resource["resource_type"],
                   "resource_name": resource["resource_name"], "configs": []}
         try:
+            check_access(ctx, resource["resource_type"], resource["resource_name"], alter=False)
             result["configs"] = await describe(ctx, resource, synonyms, documentation)
         except Exception as exc:
             code = logged_error_code(exc, log, f"DescribeConfigs {resource['resource_type']}/"

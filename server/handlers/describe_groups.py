@@ -5,8 +5,9 @@ Implements v0-5. State names are Kafka's ("Empty", "PreparingRebalance",
 error, as Kafka does before v6; a group this broker does not coordinate answers
 NOT_COORDINATOR, one whose offsets partition is loading COORDINATOR_LOAD_IN_PROGRESS. Member metadata and assignments are only shown while the
 group is Stable (otherwise they are empty and protocol_data is ""), also as Kafka does.
-With include_authorized_operations (v3+) every group allows READ, DELETE and DESCRIBE:
-there are no ACLs.
+Needs DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED). With
+include_authorized_operations (v3+) the authorizer's answer (KIP-430): READ, DELETE and
+DESCRIBE when there is no authorizer.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from __future__ import annotations
 from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
-from server.authorized_operations import GROUP_OPERATIONS, NOT_REQUESTED
+from server.authorized_operations import NOT_REQUESTED, group_operations
 from server.context import RequestContext
+from server.security.acls import AclOperation, ResourceType
 from server.groups import GroupState
 
 API_KEY = ApiKey.DESCRIBE_GROUPS
@@ -23,7 +25,10 @@ MAY_BLOCK = False
 
 
 def _describe(ctx: RequestContext, group_id: str, with_operations: bool) -> dict:
-    operations = GROUP_OPERATIONS if with_operations else NOT_REQUESTED
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "group_id": group_id, "group_state": "",
+                "protocol_type": "", "protocol_data": "", "members": [], "authorized_operations": NOT_REQUESTED}
+    operations = group_operations(ctx, group_id) if with_operations else NOT_REQUESTED
     groups = ctx.broker.groups
     if groups is None:
         return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "group_id": group_id, "group_state": "",

@@ -18,6 +18,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 API_KEY = ApiKey.DESCRIBE_LOG_DIRS
 MAY_BLOCK = False
@@ -53,6 +54,8 @@ def _wanted(broker, request_topics: list[dict] | None) -> dict[str, list[int]]:
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "results": []}
     broker = ctx.broker
     data_dir = str(broker.data_dir.resolve())
     topics = []

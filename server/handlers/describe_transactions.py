@@ -13,13 +13,17 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.security.acls import AclOperation, ResourceType
 
 API_KEY = ApiKey.DESCRIBE_TRANSACTIONS
 MAY_BLOCK = False
 
 
 def _state(ctx: RequestContext, tid: str) -> dict:
-    code, m = ctx.broker.txn.describe(tid)
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid):
+        code, m = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
+    else:
+        code, m = ctx.broker.txn.describe(tid)
     if code != ErrorCode.NONE or m is None:
         return {"error_code": code if code != ErrorCode.NONE else ErrorCode.TRANSACTIONAL_ID_NOT_FOUND,
                 "transactional_id": tid,

@@ -11,6 +11,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from server.security.sasl.scram import NUMBERS
 from server.security.sasl.scram_store import store_of
 
@@ -19,6 +20,9 @@ MAY_BLOCK = False
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):  # Kafka: DESCRIBE on the cluster
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None,
+                "results": []}
     users = store_of(ctx.broker).users()
     wanted = [u["name"] for u in request.get("users") or []]
     results = []

@@ -24,6 +24,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 API_KEY = ApiKey.ELECT_LEADERS
 MAY_BLOCK = True
@@ -35,6 +36,8 @@ _UNKNOWN = "The partition does not exist."
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
+    if not ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        return _answer({}, E.CLUSTER_AUTHORIZATION_FAILED)
     asked = request.get("topic_partitions")
     tps = None if asked is None else [(t["topic"], p) for t in asked for p in t["partitions"]]
     election_type = request.get("election_type", 0) if ctx.api_version >= 1 else 0

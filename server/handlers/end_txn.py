@@ -15,6 +15,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.security.acls import AclOperation, ResourceType
 from server.txn.coordinator import for_version
 
 API_KEY = ApiKey.END_TXN
@@ -26,6 +27,8 @@ log = logging.getLogger("trafka.txn")
 async def handle(ctx: RequestContext, request: dict) -> dict:
     tid = request["transactional_id"]
     commit = request["committed"]
+    if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
     code = await ctx.broker.txn.end_txn(tid, request["producer_id"], request["producer_epoch"], commit)
     if code not in (ErrorCode.NONE, ErrorCode.CONCURRENT_TRANSACTIONS):
         log.info("EndTxn (%s) from %s for %r producer %d epoch %d: %s", "commit" if commit else "abort",

@@ -67,6 +67,7 @@ from wire.registry import ApiKey
 from server.cluster import leader_hints
 from server.cluster.replica_selector import is_rack_aware, preferred_read_replica
 from server.context import RequestContext
+from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from server.errors import KafkaError, error_code_for
 from server.regions import FileRegion
 
@@ -154,7 +155,7 @@ def _diverging(partition, part: dict) -> dict | None:
 
 def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[dict]]], max_bytes: int,
               regions: _Regions | None = None, read_committed: bool = False, replica_id: int = -1,
-              from_follower_ok: bool = False, select_rack: str | None = None):
+              from_follower_ok: bool = False, select_rack: str | None = None, denied: frozenset = frozenset()):
     """One pass over the request: (response topics, bytes of records, answer at once: an
     error, a diverging epoch or a preferred read replica).
 
@@ -177,6 +178,10 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
         results = []
         for part in partitions:
             index = part["partition"]
+            if name in denied:
+                results.append(_partition(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                errors = True
+                continue
             try:
                 partition = partition_for(name, index, part.get("current_leader_epoch", -1), leader_only=leader_only)
             except KafkaError as exc:
@@ -308,6 +313,15 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         replica_id = request.get("replica_id", -1)
     # KIP-392: Kafka gives a consumer's Fetch v11+ client metadata (its rack may be empty)
     from_follower_ok = replica_id < 0 and ctx.api_version >= 11 and broker.cluster is not None
+    denied: frozenset = frozenset()
+    if broker.authorizer is not None:
+        # Kafka: a follower's fetch needs CLUSTER_ACTION, a consumer's READ on each topic.
+        if replica_id >= 0:
+            if not ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+                denied = frozenset(name for name, _id, _parts in topics)
+        else:
+            denied = frozenset(name for name, _id, _parts in topics
+                               if name is not None and not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, name))
     select_rack = None
     if from_follower_ok and request.get("rack_id") and is_rack_aware(broker.config):
         select_rack = request["rack_id"]
@@ -315,7 +329,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         while True:
             regions.release()  # a pass that led to a wait pinned nothing we still need
             responses, total, errors = _read_all(ctx, topics, max_bytes, regions, read_committed, replica_id,
-                                                 from_follower_ok, select_rack)
+                                                 from_follower_ok, select_rack, denied)
             remaining = deadline - trio.current_time()
             if total >= min_bytes or errors or remaining <= 0 or broker.shutting_down:
                 break

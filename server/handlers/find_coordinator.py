@@ -17,6 +17,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.security.acls import AclOperation, ResourceType
 from server.coordinator_log import partition_for_key
 
 log = logging.getLogger("trafka.coordinator")
@@ -69,11 +70,24 @@ def _answer(ctx: RequestContext, key: str, key_type: int) -> dict:
     return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": code, "error_message": message}
 
 
+def _denied(ctx: RequestContext, key: str, key_type: int) -> ErrorCode | None:
+    """Kafka: DESCRIBE on the group or the transactional id the coordinator is asked for."""
+    if key_type == GROUP and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    if key_type == TRANSACTION and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    return None
+
+
 async def handle(ctx: RequestContext, request: dict) -> dict:
     key_type = request.get("key_type", GROUP)
     clustered = ctx.broker.cluster is not None and key_type in (GROUP, TRANSACTION)
 
     async def answer_for(key: str) -> dict:
+        denied = _denied(ctx, key, key_type)
+        if denied is not None:
+            return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": denied,
+                    "error_message": denied.name}
         return await _cluster_answer(ctx, key, key_type) if clustered else _answer(ctx, key, key_type)
 
     if ctx.api_version >= 4:

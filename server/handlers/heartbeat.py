@@ -11,6 +11,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.security.acls import AclOperation, ResourceType
 
 API_KEY = ApiKey.HEARTBEAT
 MAY_BLOCK = False
@@ -18,6 +19,8 @@ MAY_BLOCK = False
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
     groups = ctx.broker.groups
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     if groups is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
     code = groups.heartbeat(group_id=request["group_id"], generation_id=request["generation_id"],

@@ -20,6 +20,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from server.txn.coordinator import for_version
 from server.errors import KafkaError
 
@@ -29,8 +30,27 @@ MAY_BLOCK = False
 log = logging.getLogger("trafka.producers")
 
 
+def _denied(ctx: RequestContext, tid: str | None) -> ErrorCode | None:
+    """Kafka: WRITE on the transactional id; an idempotent producer needs IDEMPOTENT_WRITE
+    on the cluster or WRITE on at least one topic."""
+    if tid is not None:
+        if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return None
+    authorizer = ctx.broker.authorizer
+    if authorizer is None or ctx.authorize(AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME,
+                                           log_denied=False):
+        return None
+    if authorizer.authorize_any(ctx.session.principal, ctx.session.host, AclOperation.WRITE, ResourceType.TOPIC):
+        return None
+    return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
 async def handle(ctx: RequestContext, request: dict) -> dict:
     tid = request.get("transactional_id")
+    denied = _denied(ctx, tid)
+    if denied is not None:
+        return {"throttle_time_ms": 0, "error_code": denied, "producer_id": -1, "producer_epoch": -1}
     if tid is not None:
         result = await ctx.broker.txn.init_producer_id(tid, request["transaction_timeout_ms"],
                                                        request.get("producer_id", -1), request.get("producer_epoch", -1))

@@ -14,6 +14,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.security.acls import AclOperation, ResourceType
 
 API_KEY = ApiKey.JOIN_GROUP
 MAY_BLOCK = True  # the answer waits for the rebalance
@@ -22,6 +23,9 @@ MAY_BLOCK = True  # the answer waits for the rebalance
 async def handle(ctx: RequestContext, request: dict) -> dict:
     version = ctx.api_version
     groups = ctx.broker.groups
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request["group_id"]):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "protocol_name": "" if version < 7 else None,
+                "leader": "", "member_id": request["member_id"], "members": []}
     if groups is None:
         return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "protocol_name": "" if version < 7 else None,
                 "leader": "", "member_id": request["member_id"], "members": []}

@@ -13,12 +13,15 @@ from wire.primitives import ZERO_UUID
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 API_KEY = ApiKey.LEADER_AND_ISR
 MAY_BLOCK = False
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
+    if not ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "partition_errors": [], "topics": []}
     node = ctx.broker.cluster
     version = ctx.api_version
     if node is None:

@@ -13,6 +13,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.security.acls import AclOperation, ResourceType
 
 API_KEY = ApiKey.LEAVE_GROUP
 MAY_BLOCK = False
@@ -30,7 +31,9 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         for m in request.get("members") or []:
             if m.get("reason"):
                 log.info("group %s: %s leaves: %s", group_id, m["member_id"] or m.get("group_instance_id"), m["reason"])
-    if groups is None:
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id):
+        top, errors = ErrorCode.GROUP_AUTHORIZATION_FAILED, [ErrorCode.GROUP_AUTHORIZATION_FAILED] * len(leaving)
+    elif groups is None:
         top, errors = ErrorCode.COORDINATOR_NOT_AVAILABLE, [ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(leaving)
     else:
         top, errors = groups.leave_group(group_id, leaving)

@@ -12,6 +12,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 API_KEY = ApiKey.LIST_GROUPS
 MAY_BLOCK = False
@@ -27,6 +28,10 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         states={s.lower() for s in states} if states else None,
         types={t.lower() for t in types} if types else None,
     )
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False):
+        # Kafka: without DESCRIBE on the cluster, the groups the principal may DESCRIBE.
+        listed = [g for g in listed
+                  if ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id, log_denied=False)]
     return {
         "throttle_time_ms": 0,
         "error_code": code,

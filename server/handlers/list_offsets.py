@@ -16,6 +16,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.security.acls import AclOperation, ResourceType
 from server.errors import InvalidRequest, error_code_for
 
 API_KEY = ApiKey.LIST_OFFSETS
@@ -58,6 +59,10 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     for topic in request["topics"]:
         name = topic["name"]
         answers = []
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            topics.append({"name": name, "partitions": [_answer(p["partition_index"], ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                                                        for p in topic["partitions"]]})
+            continue
         for part in topic["partitions"]:
             index = part["partition_index"]
             timestamp = part["timestamp"]

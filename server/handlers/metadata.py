@@ -28,13 +28,26 @@ from wire.primitives import ZERO_UUID
 from wire.registry import ApiKey
 
 from server.topics import INTERNAL_TOPICS, validate_topic_name
-from server.authorized_operations import CLUSTER_OPERATIONS, NOT_REQUESTED, TOPIC_OPERATIONS
+from server.authorized_operations import NOT_REQUESTED, cluster_operations, topic_operations
+from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from server.context import RequestContext
 from server.errors import KafkaError
 
 API_KEY = ApiKey.METADATA
 MAY_BLOCK = False
 
+
+
+def _visible(ctx: RequestContext, name: str) -> bool:
+    """Kafka leaves topics the principal may not DESCRIBE out of an all-topics answer
+    (without logging each denial)."""
+    return ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name, log_denied=False)
+
+
+def _may_create(ctx: RequestContext, name: str) -> bool:
+    """Auto-creation needs CREATE on the cluster or on the topic (Kafka's KafkaApis)."""
+    return ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False) \
+        or ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, name)
 
 
 def topic_entry(ctx: RequestContext, name: str, with_ops: bool) -> dict:
@@ -50,7 +63,7 @@ def topic_entry(ctx: RequestContext, name: str, with_ops: bool) -> dict:
             _partition_entry(partitions[(name, p)])
             for p in range(meta.partitions)
         ],
-        "topic_authorized_operations": TOPIC_OPERATIONS if with_ops else NOT_REQUESTED,
+        "topic_authorized_operations": topic_operations(ctx, name) if with_ops else NOT_REQUESTED,
     }
 
 
@@ -70,7 +83,7 @@ def error_entry(name: str | None, code: ErrorCode, topic_id: uuid.UUID = ZERO_UU
     return {"error_code": code, "name": name, "topic_id": topic_id, "is_internal": False, "partitions": []}
 
 
-def _cluster_topic_entry(cache, name: str, with_ops: bool) -> dict:
+def _cluster_topic_entry(ctx: RequestContext, cache, name: str, with_ops: bool) -> dict:
     partitions = []
     for index, info in sorted(cache.topics.get(name, {}).items()):
         alive = info.leader >= 0 and cache.alive(info.leader)
@@ -85,7 +98,7 @@ def _cluster_topic_entry(cache, name: str, with_ops: bool) -> dict:
         })
     return {"error_code": ErrorCode.NONE, "name": name, "topic_id": cache.topic_ids.get(name, ZERO_UUID),
             "is_internal": name in INTERNAL_TOPICS, "partitions": partitions,
-            "topic_authorized_operations": TOPIC_OPERATIONS if with_ops else NOT_REQUESTED}
+            "topic_authorized_operations": topic_operations(ctx, name) if with_ops else NOT_REQUESTED}
 
 
 def _cluster_brokers(cache, listener: str | None) -> list[dict]:
@@ -107,7 +120,7 @@ async def _cluster_handle(ctx: RequestContext, request: dict) -> dict:
     with_ops = bool(request.get("include_topic_authorized_operations"))
     requested = request.get("topics")
     if requested is None or (version == 0 and not requested):
-        topics = [_cluster_topic_entry(cache, n, with_ops) for n in sorted(cache.topics)]
+        topics = [_cluster_topic_entry(ctx, cache, n, with_ops) for n in sorted(cache.topics) if _visible(ctx, n)]
     else:
         allow_create = request.get("allow_auto_topic_creation", True) if version >= 4 else True
         topics = []
@@ -119,15 +132,19 @@ async def _cluster_handle(ctx: RequestContext, request: dict) -> dict:
                 if name is None:
                     topics.append(error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id))
                     continue
+            if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                topics.append(error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, topic_id))
+                continue
             if name in cache.topics:
-                topics.append(_cluster_topic_entry(cache, name, with_ops))
+                topics.append(_cluster_topic_entry(ctx, cache, name, with_ops))
                 continue
             try:
                 validate_topic_name(name)
             except KafkaError:
                 topics.append(error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
                 continue
-            if allow_create and name not in INTERNAL_TOPICS and broker.config.get("auto.create.topics.enable"):
+            if allow_create and name not in INTERNAL_TOPICS and broker.config.get("auto.create.topics.enable") \
+                    and _may_create(ctx, name):
                 try:
                     await node.auto_create_topic(name)
                     topics.append(error_entry(name, ErrorCode.LEADER_NOT_AVAILABLE))
@@ -141,7 +158,7 @@ async def _cluster_handle(ctx: RequestContext, request: dict) -> dict:
         "cluster_id": broker.cluster_id,
         "controller_id": cache.controller_id,
         "topics": topics,
-        "cluster_authorized_operations": CLUSTER_OPERATIONS
+        "cluster_authorized_operations": cluster_operations(ctx)
         if request.get("include_cluster_authorized_operations")
         else NOT_REQUESTED,
     }
@@ -155,7 +172,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     with_ops = bool(request.get("include_topic_authorized_operations"))
     requested = request.get("topics")
     if requested is None or (version == 0 and not requested):
-        names = [n for n in broker.topics]
+        names = [n for n in broker.topics if _visible(ctx, n)]
         topics = [topic_entry(ctx, n, with_ops) for n in sorted(names)]
     else:
         allow_create = request.get("allow_auto_topic_creation", True) if version >= 4 else True
@@ -168,6 +185,9 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                 if name is None:
                     topics.append(error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id))
                     continue
+            if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                topics.append(error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, topic_id))
+                continue
             if name in broker.topics:
                 topics.append(topic_entry(ctx, name, with_ops))
                 continue
@@ -177,7 +197,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                 topics.append(error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
                 continue
             try:
-                created = broker.maybe_auto_create(name) if allow_create and name not in INTERNAL_TOPICS else None
+                created = broker.maybe_auto_create(name) \
+                    if allow_create and name not in INTERNAL_TOPICS and _may_create(ctx, name) else None
             except KafkaError as exc:
                 topics.append(error_entry(name, exc.code))
                 continue
@@ -192,7 +213,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
         "topics": topics,
-        "cluster_authorized_operations": CLUSTER_OPERATIONS
+        "cluster_authorized_operations": cluster_operations(ctx)
         if request.get("include_cluster_authorized_operations")
         else NOT_REQUESTED,
     }

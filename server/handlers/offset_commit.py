@@ -16,6 +16,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.security.acls import AclOperation, ResourceType
 from server.groups import CommittedOffset
 
 API_KEY = ApiKey.OFFSET_COMMIT
@@ -29,7 +30,19 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         for p in topic["partitions"]:
             offsets[(topic["name"], p["partition_index"])] = CommittedOffset(
                 p["committed_offset"], p.get("committed_leader_epoch", -1), p.get("committed_metadata") or "")
-    if groups is None:
+    # Kafka: READ on the group, then READ on each topic; denied partitions are not committed.
+    denied: dict[tuple[str, int], ErrorCode] = {}
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request["group_id"]):
+        denied = {tp: ErrorCode.GROUP_AUTHORIZATION_FAILED for tp in offsets}
+    else:
+        for name in {tp[0] for tp in offsets}:
+            if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, name):
+                denied.update((tp, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for tp in offsets if tp[0] == name)
+    if denied:
+        offsets = {tp: o for tp, o in offsets.items() if tp not in denied}
+    if denied and not offsets:
+        results = {}
+    elif groups is None:
         results = {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in offsets}
     else:
         results = await groups.commit_offsets(
@@ -39,6 +52,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             group_instance_id=request.get("group_instance_id"),
             offsets=offsets,
         )
+    results = {**results, **denied}
     return {
         "throttle_time_ms": 0,
         "topics": [{"name": topic["name"],

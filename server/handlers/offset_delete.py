@@ -12,6 +12,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.security.acls import AclOperation, ResourceType
 from server.errors import KafkaError
 
 API_KEY = ApiKey.OFFSET_DELETE
@@ -20,6 +21,8 @@ MAY_BLOCK = False
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
     groups = ctx.broker.groups
+    if not ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, request["group_id"]):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "throttle_time_ms": 0, "topics": []}
     if groups is None:
         return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "throttle_time_ms": 0, "topics": []}
     errors: dict[tuple[str, int], ErrorCode] = {}
@@ -27,6 +30,9 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     for topic in request["topics"]:
         for p in topic["partitions"]:
             tp = (topic["name"], p["partition_index"])
+            if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, tp[0]):
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             try:
                 ctx.broker.partition(*tp)
             except KafkaError as exc:

@@ -16,6 +16,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.security.acls import AclOperation, ResourceType
 
 API_KEY = ApiKey.OFFSET_FETCH
 MAY_BLOCK = False
@@ -24,6 +25,13 @@ MAY_BLOCK = False
 def _fetch_group(ctx: RequestContext, group_id: str, topics: list[dict] | None,
                  require_stable: bool) -> tuple[ErrorCode, list[dict]]:
     groups = ctx.broker.groups
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        if ctx.api_version >= 2:
+            return code, []
+        return code, [{"name": t["name"], "partitions": [
+            {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
+             "error_code": code} for p in t["partition_indexes"]]} for t in topics or []]
     if groups is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
     wanted = None if topics is None else [(t["name"], p) for t in topics for p in t["partition_indexes"]]
@@ -49,6 +57,18 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics: list[dict] | None,
             "metadata": committed.metadata if committed else "",
             "error_code": ErrorCode.UNSTABLE_OFFSET_COMMIT if tp in unstable else ErrorCode.NONE,
         })
+    if ctx.broker.authorizer is not None:
+        # Kafka: topics the principal may not DESCRIBE are left out of an all-topics answer
+        # and answer TOPIC_AUTHORIZATION_FAILED when named.
+        for name in list(by_topic):
+            if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name, log_denied=topics is not None):
+                continue
+            if topics is None:
+                del by_topic[name]
+            else:
+                for part in by_topic[name]:
+                    part.update(committed_offset=-1, committed_leader_epoch=-1, metadata="",
+                                error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     return code, [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
 
 

@@ -16,6 +16,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from server.errors import error_code_for
 
 API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
@@ -25,9 +26,16 @@ MAY_BLOCK = False
 async def handle(ctx: RequestContext, request: dict) -> dict:
     broker = ctx.broker
     topics = []
+    # Kafka: a follower (CLUSTER_ACTION) may ask about any topic, a client needs DESCRIBE.
+    follower = ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False)
     for topic in request["topics"]:
         name = topic["topic"]
         answers = []
+        if not follower and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            topics.append({"topic": name, "partitions": [
+                {"partition": p["partition"], "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "leader_epoch": -1,
+                 "end_offset": -1} for p in topic["partitions"]]})
+            continue
         for part in topic["partitions"]:
             index = part["partition"]
             answer = {"partition": index, "error_code": ErrorCode.NONE, "leader_epoch": -1, "end_offset": -1}

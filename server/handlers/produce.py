@@ -45,6 +45,7 @@ from wire.registry import ApiKey
 
 from server.cluster import leader_hints
 from server.context import RequestContext
+from server.security.acls import AclOperation, ResourceType
 from server.delayed import DelayedResponse
 from server.topics import INTERNAL_TOPICS
 from server.errors import InvalidRecord, InvalidTopic, KafkaError, logged_error_code
@@ -212,11 +213,24 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
                                                         for p in t["partition_data"]]}
             for t in request["topic_data"]
         ]
+    elif transactional_id is not None and not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                                            transactional_id):
+        responses = [
+            {"name": t["name"], "partition_responses": [
+                _partition_response(p["index"], ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                for p in t["partition_data"]]}
+            for t in request["topic_data"]
+        ]
     else:
         responses = []
         waits: list | None = [] if acks == -1 and ctx.broker.cluster is not None else None
         for topic_data in request["topic_data"]:
             name = topic_data["name"]
+            if not ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, name):
+                responses.append({"name": name, "partition_responses": [
+                    _partition_response(p["index"], ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                    for p in topic_data["partition_data"]]})
+                continue
             partitions = [await _produce_partition(ctx, name, p["index"], p["records"], transactional_id, waits)
                           for p in topic_data["partition_data"]]
             responses.append({"name": name, "partition_responses": partitions})

@@ -12,6 +12,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.security.acls import AclOperation, ResourceType
 
 API_KEY = ApiKey.SYNC_GROUP
 MAY_BLOCK = True  # followers wait for the leader
@@ -19,6 +20,8 @@ MAY_BLOCK = True  # followers wait for the leader
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
     groups = ctx.broker.groups
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request["group_id"]):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "assignment": b""}
     if groups is None:
         return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "assignment": b""}
     assignments: dict[str, bytes] = {}

@@ -22,6 +22,7 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.security.acls import AclOperation, ResourceType
 from server.groups import OFFSETS_TOPIC, CommittedOffset
 
 API_KEY = ApiKey.TXN_OFFSET_COMMIT
@@ -47,8 +48,14 @@ async def _commit(ctx: RequestContext, request: dict,
     # before the coordinator), so a typo does not cost a verification.
     results: dict[tuple[str, int], ErrorCode] = {}
     known: dict[tuple[str, int], CommittedOffset] = {}
+    if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request["transactional_id"]):
+        return {tp: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in offsets}
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request["group_id"]):
+        return {tp: ErrorCode.GROUP_AUTHORIZATION_FAILED for tp in offsets}
     for tp, committed in offsets.items():
-        if not broker.partition_exists(*tp):  # in a cluster: the metadata cache
+        if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, tp[0]):
+            results[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif not broker.partition_exists(*tp):  # in a cluster: the metadata cache
             results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         else:
             known[tp] = committed

@@ -11,12 +11,15 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 API_KEY = ApiKey.UPDATE_METADATA
 MAY_BLOCK = False
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
+    if not ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
     node = ctx.broker.cluster
     if node is None:
         return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH}

@@ -10,9 +10,11 @@ cluster, where coordinators send it to other brokers.
 
 from __future__ import annotations
 
+from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from server.txn.markers import write_marker
 
 API_KEY = ApiKey.WRITE_TXN_MARKERS
@@ -21,6 +23,7 @@ MAY_BLOCK = False
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
     broker = ctx.broker
+    allowed = ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
     markers = []
     for marker in request["markers"]:
         pid, epoch = marker["producer_id"], marker["producer_epoch"]
@@ -29,7 +32,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         for topic in marker["topics"]:
             partitions = []
             for index in topic["partition_indexes"]:
-                code = await write_marker(broker, topic["name"], index, pid, epoch, commit, coordinator_epoch)
+                code = await write_marker(broker, topic["name"], index, pid, epoch, commit, coordinator_epoch) \
+                    if allowed else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
                 partitions.append({"partition_index": index, "error_code": code})
             topics.append({"name": topic["name"], "partitions": partitions})
         markers.append({"producer_id": pid, "topics": topics})

@@ -354,6 +354,8 @@ def aio_request_frame(struct, correlation_id: int = 21, client_id: str = "aio") 
 AIO_KNOWN_BAD = {
     (2, 4, "request"): "aiokafka's OffsetRequest_v4 declares current_leader_epoch int64; Kafka: int32",
     (2, 5, "request"): "aiokafka's OffsetRequest_v5 declares current_leader_epoch int64; Kafka: int32",
+    (29, 2, "request"): "aiokafka's DescribeAclsRequest_v2 is its v1 schema; Kafka's v2 is flexible",
+    (29, 2, "response"): "aiokafka's DescribeAclsResponse_v2 is its v1 schema; Kafka's v2 is flexible",
 }
 
 

@@ -80,6 +80,14 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.IsolationLevel;
+import org.apache.kafka.common.acl.AccessControlEntry;
+import org.apache.kafka.common.acl.AclBinding;
+import org.apache.kafka.common.acl.AclBindingFilter;
+import org.apache.kafka.common.acl.AclOperation;
+import org.apache.kafka.common.acl.AclPermissionType;
+import org.apache.kafka.common.resource.PatternType;
+import org.apache.kafka.common.resource.ResourcePattern;
+import org.apache.kafka.common.resource.ResourceType;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.PartitionInfo;
@@ -399,6 +407,8 @@ public final class TrafkaCompat {
                 case "alter_client_quotas": return alterClientQuotas(r);
                 case "describe_client_quotas": return describeClientQuotas(r);
                 case "describe_topic": return describeTopic(r);
+                case "create_acl": return createAcl(r);
+                case "describe_acls": return describeAcls();
                 case "produce": return produce(r);
                 case "consume": return consume(r);
                 case "commit": return commit(r);
@@ -583,6 +593,38 @@ public final class TrafkaCompat {
         }
 
         /** By name, or by topic id (KIP-516: Admin.describeTopics(TopicCollection.ofTopicIds)). */
+        // ACLs on topics (create_acl: one binding; describe_acls: every binding, as Kafka's
+        // AclBinding strings' parts)
+        JsonObject createAcl(JsonObject r) throws Exception {
+            AclBinding binding = new AclBinding(
+                new ResourcePattern(ResourceType.TOPIC, r.get("name").getAsString(),
+                                    PatternType.valueOf(r.get("pattern").getAsString())),
+                new AccessControlEntry(r.get("principal").getAsString(), "*",
+                                       AclOperation.valueOf(r.get("operation").getAsString()),
+                                       AclPermissionType.valueOf(r.get("permission").getAsString())));
+            admin().createAcls(List.of(binding)).all().get(ADMIN_TIMEOUT_S, TimeUnit.SECONDS);
+            return new JsonObject();
+        }
+
+        JsonObject describeAcls() throws Exception {
+            JsonArray acls = new JsonArray();
+            for (AclBinding b : admin().describeAcls(AclBindingFilter.ANY).values()
+                    .get(ADMIN_TIMEOUT_S, TimeUnit.SECONDS)) {
+                JsonObject a = new JsonObject();
+                a.addProperty("resource_type", b.pattern().resourceType().name());
+                a.addProperty("name", b.pattern().name());
+                a.addProperty("pattern", b.pattern().patternType().name());
+                a.addProperty("principal", b.entry().principal());
+                a.addProperty("host", b.entry().host());
+                a.addProperty("operation", b.entry().operation().name());
+                a.addProperty("permission", b.entry().permissionType().name());
+                acls.add(a);
+            }
+            JsonObject o = new JsonObject();
+            o.add("acls", acls);
+            return o;
+        }
+
         JsonObject describeTopic(JsonObject r) throws Exception {
             TopicDescription d;
             if (present(r, "topic_id")) {
