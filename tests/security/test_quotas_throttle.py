@@ -56,9 +56,10 @@ def client(name: str) -> list[dict]:
 
 
 def produce_for(broker, topic: str, client_id: str, seconds: float, throttles: list,
-                limit: int | None = None) -> list[tuple[float, int]]:
+                limit: int | None = None, config: dict | None = None) -> list[tuple[float, int]]:
     """Produce incompressible 1000-byte values as fast as the producer takes them for
-    `seconds` (or `limit` messages); returns (time, bytes) of every delivered message."""
+    `seconds` (or `limit` messages); returns (time, bytes) of every delivered message.
+    `config`: more client settings (another listener's bootstrap, SASL)."""
     delivered: list[tuple[float, int]] = []
 
     def on_delivery(err, msg):
@@ -67,7 +68,7 @@ def produce_for(broker, topic: str, client_id: str, seconds: float, throttles: l
 
     producer = Producer({"bootstrap.servers": broker.bootstrap, "client.id": client_id, "linger.ms": 5,
                          "batch.size": 16384, "queue.buffering.max.kbytes": 256, "compression.type": "none",
-                         "throttle_cb": lambda event: throttles.append(event.throttle_time)})
+                         "throttle_cb": lambda event: throttles.append(event.throttle_time), **(config or {})})
     payload = os.urandom(VALUE)
     end = time.monotonic() + seconds
     count = 0
