@@ -249,7 +249,7 @@ class SaslSslBroker:
             "--set", f"listeners=PLAINTEXT://127.0.0.1:{p},SASL_SSL://127.0.0.1:{self.sasl_ssl_port},"
                      f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_plain_port}",
             "--set", "inter.broker.listener.name=PLAINTEXT",
-            "--set", "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+            "--set", "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
             "--set", f"sasl.jaas.config={PLAIN_JAAS}",
             "--set", "ssl.keystore.type=PEM", "--set", f"ssl.keystore.location={keystore}",
             "--set", "ssl.key.password=keypass",

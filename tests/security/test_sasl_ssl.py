@@ -1,6 +1,6 @@
 """SASL_SSL: SASL inside TLS, on one listener, with every stock client that speaks it —
 confluent-kafka, kafka-python, aiokafka, kcat and the Java client (kafka-clients 3.9.2,
-what Spark's connector runs) — with PLAIN and SCRAM. The Java client also logs in over
+what Spark's connector runs) — with PLAIN and SCRAM, and OAUTHBEARER (confluent-kafka). The Java client also logs in over
 SASL_PLAINTEXT. Certificates are made by the test (tests/security/certs.py); SCRAM's user
 is created through AlterUserScramCredentials by an admin that logged in with PLAIN over
 SASL_SSL."""
@@ -176,3 +176,31 @@ def test_java_client(setup, protocol, mechanism):
         assert [r.value for r in java.consume(topic, 5, group=f"g-{topic}")] == [b"j%d" % i for i in range(5)]
     finally:
         java.close()
+
+
+def test_oauthbearer_over_sasl_ssl(setup):
+    """The third mechanism inside TLS: Kafka's unsecured JWS (development default), librdkafka's
+    unsecure-JWT mode."""
+    import confluent_kafka
+
+    conf = {"bootstrap.servers": setup.bootstrap, "security.protocol": "SASL_SSL",
+            "ssl.ca.location": str(setup.ca.cert_pem), "sasl.mechanisms": "OAUTHBEARER",
+            "sasl.oauthbearer.config": "principal=carol", "enable.sasl.oauthbearer.unsecure.jwt": True}
+    topic = f"sasl-ssl-oauth-{uuid.uuid4().hex[:6]}"
+    producer = confluent_kafka.Producer({**conf, "message.timeout.ms": 10000})
+    errors: list = []
+    producer.produce(topic, b"o1", on_delivery=lambda e, m: errors.append(e))
+    assert producer.flush(15) == 0 and errors == [None], errors
+    consumer = confluent_kafka.Consumer({**conf, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([topic])
+        got = None
+        for _ in range(40):
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                got = msg.value()
+                break
+    finally:
+        consumer.close()
+    assert got == b"o1"
+    assert "authenticated as User:carol with OAUTHBEARER" in setup.broker.log_tail(400)
