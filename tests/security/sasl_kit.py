@@ -34,10 +34,26 @@ def sasl_broker(data_dir: Path, *extra: str, mechanisms: str = ALL_MECHANISMS) -
         "--set", f"listener.name.sasl_plaintext.plain.sasl.jaas.config={PLAIN_JAAS}", *extra, port=port)
 
 
-def client_conf(broker: BrokerProcess, mechanism: str, user: str, password: str) -> dict:
-    """librdkafka (confluent-kafka) settings for a SASL_PLAINTEXT connection."""
-    return {"bootstrap.servers": broker.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+def client_conf(broker, mechanism: str, user: str, password: str) -> dict:
+    """librdkafka (confluent-kafka) settings for a SASL_PLAINTEXT connection, or SASL_SSL
+    when `broker` has a `ca_pem` (SaslSslBroker)."""
+    conf = {"bootstrap.servers": broker.bootstrap, "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanisms": mechanism, "sasl.username": user, "sasl.password": password}
+    if _ca(broker):
+        conf.update({"security.protocol": "SASL_SSL", "ssl.ca.location": _ca(broker)})
+    return conf
+
+
+def _ca(broker) -> str | None:
+    ca = getattr(broker, "ca_pem", None)
+    return str(ca) if ca else None
+
+
+def python_conf(broker, mechanism: str, user: str, password: str) -> dict:
+    """kafka-python / aiokafka keyword settings (aiokafka takes the CA as an ssl_context:
+    see roundtrip_aiokafka)."""
+    return dict(bootstrap_servers=broker.bootstrap, security_protocol="SASL_SSL" if _ca(broker) else "SASL_PLAINTEXT",
+                sasl_mechanism=mechanism, sasl_plain_username=user, sasl_plain_password=password)
 
 
 _cids = itertools.count(1)
@@ -158,8 +174,9 @@ def roundtrip_kafka_python(broker: BrokerProcess, mechanism: str, user: str, pas
                            topic: str) -> list[bytes]:
     import kafka
 
-    conf = dict(bootstrap_servers=broker.bootstrap, security_protocol="SASL_PLAINTEXT", sasl_mechanism=mechanism,
-                sasl_plain_username=user, sasl_plain_password=password)
+    conf = python_conf(broker, mechanism, user, password)
+    if _ca(broker):
+        conf["ssl_cafile"] = _ca(broker)
     producer = kafka.KafkaProducer(**conf, request_timeout_ms=10000)
     try:
         for i in range(3):
@@ -184,10 +201,13 @@ def roundtrip_aiokafka(broker: BrokerProcess, mechanism: str, user: str, passwor
 
     import aiokafka
 
-    conf = dict(bootstrap_servers=broker.bootstrap, security_protocol="SASL_PLAINTEXT", sasl_mechanism=mechanism,
-                sasl_plain_username=user, sasl_plain_password=password)
+    conf = python_conf(broker, mechanism, user, password)
 
     async def run() -> list[bytes]:
+        if _ca(broker):
+            from aiokafka.helpers import create_ssl_context
+
+            conf["ssl_context"] = create_ssl_context(cafile=_ca(broker))
         producer = aiokafka.AIOKafkaProducer(**conf, request_timeout_ms=10000)
         await producer.start()
         try:
@@ -213,8 +233,10 @@ def roundtrip_aiokafka(broker: BrokerProcess, mechanism: str, user: str, passwor
 
 
 def roundtrip_kcat(broker: BrokerProcess, mechanism: str, user: str, password: str, topic: str) -> list[bytes]:
-    auth = ["-b", broker.bootstrap, "-X", "security.protocol=SASL_PLAINTEXT", "-X", f"sasl.mechanisms={mechanism}",
-            "-X", f"sasl.username={user}", "-X", f"sasl.password={password}"]
+    conf = client_conf(broker, mechanism, user, password)
+    auth = ["-b", conf.pop("bootstrap.servers")]
+    for key, value in conf.items():
+        auth += ["-X", f"{key}={value}"]
     lines = b"".join(f"{user}-{i}\n".encode() for i in range(3))
     produced = kcat(*auth, "-P", "-t", topic, stdin=lines)
     assert produced.returncode == 0, produced.stderr.decode()
@@ -259,10 +281,12 @@ class SaslSslBroker:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.sasl_ssl_port}"
 
+    @property
+    def ca_pem(self):
+        return self.ca.cert_pem
+
     def librdkafka(self, mechanism: str, user: str, password: str) -> dict:
-        return {"bootstrap.servers": self.bootstrap, "security.protocol": "SASL_SSL",
-                "ssl.ca.location": str(self.ca.cert_pem), "sasl.mechanisms": mechanism,
-                "sasl.username": user, "sasl.password": password}
+        return client_conf(self, mechanism, user, password)
 
     def create_bob(self) -> None:
         """SCRAM-SHA-256/512 user bob, through confluent-kafka's AdminClient logged in with
