@@ -1,0 +1,118 @@
+"""Authorization checks where Trafka differed from Kafka 3.9's KafkaApis (tests/security/README.md
+has the whole review). One broker process with the authorizer on; every connection is
+User:ANONYMOUS, so the broker allows everyone where a resource has no ACLs, and an ACL for
+User:alice on a resource is what takes ANONYMOUS's access to it away (tests/security/test_acls_clients.py).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
+                                   NewTopic, ResourcePatternType, ResourceType)
+
+from tests.brokerproc import BrokerProcess, raw_request
+from wire.primitives import ZERO_UUID
+from wire.records import Record, build_batch
+
+pytestmark = pytest.mark.timeout(120)
+
+ANY_FILTER = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+                              AclPermissionType.ANY)
+NONE, TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION, TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 0, 29, 3, 53
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    with BrokerProcess(tmp_path_factory.mktemp("acl-rules") / "data",
+                       "--set", "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
+                       "--set", "allow.everyone.if.no.acl.found=true") as b:
+        yield b
+
+
+@pytest.fixture
+def admin(broker):
+    client = AdminClient({"bootstrap.servers": broker.bootstrap})
+    yield client
+    client.delete_acls([ANY_FILTER])[ANY_FILTER].result(timeout=10)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def alice_only(admin: AdminClient, resource_type: ResourceType, name: str, op: AclOperation) -> None:
+    """An ALLOW for User:alice: the resource now has ACLs, none of them ANONYMOUS's."""
+    binding = AclBinding(resource_type, name, ResourcePatternType.LITERAL, "User:alice", "*", op,
+                         AclPermissionType.ALLOW)
+    for future in admin.create_acls([binding]).values():
+        future.result(timeout=10)
+
+
+def make_topic(admin: AdminClient, name: str) -> str:
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(timeout=10)
+    return name
+
+
+def produce(broker, topic: str, batch: bytes, transactional_id: str | None) -> int:
+    body = {"transactional_id": transactional_id, "acks": 1, "timeout_ms": 5000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": bytes(batch)}]}]}
+    answer = raw_request("127.0.0.1", broker.port, 0, 8, body)
+    return answer["responses"][0]["partition_responses"][0]["error_code"]
+
+
+def one_record(**batch: object) -> bytes:
+    return bytes(build_batch([Record(offset=0, timestamp=int(time.time() * 1000), key=None, value=b"v")], **batch))
+
+
+def test_produce_checks_the_transactional_id_only_for_transactional_batches(broker, admin):
+    """Kafka (handleProduceRequest): WRITE on the transactional id is checked only when the
+    request carries transactional batches (RequestUtils.hasTransactionalRecords); such batches
+    without a transactional id are refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED too."""
+    topic = make_topic(admin, unique("plain"))
+    tid = unique("tx")
+    alice_only(admin, ResourceType.TRANSACTIONAL_ID, tid, AclOperation.WRITE)
+    # A plain batch with a transactional id ANONYMOUS may not use: written, as in Kafka.
+    assert produce(broker, topic, one_record(), tid) == NONE
+    # A transactional batch: refused, with the id ...
+    txn = one_record(producer_id=1000, producer_epoch=0, base_sequence=0, is_transactional=True)
+    assert produce(broker, topic, txn, tid) == TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    # ... and without one.
+    assert produce(broker, topic, txn, None) == TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+def metadata_topic_id(broker, topic: str):
+    body = {"topics": [{"topic_id": ZERO_UUID, "name": topic}], "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False}
+    answer = raw_request("127.0.0.1", broker.port, 3, 12, body)
+    assert answer["topics"][0]["error_code"] == NONE
+    return answer["topics"][0]["topic_id"]
+
+
+def test_delete_topics_by_id_hides_the_name_without_describe(broker, admin):
+    """Kafka (handleDeleteTopicsRequest): a topic asked for by id that the principal may not
+    DESCRIBE answers TOPIC_AUTHORIZATION_FAILED with a null name; by name, no DELETE is
+    TOPIC_AUTHORIZATION_FAILED whether or not the topic exists."""
+    topic = make_topic(admin, unique("secret"))
+    topic_id = metadata_topic_id(broker, topic)
+    alice_only(admin, ResourceType.TOPIC, topic, AclOperation.DELETE)
+    answer = raw_request("127.0.0.1", broker.port, 20, 6,
+                         {"topics": [{"name": None, "topic_id": topic_id}], "timeout_ms": 5000})
+    result = answer["responses"][0]
+    assert (result["name"], result["error_code"]) == (None, TOPIC_AUTHORIZATION_FAILED)
+    missing = unique("missing")
+    alice_only(admin, ResourceType.TOPIC, missing, AclOperation.DELETE)
+    answer = raw_request("127.0.0.1", broker.port, 20, 6,
+                         {"topics": [{"name": missing, "topic_id": ZERO_UUID}], "timeout_ms": 5000})
+    assert answer["responses"][0]["error_code"] == TOPIC_AUTHORIZATION_FAILED
+    # With DESCRIBE but no DELETE, asked by id: the name is known, the deletion still refused.
+    alice_only(admin, ResourceType.TOPIC, topic, AclOperation.DESCRIBE)
+    binding = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:ANONYMOUS", "*",
+                         AclOperation.DESCRIBE, AclPermissionType.ALLOW)
+    admin.create_acls([binding])[binding].result(timeout=10)
+    answer = raw_request("127.0.0.1", broker.port, 20, 6,
+                         {"topics": [{"name": None, "topic_id": topic_id}], "timeout_ms": 5000})
+    result = answer["responses"][0]
+    assert (result["name"], result["error_code"]) == (topic, TOPIC_AUTHORIZATION_FAILED)
