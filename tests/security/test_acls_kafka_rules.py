@@ -116,3 +116,57 @@ def test_delete_topics_by_id_hides_the_name_without_describe(broker, admin):
                          {"topics": [{"name": None, "topic_id": topic_id}], "timeout_ms": 5000})
     result = answer["responses"][0]
     assert (result["name"], result["error_code"]) == (topic, TOPIC_AUTHORIZATION_FAILED)
+
+
+def metadata(broker, topics: list[dict], allow_auto: bool) -> list[dict]:
+    body = {"topics": topics, "allow_auto_topic_creation": allow_auto, "include_topic_authorized_operations": False}
+    return raw_request("127.0.0.1", broker.port, 3, 12, body)["topics"]
+
+
+def test_metadata_hides_names_asked_by_id(broker, admin):
+    """Kafka (handleTopicMetadataRequest): a topic asked for by id without DESCRIBE answers
+    TOPIC_AUTHORIZATION_FAILED with a null name (the id stays); by name, with a zero id."""
+    topic = make_topic(admin, unique("hidden"))
+    topic_id = metadata_topic_id(broker, topic)
+    alice_only(admin, ResourceType.TOPIC, topic, AclOperation.DESCRIBE)
+    [entry] = metadata(broker, [{"topic_id": topic_id, "name": None}], False)
+    assert (entry["name"], entry["topic_id"], entry["error_code"]) == (None, topic_id, TOPIC_AUTHORIZATION_FAILED)
+    [entry] = metadata(broker, [{"topic_id": ZERO_UUID, "name": topic}], False)
+    assert (entry["name"], entry["topic_id"], entry["error_code"]) == (topic, ZERO_UUID, TOPIC_AUTHORIZATION_FAILED)
+
+
+def test_metadata_refuses_auto_creation_without_create(broker, admin):
+    """Kafka (handleTopicMetadataRequest): a missing topic the request would auto-create
+    (auto.create.topics.enable is on by default) without CREATE on the cluster or the topic
+    answers TOPIC_AUTHORIZATION_FAILED, not UNKNOWN_TOPIC_OR_PARTITION."""
+    missing = unique("auto")
+    # ANONYMOUS may DESCRIBE the missing topic and ALTER the cluster (to manage ACLs), but CREATE
+    # neither the topic nor on the cluster: both have ACLs, only alice's grant CREATE.
+    for resource_type, name, op in ((ResourceType.TOPIC, missing, AclOperation.DESCRIBE),
+                                    (ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER)):
+        binding = AclBinding(resource_type, name, ResourcePatternType.LITERAL, "User:ANONYMOUS", "*", op,
+                             AclPermissionType.ALLOW)
+        admin.create_acls([binding])[binding].result(timeout=10)
+    alice_only(admin, ResourceType.BROKER, "kafka-cluster", AclOperation.CREATE)
+    alice_only(admin, ResourceType.TOPIC, missing, AclOperation.CREATE)
+    [entry] = metadata(broker, [{"topic_id": ZERO_UUID, "name": missing}], True)
+    assert entry["error_code"] == TOPIC_AUTHORIZATION_FAILED
+    # Without auto-creation asked for, a missing topic is just unknown.
+    [entry] = metadata(broker, [{"topic_id": ZERO_UUID, "name": missing}], False)
+    assert entry["error_code"] == UNKNOWN_TOPIC_OR_PARTITION
+    assert missing not in admin.list_topics(timeout=10).topics
+
+
+def test_write_txn_markers_allowed_by_alter_on_the_cluster(broker, admin):
+    """Kafka 3.9 (handleWriteTxnMarkersRequest): ALTER on the cluster is enough; only without
+    it is CLUSTER_ACTION required (CLUSTER_AUTHORIZATION_FAILED per partition)."""
+    topic = make_topic(admin, unique("markers"))
+    binding = AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:ANONYMOUS", "*",
+                         AclOperation.ALTER, AclPermissionType.ALLOW)
+    admin.create_acls([binding])[binding].result(timeout=10)
+    body = {"markers": [{"producer_id": 4242, "producer_epoch": 0, "transaction_result": False,
+                         "topics": [{"name": topic, "partition_indexes": [0]}], "coordinator_epoch": 0}]}
+    answer = raw_request("127.0.0.1", broker.port, 27, 1, body)
+    code = answer["markers"][0]["topics"][0]["partitions"][0]["error_code"]
+    assert code != 31, "ALTER on the cluster must be enough"  # CLUSTER_AUTHORIZATION_FAILED
+    assert code == NONE
