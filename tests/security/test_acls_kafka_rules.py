@@ -170,3 +170,41 @@ def test_write_txn_markers_allowed_by_alter_on_the_cluster(broker, admin):
     code = answer["markers"][0]["topics"][0]["partitions"][0]["error_code"]
     assert code != 31, "ALTER on the cluster must be enough"  # CLUSTER_AUTHORIZATION_FAILED
     assert code == NONE
+
+
+def test_cluster_authorized_operations_are_none_without_describe(broker, admin):
+    """Kafka (AuthHelper.computeDescribeClusterResponse; Metadata v8-10 alike): the cluster's
+    authorized operations are 0 unless the principal may DESCRIBE the cluster, whatever else
+    it may do there."""
+    for op, permission in ((AclOperation.ALL, AclPermissionType.ALLOW), (AclOperation.DESCRIBE, AclPermissionType.DENY)):
+        binding = AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:ANONYMOUS",
+                             "*", op, permission)
+        admin.create_acls([binding])[binding].result(timeout=10)
+    answer = raw_request("127.0.0.1", broker.port, 60, 0, {"include_cluster_authorized_operations": True})
+    assert answer["cluster_authorized_operations"] == 0
+    body = {"topics": [], "allow_auto_topic_creation": False, "include_cluster_authorized_operations": True,
+            "include_topic_authorized_operations": False}
+    assert raw_request("127.0.0.1", broker.port, 3, 10, body)["cluster_authorized_operations"] == 0
+
+
+def test_describe_transactions_shows_only_topics_the_principal_may_describe(broker, admin):
+    """Kafka (handleDescribeTransactionsRequest): the partitions of a transaction are listed
+    only for topics the principal may DESCRIBE."""
+    from confluent_kafka import Producer
+
+    shown, hidden = make_topic(admin, unique("shown")), make_topic(admin, unique("hidden"))
+    tid = unique("tx")
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": tid})
+    producer.init_transactions(10)
+    producer.begin_transaction()
+    for topic in (shown, hidden):
+        producer.produce(topic, b"v")
+    producer.flush(10)
+    try:
+        alice_only(admin, ResourceType.TOPIC, hidden, AclOperation.DESCRIBE)
+        answer = raw_request("127.0.0.1", broker.port, 65, 0, {"transactional_ids": [tid]})
+        [state] = answer["transaction_states"]
+        assert state["error_code"] == NONE and state["transaction_state"] == "Ongoing"
+        assert [t["topic"] for t in state["topics"]] == [shown]
+    finally:
+        producer.abort_transaction(10)
