@@ -208,3 +208,28 @@ def test_describe_transactions_shows_only_topics_the_principal_may_describe(brok
         assert [t["topic"] for t in state["topics"]] == [shown]
     finally:
         producer.abort_transaction(10)
+
+
+def test_create_topics_shows_configs_only_with_describe_configs(broker, admin):
+    """Kafka (handleCreateTopicsRequest): a topic created by a principal that may not
+    DESCRIBE_CONFIGS it answers no configs, -1 partitions and replication factor, and
+    topic_config_error_code TOPIC_AUTHORIZATION_FAILED (v5+); with it, all of them."""
+    def create(name: str) -> dict:
+        body = {"topics": [{"name": name, "num_partitions": 2, "replication_factor": 1, "assignments": [],
+                            "configs": []}], "timeout_ms": 5000, "validate_only": False}
+        return raw_request("127.0.0.1", broker.port, 19, 7, body)["topics"][0]
+
+    visible = create(unique("visible"))
+    # topic_config_error_code is a tagged field: absent when NONE
+    assert (visible["error_code"], visible.get("topic_config_error_code", NONE), visible["num_partitions"]) == \
+        (NONE, NONE, 2)
+    assert visible["configs"]
+    name = unique("blind")
+    alice_only(admin, ResourceType.TOPIC, name, AclOperation.DESCRIBE_CONFIGS)  # CREATE: the cluster has no ACLs
+    blind = create(name)
+    assert (blind["error_code"], blind.get("topic_config_error_code", NONE)) == (NONE, TOPIC_AUTHORIZATION_FAILED)
+    assert (blind["num_partitions"], blind["replication_factor"], blind["configs"]) == (-1, -1, [])
+    answer = raw_request("127.0.0.1", broker.port, 19, 7, {"topics": [{"name": name, "num_partitions": 1,
+                         "replication_factor": 1, "assignments": [], "configs": []}], "timeout_ms": 5000,
+                         "validate_only": False})
+    assert answer["topics"][0]["error_code"] == 36  # TOPIC_ALREADY_EXISTS: it was created
