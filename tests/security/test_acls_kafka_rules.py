@@ -233,3 +233,24 @@ def test_create_topics_shows_configs_only_with_describe_configs(broker, admin):
                          "replication_factor": 1, "assignments": [], "configs": []}], "timeout_ms": 5000,
                          "validate_only": False})
     assert answer["topics"][0]["error_code"] == 36  # TOPIC_ALREADY_EXISTS: it was created
+
+
+def test_elect_leaders_without_alter_fails_every_partition(tmp_path):
+    """Kafka (handleElectLeaders): without ALTER on the cluster the answer carries
+    CLUSTER_AUTHORIZATION_FAILED at the top and for each partition asked for (v0 has only
+    the partitions' codes). A broker of its own: ANONYMOUS loses ALTER, so it could not
+    remove the ACLs afterwards."""
+    with BrokerProcess(tmp_path / "data", "--set", "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
+                       "--set", "allow.everyone.if.no.acl.found=true") as own:
+        client = AdminClient({"bootstrap.servers": own.bootstrap})
+        make_topic(client, "elect")
+        binding = AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:ANONYMOUS",
+                             "*", AclOperation.ALTER, AclPermissionType.DENY)
+        client.create_acls([binding])[binding].result(timeout=10)
+        body = {"topic_partitions": [{"topic": "elect", "partitions": [0]}], "timeout_ms": 5000}
+        answer = raw_request("127.0.0.1", own.port, 43, 0, body)
+        [topic] = answer["replica_election_results"]
+        assert [p["error_code"] for p in topic["partition_result"]] == [31]  # CLUSTER_AUTHORIZATION_FAILED
+        answer = raw_request("127.0.0.1", own.port, 43, 1, {**body, "election_type": 0})
+        assert answer["error_code"] == 31
+        assert answer["replica_election_results"][0]["partition_result"][0]["error_code"] == 31
