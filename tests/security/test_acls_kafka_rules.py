@@ -254,3 +254,18 @@ def test_elect_leaders_without_alter_fails_every_partition(tmp_path):
         answer = raw_request("127.0.0.1", own.port, 43, 1, {**body, "election_type": 0})
         assert answer["error_code"] == 31
         assert answer["replica_election_results"][0]["partition_result"][0]["error_code"] == 31
+
+
+def test_add_partitions_to_txn_never_adds_an_internal_topic(broker, admin):
+    """Kafka (handleAddPartitionsToTxnRequest, v0-3): internal topics are left out of the
+    topics a client may WRITE, so __consumer_offsets answers TOPIC_AUTHORIZATION_FAILED even
+    where everything is allowed, and the other partitions OPERATION_NOT_ATTEMPTED."""
+    topic = make_topic(admin, unique("txn"))
+    body = {"v3_and_below_transactional_id": unique("tx"), "v3_and_below_producer_id": 1000,
+            "v3_and_below_producer_epoch": 0,
+            "v3_and_below_topics": [{"name": "__consumer_offsets", "partitions": [0]},
+                                    {"name": topic, "partitions": [0]}]}
+    answer = raw_request("127.0.0.1", broker.port, 24, 3, body)
+    codes = {t["name"]: [r["partition_error_code"] for r in t["results_by_partition"]]
+             for t in answer["results_by_topic_v3_and_below"]}
+    assert codes == {"__consumer_offsets": [TOPIC_AUTHORIZATION_FAILED], topic: [55]}  # 55: OPERATION_NOT_ATTEMPTED
