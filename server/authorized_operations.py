@@ -49,6 +49,12 @@ def topic_operations(ctx: "RequestContext", name: str) -> int:
 
 
 def cluster_operations(ctx: "RequestContext") -> int:
+    """Kafka (AuthHelper.computeDescribeClusterResponse, Metadata v8-10): no operation at all
+    (0) unless the principal may DESCRIBE the cluster."""
+    from server.security.acls import AclOperation, ResourceType
+
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, "kafka-cluster", log_denied=False):
+        return 0
     return _answer(ctx, CLUSTER_OPERATIONS, 4, "kafka-cluster")
 
 

@@ -19,6 +19,7 @@ from wire.registry import ApiKey
 
 from server.context import RequestContext
 from server.security.acls import AclOperation, ResourceType
+from server.topics import INTERNAL_TOPICS
 from server.txn.coordinator import for_version
 
 API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
@@ -40,7 +41,11 @@ async def _one(ctx: RequestContext, tid: str, pid: int, epoch: int, topics: list
         partitions.setdefault(t["name"], []).extend(t["partitions"])
     if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
         return _results(partitions, lambda t, p: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    denied = {t for t in partitions if not ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, t)}
+    # Kafka: a client may never add an internal topic (__consumer_offsets goes in through
+    # AddOffsetsToTxn): TOPIC_AUTHORIZATION_FAILED, with or without an authorizer.
+    denied = {t for t in partitions
+              if (t in INTERNAL_TOPICS and ctx.api_version <= 3)
+              or not ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, t)}
     if denied:
         # Kafka: the denied topics fail, the rest is not attempted.
         return _results(partitions, lambda t, p: ErrorCode.TOPIC_AUTHORIZATION_FAILED if t in denied

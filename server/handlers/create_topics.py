@@ -5,7 +5,10 @@ broker → INVALID_REPLICATION_FACTOR; manual assignments must name this broker 
 INVALID_REPLICA_ASSIGNMENT; partitions ≤ 0 (other than -1, the default) →
 INVALID_PARTITIONS; bad names → INVALID_TOPIC_EXCEPTION; unknown or invalid configs →
 INVALID_CONFIG; an existing topic → TOPIC_ALREADY_EXISTS; a name twice in one request →
-INVALID_REQUEST for each. validate_only runs every check and creates nothing.
+INVALID_REQUEST for each. validate_only runs every check and creates nothing. With an
+authorizer: CREATE on the cluster or the topic (else TOPIC_AUTHORIZATION_FAILED), and, as
+Kafka, a topic's configs, partitions and replication factor only with DESCRIBE_CONFIGS on it
+(else -1s, no configs and v5+ topic_config_error_code TOPIC_AUTHORIZATION_FAILED).
 
 In a cluster: replication factor up to the live brokers (-1: default.replication.factor),
 assignments over live brokers (INVALID_REPLICA_ASSIGNMENT otherwise), replicas placed by
@@ -122,6 +125,13 @@ async def _cluster_create(ctx: RequestContext, topic: dict, validate_only: bool,
         len(next(iter(plan.values()))), configs
 
 
+def _hide_configs(result: dict) -> dict:
+    result.update(num_partitions=-1, replication_factor=-1, configs=[],
+                  topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    result.pop("topic_id", None)
+    return result
+
+
 async def handle(ctx: RequestContext, request: dict) -> dict:
     broker = ctx.broker
     names = [t["name"] for t in request["topics"]]
@@ -131,9 +141,12 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         name = topic["name"]
         result = {"name": name, "error_code": ErrorCode.NONE, "error_message": None, "num_partitions": -1,
                   "replication_factor": -1, "configs": []}
+        # Kafka: without DESCRIBE_CONFIGS on the topic its configs (and partitions, replication
+        # factor, id) stay out of the answer, and v5+ topic_config_error_code says why.
+        hidden = not ctx.authorize(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name, log_denied=False)
         if name in duplicated:
             result.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"topic {name} appears more than once")
-            results.append(result)
+            results.append(_hide_configs(result) if hidden else result)
             continue
         try:
             if not ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False) \
@@ -144,7 +157,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                     ctx, topic, bool(request.get("validate_only")), request.get("timeout_ms", 30000))
                 result.update(num_partitions=partitions, replication_factor=replication,
                               configs=creatable_topic_configs(broker, configs), **{k: v for k, v in extra.items() if v})
-                results.append(result)
+                results.append(_hide_configs(result) if hidden else result)
                 continue
             partitions, configs = _plan(ctx, topic)
             if not request.get("validate_only"):
@@ -152,6 +165,13 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                 result["topic_id"] = meta.topic_id
             result.update(num_partitions=partitions, replication_factor=1,
                           configs=creatable_topic_configs(broker, configs))
+            if hidden:
+                _hide_configs(result)
+        except TopicAuthorizationFailed as exc:
+            log.info("CreateTopics %s from %s: TOPIC_AUTHORIZATION_FAILED (%s)", name, ctx.client_id, exc)
+            result.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=str(exc))
+            if hidden:
+                _hide_configs(result)
         except Exception as exc:
             code = error_code_for(exc)
             log.info("CreateTopics %s from %s: %s (%s)", name, ctx.client_id, code.name, exc)

@@ -2,7 +2,9 @@
 
 Implements v1-6. Unknown names → UNKNOWN_TOPIC_OR_PARTITION, unknown ids →
 UNKNOWN_TOPIC_ID, internal topics → INVALID_TOPIC_EXCEPTION, and
-delete.topic.enable=false → TOPIC_DELETION_DISABLED. The files go at once; fetches
+delete.topic.enable=false → TOPIC_DELETION_DISABLED. Authorization as Kafka's: no DELETE on
+the topic → TOPIC_AUTHORIZATION_FAILED (even for a topic that does not exist), and a topic
+asked for by id without DESCRIBE on it → TOPIC_AUTHORIZATION_FAILED with a null name. The files go at once; fetches
 waiting on the topic are woken and see it gone; groups' committed offsets for the topic
 are removed (tombstoned), as Kafka does, so a topic re-created under the name starts clean.
 """
@@ -47,7 +49,11 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                 results.append(result)
                 continue
         meta = broker.topics.get(name) if cache is None else (name if name in cache.topics else None)
-        if not ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, name):
+        if topic_id != ZERO_UUID and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            # Kafka: asked by id, a principal that may not DESCRIBE the topic does not learn its name.
+            result["name"] = None
+            result["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif not ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, name):
             result["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif meta is None:
             result["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -32,7 +32,9 @@ def _state(ctx: RequestContext, tid: str) -> dict:
     return {"error_code": ErrorCode.NONE, "transactional_id": tid, "transaction_state": m.state.kafka_name,
             "transaction_timeout_ms": m.timeout_ms, "transaction_start_time_ms": m.start_ms,
             "producer_id": m.producer_id, "producer_epoch": m.producer_epoch,
-            "topics": [{"topic": t, "partitions": ps} for t, ps in m.partitions_by_topic().items()]}
+            "topics": [{"topic": t, "partitions": ps} for t, ps in m.partitions_by_topic().items()
+                       # Kafka: only the topics the principal may DESCRIBE.
+                       if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, t)]}
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:

@@ -36,9 +36,12 @@ _UNKNOWN = "The partition does not exist."
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
-    if not ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
-        return _answer({}, E.CLUSTER_AUTHORIZATION_FAILED)
     asked = request.get("topic_partitions")
+    if not ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        # Kafka: every partition asked for carries the error too (v0 has no top-level code).
+        denied = (E.CLUSTER_AUTHORIZATION_FAILED, None)
+        return _answer({(t["topic"], p): denied for t in asked or [] for p in t["partitions"]},
+                       E.CLUSTER_AUTHORIZATION_FAILED)
     tps = None if asked is None else [(t["topic"], p) for t in asked for p in t["partitions"]]
     election_type = request.get("election_type", 0) if ctx.api_version >= 1 else 0
     if election_type not in (0, 1):

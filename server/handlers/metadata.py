@@ -9,7 +9,7 @@ may name a topic by id with a null or empty name (the Java admin's
 describeTopics(TopicCollection.ofTopicIds(...))): it is answered by id, with its name, or
 UNKNOWN_TOPIC_ID. With an authorizer (authorizer.class.name): topics the principal may not
 DESCRIBE are left out of an all-topics answer and answer TOPIC_AUTHORIZATION_FAILED when
-named; auto-creation needs CREATE on the cluster or the topic (else UNKNOWN_TOPIC_OR_PARTITION);
+named; auto-creation needs CREATE on the cluster or the topic (else TOPIC_AUTHORIZATION_FAILED, as Kafka);
 KIP-430 authorized operations are the authorizer's answer when asked for.
 
 In a cluster the answer comes from the metadata cache the controller fills
@@ -133,7 +133,9 @@ async def _cluster_handle(ctx: RequestContext, request: dict) -> dict:
                     topics.append(error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id))
                     continue
             if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
-                topics.append(error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, topic_id))
+                # Kafka: asked by id, the name stays hidden (null); asked by name, the id does.
+                topics.append(error_entry(None if not item.get("name") else name,
+                                          ErrorCode.TOPIC_AUTHORIZATION_FAILED, topic_id))
                 continue
             if name in cache.topics:
                 topics.append(_cluster_topic_entry(ctx, cache, name, with_ops))
@@ -143,8 +145,11 @@ async def _cluster_handle(ctx: RequestContext, request: dict) -> dict:
             except KafkaError:
                 topics.append(error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
                 continue
-            if allow_create and name not in INTERNAL_TOPICS and broker.config.get("auto.create.topics.enable") \
-                    and _may_create(ctx, name):
+            if allow_create and name not in INTERNAL_TOPICS and broker.config.get("auto.create.topics.enable"):
+                if not _may_create(ctx, name):
+                    # Kafka: would be auto-created, but no CREATE → TOPIC_AUTHORIZATION_FAILED.
+                    topics.append(error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                    continue
                 try:
                     await node.auto_create_topic(name)
                     topics.append(error_entry(name, ErrorCode.LEADER_NOT_AVAILABLE))
@@ -186,7 +191,9 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                     topics.append(error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id))
                     continue
             if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
-                topics.append(error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, topic_id))
+                # Kafka: asked by id, the name stays hidden (null); asked by name, the id does.
+                topics.append(error_entry(None if not item.get("name") else name,
+                                          ErrorCode.TOPIC_AUTHORIZATION_FAILED, topic_id))
                 continue
             if name in broker.topics:
                 topics.append(topic_entry(ctx, name, with_ops))
@@ -196,9 +203,13 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             except KafkaError:
                 topics.append(error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
                 continue
+            auto = allow_create and name not in INTERNAL_TOPICS and broker.config.get("auto.create.topics.enable")
+            if auto and not _may_create(ctx, name):
+                # Kafka: a topic the request would auto-create without CREATE → TOPIC_AUTHORIZATION_FAILED.
+                topics.append(error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             try:
-                created = broker.maybe_auto_create(name) \
-                    if allow_create and name not in INTERNAL_TOPICS and _may_create(ctx, name) else None
+                created = broker.maybe_auto_create(name) if auto else None
             except KafkaError as exc:
                 topics.append(error_entry(name, exc.code))
                 continue

@@ -40,7 +40,7 @@ import logging
 import trio
 
 from wire.errors import CorruptRecords, ErrorCode, ProtocolError
-from wire.records import iter_headers
+from wire.records import HEADER_SIZE, iter_headers, parse_header, peek_magic
 from wire.registry import ApiKey
 
 from server.cluster import leader_hints
@@ -204,6 +204,22 @@ async def _await_replication(ctx: RequestContext, waits: list, timeout_ms: int) 
         await broker.wait_for_data([p for _a, p, _r, _e in pending], remaining)
 
 
+def _has_transactional_records(request: dict) -> bool:
+    """Kafka's RequestUtils.hasTransactionalRecords: does the first batch of any partition
+    carry the transactional bit? Only then is WRITE on the transactional id checked — an
+    idempotent producer may send a transactional_id with plain batches, and Kafka lets it."""
+    for topic_data in request["topic_data"]:
+        for p in topic_data["partition_data"]:
+            records = p.get("records")
+            if records and len(records) >= HEADER_SIZE and peek_magic(records) == 2:
+                try:
+                    if parse_header(records).is_transactional:
+                        return True
+                except CorruptRecords:
+                    continue  # the append answers CORRUPT_MESSAGE
+    return False
+
+
 async def handle(ctx: RequestContext, request: dict) -> dict | None:
     acks = request["acks"]
     transactional_id = request.get("transactional_id")
@@ -213,8 +229,9 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
                                                         for p in t["partition_data"]]}
             for t in request["topic_data"]
         ]
-    elif transactional_id is not None and not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
-                                                            transactional_id):
+    elif _has_transactional_records(request) and (
+            transactional_id is None
+            or not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)):
         responses = [
             {"name": t["name"], "partition_responses": [
                 _partition_response(p["index"], ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)

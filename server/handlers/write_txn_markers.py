@@ -23,7 +23,9 @@ MAY_BLOCK = False
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
     broker = ctx.broker
-    allowed = ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
+    # Kafka 3.9: ALTER on the cluster (a principal allowed to alter it) or else CLUSTER_ACTION.
+    allowed = ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False) \
+        or ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
     markers = []
     for marker in request["markers"]:
         pid, epoch = marker["producer_id"], marker["producer_epoch"]

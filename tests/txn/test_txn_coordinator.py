@@ -139,7 +139,10 @@ def test_produce_to_a_partition_not_in_the_transaction_is_invalid_txn_state(tmp_
         pid, epoch = answer["producer_id"], answer["producer_epoch"]
         assert add_partitions(broker, "tx", pid, epoch, "t", [0]) == {0: E.NONE}
         assert produce(broker, "t", 1, pid, epoch, 0, [b"x"], "tx")["error_code"] == E.INVALID_TXN_STATE
-        assert produce(broker, "t", 0, pid, epoch, 0, [b"x"], None)["error_code"] == E.INVALID_TXN_STATE
+        # transactional batches without a transactional id: Kafka's KafkaApis refuses them before
+        # anything else, with or without an authorizer
+        assert produce(broker, "t", 0, pid, epoch, 0, [b"x"], None)["error_code"] == \
+            E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         assert produce(broker, "t", 0, pid, epoch, 0, [b"x"], "tx")["error_code"] == E.NONE
         # a plain (non-transactional) batch from a producer inside its transaction
         assert produce(broker, "t", 0, pid, epoch, 1, [b"y"], None, transactional=False)["error_code"] == \
