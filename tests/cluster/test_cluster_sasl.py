@@ -116,3 +116,54 @@ def test_replication_over_sasl_with_acls_and_a_refused_broker(tmp_path, zk_conne
                 broker.stop()
             except Exception:
                 broker.kill()
+
+
+def test_replication_over_scram_once_the_broker_user_exists(tmp_path, zk_connect):
+    """Inter-broker SCRAM-SHA-256: the brokers start before their SCRAM user exists (their
+    connections to each other are refused, and retried). As with Kafka's ZooKeeper mode
+    (`kafka-configs --zookeeper ... --entity-type users --add-config SCRAM-SHA-256=[...]`), the
+    user is then written to /config/users/broker with a /config/changes notice: the brokers
+    follow it, the controller's requests and the followers' fetches authenticate, the ISRs fill."""
+    import json
+
+    from kazoo.client import KazooClient
+
+    from server.security.sasl.scram import ScramCredential
+
+    scram_jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+                  'username="broker" password="broker-scram-secret";')
+    brokers = []
+    for node in (1, 2):
+        broker = _broker(tmp_path, zk_connect, node)
+        broker.extra += ["--set", "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256",
+                         "--set", "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-256",
+                         "--set", f"listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config={scram_jaas}"]
+        brokers.append(broker)
+    started: list[BrokerProcess] = []
+    zk = KazooClient(hosts=zk_connect)
+    zk.start(timeout=10)
+    try:
+        for broker in brokers:
+            started.append(broker.start())
+        Cluster.wait_for(lambda: "SASL/SCRAM-SHA-256 authentication as 'broker' failed" in "".join(
+            b.log_path.read_text(errors="replace") for b in brokers), 30, "a refused inter-broker connection")
+        stored = ScramCredential.from_password("SCRAM-SHA-256", "broker-scram-secret", 4096).to_kafka()
+        zk.create("/config/users/broker", json.dumps({"version": 1, "config": {"SCRAM-SHA-256": stored}}).encode(),
+                  makepath=True)
+        zk.create("/config/changes/config_change_", b'{"version":2,"entity_path":"users/broker"}',
+                  sequence=True, makepath=True)
+        admin = AdminClient(_conf(brokers, "admin"))
+        Cluster.wait_for(lambda: len(admin.list_topics(timeout=5).brokers) == 2, 40, "both brokers known")
+        for future in admin.create_topics([NewTopic("scrammed", 2, 2)]).values():
+            future.result(20)
+        Cluster.wait_for(lambda: _isrs(admin, "scrammed") == {0: [1, 2], 1: [1, 2]}, 40, "whole ISRs over SCRAM")
+        logs = "".join(b.log_path.read_text(errors="replace") for b in brokers)
+        assert "authenticated as User:broker with SCRAM-SHA-256" in logs
+    finally:
+        zk.stop()
+        zk.close()
+        for broker in started:
+            try:
+                broker.stop()
+            except Exception:
+                broker.kill()
