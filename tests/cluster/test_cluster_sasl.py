@@ -167,3 +167,43 @@ def test_replication_over_scram_once_the_broker_user_exists(tmp_path, zk_connect
                 broker.stop()
             except Exception:
                 broker.kill()
+
+
+def test_replication_over_sasl_ssl(tmp_path, zk_connect):
+    """SASL_SSL between brokers: TLS handshake (the other broker's certificate checked
+    against the truststore), then SASL/PLAIN inside it. A PLAINTEXT listener stays on the
+    harness port only for readiness; the brokers talk over SASL_SSL."""
+    from tests.security.certs import CertificateAuthority
+
+    ca = CertificateAuthority(tmp_path / "certs")
+    keystore = ca.pem_keystore(ca.issue("broker", server=True, CN="localhost"), tmp_path / "certs" / "broker.pem")
+    brokers, ssl_ports = [], {}
+    for node in (1, 2):
+        broker = _broker(tmp_path, zk_connect, node)
+        ssl_ports[node] = free_port()
+        broker.extra += ["--set", f"listeners=PLAINTEXT://127.0.0.1:{broker.port},SASL_SSL://127.0.0.1:{ssl_ports[node]}",
+                         "--set", "security.inter.broker.protocol=SASL_SSL",
+                         "--set", f"listener.name.sasl_ssl.plain.sasl.jaas.config={_jaas('broker-secret')}",
+                         "--set", "ssl.keystore.type=PEM", "--set", f"ssl.keystore.location={keystore}",
+                         "--set", "ssl.truststore.type=PEM", "--set", f"ssl.truststore.location={ca.cert_pem}",
+                         "--set", "allow.everyone.if.no.acl.found=true"]
+        brokers.append(broker)
+    started: list[BrokerProcess] = []
+    try:
+        for broker in brokers:
+            started.append(broker.start())
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{ssl_ports[1]}", "security.protocol": "SASL_SSL",
+                             "ssl.ca.location": str(ca.cert_pem), "sasl.mechanisms": "PLAIN",
+                             "sasl.username": "admin", "sasl.password": USERS["admin"]})
+        Cluster.wait_for(lambda: len(admin.list_topics(timeout=5).brokers) == 2, 30, "both brokers known")
+        for future in admin.create_topics([NewTopic("sealed", 2, 2)]).values():
+            future.result(20)
+        Cluster.wait_for(lambda: _isrs(admin, "sealed") == {0: [1, 2], 1: [1, 2]}, 30, "whole ISRs over SASL_SSL")
+        logs = "".join(b.log_path.read_text(errors="replace") for b in brokers)
+        assert "listener SASL_SSL" in logs and "authenticated as User:broker with PLAIN" in logs
+    finally:
+        for broker in started:
+            try:
+                broker.stop()
+            except Exception:
+                broker.kill()
