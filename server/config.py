@@ -181,6 +181,7 @@ SETTINGS: dict[str, Setting] = {
         _s("trafka.ssl.handshake.timeout.ms", int, "10000", "A TLS handshake not finished in this time closes the connection."),
         # SASL (server/security/sasl/): each may also be given per listener as listener.name.<l>.<name>.
         _s("sasl.enabled.mechanisms", str, "GSSAPI", "SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (Kafka's default GSSAPI is not supported)."),
+        _s("sasl.mechanism.inter.broker.protocol", str, "GSSAPI", "SASL mechanism of this broker's connections to the others when the inter-broker listener is SASL: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512."),
         Setting("sasl.jaas.config", str, "", "JAAS login module entry (PLAIN users: user_<name>=\"<password>\").", "PASSWORD"),
         _s("connection.failed.authentication.delay.ms", int, "100", "A connection whose authentication failed is closed this long after the answer (KIP-306)."),
         _s("connections.max.reauth.ms", int, "0", "KIP-368: SASL sessions last this long, then must re-authenticate (0: forever)."),

@@ -22,6 +22,14 @@ How a connection works (Kafka's NetworkClient, in trio, without a background tas
   `ConnectionLost`; the next request opens a new connection. Nothing is retried here:
   whether resending is safe depends on the request (the controller resends LeaderAndIsr;
   a Produce would not be), so that is the caller's decision.
+When the inter-broker listener is SASL_PLAINTEXT / SASL_SSL, each new connection
+authenticates after ApiVersions (and after the TLS handshake): SaslHandshake v1 naming
+the mechanism, then SaslAuthenticate v2 with the tokens of `sasl` (the credentials of
+server/security/sasl/client.py) until the exchange ends. A refusal is logged (which
+broker, mechanism, the broker's message) and raised as `SaslAuthenticationFailed`, a
+ConnectionFailed: callers retry it as they retry a broker that cannot be reached. A session
+lifetime (KIP-368) is honoured by opening a new, freshly authenticated connection once
+85% of it has passed, at the first request that finds the connection idle.
 Sockets are trio's, so nothing here blocks the event loop; closing is synchronous (a trio
 socket's close wakes the tasks waiting on it), so a client can be dropped from anywhere.
 """
@@ -74,6 +82,14 @@ class BrokerClientError(KafkaError):
 class ConnectionFailed(BrokerClientError):
     """The broker could not be reached (refused, unreachable, no answer to the connect or the
     ApiVersions handshake). The request was not sent."""
+
+
+class SaslAuthenticationFailed(ConnectionFailed):
+    """The broker refused this broker's SASL credentials (or its mechanism); no request
+    was sent. Retried like any connection failure: the credentials may become valid
+    (a SCRAM user created later) and the peer's log says why it refused."""
+
+    code = ErrorCode.SASL_AUTHENTICATION_FAILED
 
 
 class ConnectionLost(BrokerClientError):
@@ -131,6 +147,7 @@ class _Connection:
     receive_lock: trio.Lock = field(default_factory=trio.Lock)  # fair: readers take turns in order
     buffer: bytearray = field(default_factory=bytearray)
     broken: BrokerClientError | None = None
+    renew_at: float | None = None  # trio time after which the SASL session should be renewed (KIP-368)
 
     def fail(self, error: BrokerClientError) -> None:
         """Close the socket and fail every request in flight with `error` (idempotent)."""
@@ -157,8 +174,10 @@ class BrokerClient:
 
     def __init__(self, host: str, port: int, *, broker_id: int | None = None, client_id: str = "trafka",
                  connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
-                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, ssl_context: "ssl.SSLContext | None" = None) -> None:
+                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, ssl_context: "ssl.SSLContext | None" = None,
+                 sasl: Any = None) -> None:
         self.host = host
+        self.sasl = sasl  # server.security.sasl.client.Credentials: the inter-broker listener is SASL
         self.ssl_context = ssl_context  # the inter-broker listener is SSL (server/security/tls.py)
         self.port = port
         self.broker_id = broker_id
@@ -171,6 +190,7 @@ class BrokerClient:
         self._connect_lock = trio.Lock()
         self._correlation_ids = itertools.count(1)
         self._closed = False
+        self._last_refusal: tuple[str, float] | None = None
 
     def __repr__(self) -> str:
         who = f"broker {self.broker_id} " if self.broker_id is not None else ""
@@ -253,6 +273,10 @@ class BrokerClient:
         if self._closed:
             raise ClientClosed(f"{self} closed")
         conn = self._conn
+        if conn is not None and conn.broken is None and conn.renew_at is not None and not conn.in_flight \
+                and trio.current_time() >= conn.renew_at:
+            log.info("%s: SASL session lifetime nearly over; opening a new connection", self)
+            conn.fail(ConnectionLost(f"{self}: SASL session renewed"))
         if conn is not None and conn.broken is None:
             if conn.in_flight or not _peer_closed(conn):
                 return conn
@@ -283,6 +307,8 @@ class BrokerClient:
             conn = _Connection(stream)
             try:
                 await self._handshake(conn)
+                if self.sasl is not None:
+                    await self._authenticate(conn)
             except BaseException as exc:
                 conn.fail(exc if isinstance(exc, BrokerClientError) else ConnectionFailed(f"{self}: handshake: {exc}"))
                 if isinstance(exc, ConnectionLost):
@@ -308,6 +334,46 @@ class BrokerClient:
             raise HandshakeFailed(f"{self}: ApiVersions v{HANDSHAKE_VERSION} answered error "
                                   f"{response['error_code']}", code)
         self.api_versions = {k["api_key"]: (k["min_version"], k["max_version"]) for k in response["api_keys"]}
+
+    async def _authenticate(self, conn: _Connection) -> None:
+        """SaslHandshake v1 + SaslAuthenticate v2 until the mechanism has nothing more to
+        send; SaslAuthenticationFailed (logged) when the broker refuses."""
+        Code = ErrorCode
+        mechanism = self.sasl.mechanism
+        entry = await self._send(conn, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": mechanism})
+        response = await self._wait(conn, entry)
+        if response["error_code"] != Code.NONE:
+            self._refused(mechanism, response["error_code"],
+                          f"mechanism not enabled there (it offers {', '.join(response['mechanisms'])})")
+        exchange = self.sasl.exchange()
+        token: bytes | None = exchange.first()
+        lifetime_ms = 0
+        while token is not None:
+            entry = await self._send(conn, ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token})
+            response = await self._wait(conn, entry)
+            if response["error_code"] != Code.NONE:
+                self._refused(mechanism, response["error_code"], response["error_message"] or "")
+            try:
+                token = exchange.respond(bytes(response["auth_bytes"]))
+            except Exception as exc:  # ServerNotProven: the peer does not know our credential
+                self._refused(mechanism, Code.SASL_AUTHENTICATION_FAILED, f"server not authenticated: {exc}")
+            lifetime_ms = response["session_lifetime_ms"]
+        if lifetime_ms > 0:
+            conn.renew_at = trio.current_time() + lifetime_ms * 0.85 / 1000
+        log.debug("%s: authenticated with SASL/%s as %s", self, mechanism, self.sasl.username)
+
+    def _refused(self, mechanism: str, error_code: int, message: str) -> None:
+        try:
+            name = ErrorCode(error_code).name
+        except ValueError:
+            name = str(error_code)
+        text = (f"{self}: SASL/{mechanism} authentication as {self.sasl.username!r} failed: {name}: {message}")
+        # Every retry is refused the same way: said once, then again at most every 60 s.
+        now = trio.current_time()
+        if self._last_refusal is None or self._last_refusal[0] != text or now - self._last_refusal[1] >= 60:
+            log.error("%s", text)
+            self._last_refusal = (text, now)
+        raise SaslAuthenticationFailed(text, ErrorCode.SASL_AUTHENTICATION_FAILED)
 
     async def _send(self, conn: _Connection, api_key: int, version: int, body: dict[str, Any] | None,
                     encode: Callable[[int], bytes] | None = None,

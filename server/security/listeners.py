@@ -145,8 +145,10 @@ def check_security_protocols(config: BrokerConfig, listeners: tuple[Listener, ..
     sasl.enabled.mechanisms supported and their settings present (a SaslConfigError naming
     the setting, at start, rather than clients refused one by one). The one place that
     decides it: the network layer calls this before binding, `trafka serve` at start."""
+    from server.security.sasl.client import inter_broker_credentials
     from server.security.sasl.settings import check_listener
 
     for listener in listeners:
         if listener.security_protocol.startswith("SASL_"):
             check_listener(config, listener.name)
+    inter_broker_credentials(config)  # a SASL inter-broker listener needs the client side too

@@ -298,8 +298,15 @@ def principal_mapper(config: BrokerConfig, listener: str) -> PrincipalMapper:
 def inter_broker_client_options(config: BrokerConfig) -> dict:
     """Options of this broker's own connections to other brokers (BrokerChannels): an
     SSLContext when the inter-broker listener is SSL / SASL_SSL, from that listener's
-    settings (truststore to verify the other broker, keystore for mTLS), else none."""
+    settings (truststore to verify the other broker, keystore for mTLS), and the SASL
+    credentials when it is SASL_PLAINTEXT / SASL_SSL (server/security/sasl/client.py)."""
+    from server.security.sasl.client import inter_broker_credentials
+
+    options: dict = {}
     listener = next((l for l in config.listener_list if l.name == config.inter_broker_listener), None)
-    if listener is None or not listener.tls:
-        return {}
-    return {"ssl_context": client_context(config, listener.name)}
+    if listener is not None and listener.tls:
+        options["ssl_context"] = client_context(config, listener.name)
+    credentials = inter_broker_credentials(config)
+    if credentials is not None:
+        options["sasl"] = credentials
+    return options
