@@ -148,3 +148,33 @@ def test_credentials_survive_restart(broker, bob):
         described = raw.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": [{"name": "bob"}]})
         assert sorted((i["mechanism"], i["iterations"]) for i in described["results"][0]["credential_infos"]) == \
             [(1, 8192), (2, 4096)]
+
+
+def test_java_admin_creates_and_describes_a_user_who_then_logs_in(broker):
+    """kafka-clients 3.9.2's Admin (what kafka-configs.sh --alter --add-config SCRAM-SHA-256=... calls):
+    alterUserScramCredentials then describeUserScramCredentials, as admin over PLAIN; the new
+    user then logs in with the Java client's own ScramLoginModule."""
+    from compat_tests.clients.base import Message
+    from compat_tests.clients.java_client import JavaClient
+
+    def sasl(mechanism: str, module: str, user: str, password: str) -> dict:
+        return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
+                "sasl.jaas.config": f'org.apache.kafka.common.security.{module} required '
+                                    f'username="{user}" password="{password}";'}
+
+    admin = JavaClient(broker.bootstrap, sasl("PLAIN", "plain.PlainLoginModule", "admin", USERS["admin"]))
+    try:
+        admin._call("alter_user_scram_credentials", user="dave", mechanism="SCRAM-SHA-256", iterations=8192,
+                    password="dave-secret")
+        described = admin._call("describe_user_scram_credentials", users=["dave"])["credentials"]
+        assert described == {"dave": [["SCRAM-SHA-256", 8192]]}
+    finally:
+        admin.close()
+    dave = JavaClient(broker.bootstrap, sasl("SCRAM-SHA-256", "scram.ScramLoginModule", "dave", "dave-secret"))
+    topic = f"scram-java-{uuid.uuid4().hex[:6]}"
+    try:
+        dave.create_topic(topic, 1)
+        assert [d.offset for d in dave.produce(topic, [Message(value=b"d0")])] == [0]
+        assert [r.value for r in dave.consume(topic, 1, group=f"g-{topic}")] == [b"d0"]
+    finally:
+        dave.close()

@@ -406,6 +406,8 @@ public final class TrafkaCompat {
                 case "alter_configs": return alterConfigs(r);
                 case "alter_client_quotas": return alterClientQuotas(r);
                 case "describe_client_quotas": return describeClientQuotas(r);
+                case "alter_user_scram_credentials": return alterUserScramCredentials(r);
+                case "describe_user_scram_credentials": return describeUserScramCredentials(r);
                 case "describe_topic": return describeTopic(r);
                 case "create_acl": return createAcl(r);
                 case "describe_acls": return describeAcls();
@@ -560,6 +562,39 @@ public final class TrafkaCompat {
                     new org.apache.kafka.common.quota.ClientQuotaEntity(names), ops);
             admin().alterClientQuotas(List.of(alteration)).all().get(ADMIN_TIMEOUT_S, TimeUnit.SECONDS);
             return new JsonObject();
+        }
+
+        /** KIP-554 (what kafka-configs.sh --add-config 'SCRAM-SHA-256=[...]' calls):
+         *  {"user": "bob", "mechanism": "SCRAM-SHA-256", "iterations": 8192, "password": "..."}. */
+        JsonObject alterUserScramCredentials(JsonObject r) throws Exception {
+            org.apache.kafka.clients.admin.ScramMechanism mechanism =
+                org.apache.kafka.clients.admin.ScramMechanism.fromMechanismName(r.get("mechanism").getAsString());
+            org.apache.kafka.clients.admin.UserScramCredentialUpsertion upsertion =
+                new org.apache.kafka.clients.admin.UserScramCredentialUpsertion(r.get("user").getAsString(),
+                    new org.apache.kafka.clients.admin.ScramCredentialInfo(mechanism, r.get("iterations").getAsInt()),
+                    r.get("password").getAsString());
+            admin().alterUserScramCredentials(List.of(upsertion)).all().get(ADMIN_TIMEOUT_S, TimeUnit.SECONDS);
+            return new JsonObject();
+        }
+
+        /** {"users": ["bob"]}: {"credentials": {"bob": [["SCRAM-SHA-256", 8192], ...]}}. */
+        JsonObject describeUserScramCredentials(JsonObject r) throws Exception {
+            Map<String, org.apache.kafka.clients.admin.UserScramCredentialsDescription> found =
+                admin().describeUserScramCredentials(strings(r.get("users"))).all().get(ADMIN_TIMEOUT_S, TimeUnit.SECONDS);
+            JsonObject o = new JsonObject();
+            for (Map.Entry<String, org.apache.kafka.clients.admin.UserScramCredentialsDescription> e : found.entrySet()) {
+                JsonArray infos = new JsonArray();
+                for (org.apache.kafka.clients.admin.ScramCredentialInfo info : e.getValue().credentialInfos()) {
+                    JsonArray pair = new JsonArray();
+                    pair.add(info.mechanism().mechanismName());
+                    pair.add(info.iterations());
+                    infos.add(pair);
+                }
+                o.add(e.getKey(), infos);
+            }
+            JsonObject answer = new JsonObject();
+            answer.add("credentials", o);
+            return answer;
         }
 
         /** {"user": "alice"} (exact), {"user": null} (default) filter components; "strict". */
