@@ -10,10 +10,9 @@ for ANONYMOUS). Each test removes the ACLs it made.
 from __future__ import annotations
 
 import json
-import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
                                    NewTopic, ResourcePatternType, ResourceType)
 from kafka import KafkaAdminClient
@@ -22,6 +21,7 @@ from kafka.admin import (ACL, ACLFilter, ACLOperation, ACLPermissionType, ACLRes
 from kafka.admin import ResourceType as KpResourceType
 
 from tests.brokerproc import BrokerProcess, raw_request
+from tests.security.acl_kit import consume_error, produce_error, unique
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -51,10 +51,6 @@ def admin(broker):
     client.delete_acls([ANY_FILTER])[ANY_FILTER].result(timeout=10)
 
 
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
 def create(admin: AdminClient, *bindings: AclBinding) -> None:
     for future in admin.create_acls(list(bindings)).values():
         future.result(timeout=10)
@@ -63,40 +59,6 @@ def create(admin: AdminClient, *bindings: AclBinding) -> None:
 def make_topic(admin: AdminClient, name: str) -> str:
     admin.create_topics([NewTopic(name, 1, 1)])[name].result(timeout=10)
     return name
-
-
-def produce_error(broker, topic: str) -> int | None:
-    """Produce one message; the delivery error code (None when delivered)."""
-    errors = []
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "message.timeout.ms": 5000, "retries": 0})
-    producer.produce(topic, b"v", on_delivery=lambda err, _msg: errors.append(err))
-    producer.flush(10)
-    assert errors, "no delivery report"
-    return errors[0].code() if errors[0] is not None else None
-
-
-def consume_error(broker, topic: str, group: str | None = None, assign: bool = False) -> int | None:
-    """Subscribe (or with `assign`, read partition 0 without a group): the first error
-    code the consumer reports, or None once a message arrived."""
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group or unique("g"),
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    try:
-        if assign:
-            consumer.assign([TopicPartition(topic, 0, 0)])
-        else:
-            consumer.subscribe([topic])
-        for _ in range(20):
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    continue
-                return msg.error().code()
-            return None
-        raise AssertionError("neither a message nor an error within 10 s")
-    finally:
-        consumer.close()
 
 
 def topic_acl(name: str, principal: str, op: AclOperation, permission=AclPermissionType.ALLOW,

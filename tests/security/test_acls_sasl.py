@@ -9,12 +9,13 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic,
                                    ResourcePatternType, ResourceType, ScramCredentialInfo, ScramMechanism,
                                    UserScramCredentialUpsertion)
 
 from tests.brokerproc import BrokerProcess, free_port
+from tests.security import acl_kit
 from tests.security.sasl_kit import client_conf
 
 pytestmark = pytest.mark.timeout(180)
@@ -60,32 +61,11 @@ def topic(admin: AdminClient, prefix: str) -> str:
 
 
 def produce_error(broker, user: str, name: str) -> int | None:
-    errors: list = []
-    producer = Producer({**conf(broker, user), "message.timeout.ms": 5000, "retries": 0,
-                         "enable.idempotence": False})
-    producer.produce(name, b"v", on_delivery=lambda err, _msg: errors.append(err))
-    producer.flush(10)
-    assert errors, "no delivery report"
-    return errors[0].code() if errors[0] is not None else None
+    return acl_kit.produce_error(broker, name, {**conf(broker, user), "enable.idempotence": False})
 
 
 def consume_error(broker, user: str, name: str, group: str) -> int | None:
-    consumer = Consumer({**conf(broker, user), "group.id": group, "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False})
-    try:
-        consumer.subscribe([name])
-        for _ in range(30):
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    continue
-                return msg.error().code()
-            return None
-        raise AssertionError("neither a message nor an error within 15 s")
-    finally:
-        consumer.close()
+    return acl_kit.consume_error(broker, name, group, config=conf(broker, user))
 
 
 def test_the_super_user_can_do_everything(broker, admin):

@@ -19,27 +19,6 @@ from tests.security.test_tls_listeners import _metadata_brokers
 pytestmark = pytest.mark.timeout(180)
 
 
-@pytest.fixture
-def zk_connect(zookeeper) -> str:  # tests/cluster/conftest.py's, for this directory
-    if not zookeeper.running:
-        zookeeper.start()
-    return zookeeper.chroot_connect_string()
-
-
-@pytest.fixture(scope="module")
-def zookeeper():
-    from server.cluster.zookeeper_server import ZooKeeperServer
-
-    reason = ZooKeeperServer.unavailable_reason()
-    if reason:
-        pytest.skip(f"no ZooKeeper: {reason}")
-    server = ZooKeeperServer().start()
-    try:
-        yield server
-    finally:
-        server.close()
-
-
 def test_two_brokers_replicate_over_mtls_and_answer_per_listener(tmp_path, zk_connect):
     ca = CertificateAuthority(tmp_path / "certs")
     server = ca.issue("broker", server=True, CN="localhost", OU="brokers")
