@@ -195,6 +195,11 @@ def test_java_consumer_reads_from_the_follower_in_its_rack(tmp_path, zk_connect)
         follower = max(r for r in info["replica_nodes"] if r != leader)
         values = [b"j%04d" % i for i in range(400)]
         _produce(cluster.bootstrap, "near", values)
+        # A new partition's ISR is whole from its creation: wait until the follower itself knows
+        # it follows this leader (its own metadata), or the consumer is sent to it too early
+        # (one CI run timed out here).
+        cluster.wait_for(lambda: (lambda p: p if p and p["leader_id"] == leader and len(p["isr_nodes"]) == 3
+                                  else None)(cluster.partition("near", 0, follower)), 30, "the follower's metadata")
         try:
             records = java.consume("near", 400, start={0: 0}, timeout=40, client_rack="abc"[follower - 1])
         finally:
