@@ -9,10 +9,11 @@ These are pure functions of their input (no trio, no I/O) and deterministic: mem
 and partitions are always visited in sorted order, so the same input gives the same output on
 every broker and in every test. They follow Kafka's implementations
 (group-coordinator/.../assignor/UniformAssignor.java, UniformHomogeneousAssignmentBuilder.java,
-UniformHeterogeneousAssignmentBuilder.java, RangeAssignor.java as of Kafka 4.0); where they
-differ it is said at the place that differs. Neither assignor looks at racks, as Kafka's
-current ones don't either (`rack_id` and `partition_racks` are carried for a future
-rack-aware assignor).
+UniformHeterogeneousAssignmentBuilder.java, RangeAssignor.java in Kafka's trunk of October
+2024, the 4.0 line); where they differ it is said at the place that differs. Neither assignor
+looks at racks: Kafka's rack-aware variant (KAFKA-14702) was dropped when the uniform builders
+were rewritten for speed, and its range assignor never had one. `rack_id` and
+`partition_racks` are carried for a future rack-aware assignor.
 
 Input is tolerated rather than trusted: subscriptions to topics missing from `topics` are
 ignored (Kafka raises PartitionAssignorException instead), and a current assignment is cleaned
@@ -386,7 +387,7 @@ def _assign_uniform_heterogeneous(
 
 
 class RangeAssignor:
-    """Kafka's (4.0) RangeAssignor: per topic, contiguous ranges in member order.
+    """Kafka's (4.0 line) RangeAssignor: per topic, contiguous ranges in member order.
 
     Each topic's partitions are cut into contiguous ranges over the members subscribing to it:
     partitions // subscribers each, the first partitions % subscribers members one more.
