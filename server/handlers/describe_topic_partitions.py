@@ -124,4 +124,9 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             next_cursor = {"topic_name": name, "partition_index": upper}
             break
         remaining -= len(partitions)
+    log.debug("DescribeTopicPartitions from %s: %s, limit %d, cursor %s -> %d partitions of %d topics, next cursor %s",
+              ctx.client_id, "all topics" if fetch_all else f"{len(requested)} topics", limit,
+              None if cursor is None else (cursor_topic, cursor_partition),
+              sum(len(t["partitions"]) for t in described), len(described),
+              None if next_cursor is None else (next_cursor["topic_name"], next_cursor["partition_index"]))
     return {"throttle_time_ms": 0, "topics": described + unauthorized, "next_cursor": next_cursor}
