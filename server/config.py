@@ -126,6 +126,7 @@ SETTINGS: dict[str, Setting] = {
         _s("controlled.shutdown.enable", _bool, "true", "Move leadership away (ControlledShutdown) before stopping."),
         _s("auto.create.topics.enable", _bool, "true", "Create unknown topics on Metadata and Produce."),
         _s("delete.topic.enable", _bool, "true", "Allow DeleteTopics."),
+        _s("max.request.partition.size.limit", int, "2000", "Most partitions one DescribeTopicPartitions response describes; a client asking for more gets this many and a cursor (KIP-966)."),
         _s("log.retention.ms", int, "604800000", "Default retention.ms of topics (-1: keep forever)."),
         _s("log.retention.bytes", int, "-1", "Default retention.bytes of partitions (-1: no limit)."),
         _s("log.segment.bytes", int, "1073741824", "Default segment.bytes."),

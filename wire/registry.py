@@ -75,6 +75,7 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_CLUSTER = 60
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    DESCRIBE_TOPIC_PARTITIONS = 75
 
 
 # api key -> (min version, max version) advertised and decoded.
@@ -130,6 +131,7 @@ API_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.ALTER_PARTITION: (0, 3),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
 }
 
 # api key -> (min version, max version) decoded and encoded but not advertised (see above).

@@ -28,6 +28,7 @@ from wire.primitives import ZERO_UUID
 from wire.registry import ApiKey
 
 from server.topics import INTERNAL_TOPICS, validate_topic_name
+from server.partition_states import cluster_partition_state, local_partition_state
 from server.authorized_operations import NOT_REQUESTED, cluster_operations, topic_operations
 from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from server.context import RequestContext
@@ -60,22 +61,10 @@ def topic_entry(ctx: RequestContext, name: str, with_ops: bool) -> dict:
         "topic_id": meta.topic_id,
         "is_internal": name in INTERNAL_TOPICS,
         "partitions": [
-            _partition_entry(partitions[(name, p)])
+            local_partition_state(partitions[(name, p)])
             for p in range(meta.partitions)
         ],
         "topic_authorized_operations": topic_operations(ctx, name) if with_ops else NOT_REQUESTED,
-    }
-
-
-def _partition_entry(partition) -> dict:
-    return {
-        "error_code": ErrorCode.NONE,
-        "partition_index": partition.index,
-        "leader_id": partition.leader_id,
-        "leader_epoch": partition.leader_epoch,
-        "replica_nodes": partition.replicas,
-        "isr_nodes": partition.isr,
-        "offline_replicas": [],
     }
 
 
@@ -84,18 +73,8 @@ def error_entry(name: str | None, code: ErrorCode, topic_id: uuid.UUID = ZERO_UU
 
 
 def _cluster_topic_entry(ctx: RequestContext, cache, name: str, with_ops: bool) -> dict:
-    partitions = []
-    for index, info in sorted(cache.topics.get(name, {}).items()):
-        alive = info.leader >= 0 and cache.alive(info.leader)
-        partitions.append({
-            "error_code": ErrorCode.NONE if alive else ErrorCode.LEADER_NOT_AVAILABLE,
-            "partition_index": index,
-            "leader_id": info.leader if alive else -1,
-            "leader_epoch": info.leader_epoch,
-            "replica_nodes": list(info.replicas),
-            "isr_nodes": list(info.isr),
-            "offline_replicas": list(info.offline_replicas),
-        })
+    partitions = [cluster_partition_state(cache, index, info)
+                  for index, info in sorted(cache.topics.get(name, {}).items())]
     return {"error_code": ErrorCode.NONE, "name": name, "topic_id": cache.topic_ids.get(name, ZERO_UUID),
             "is_internal": name in INTERNAL_TOPICS, "partitions": partitions,
             "topic_authorized_operations": topic_operations(ctx, name) if with_ops else NOT_REQUESTED}

@@ -122,7 +122,8 @@ def _kafka_python_classes() -> dict[tuple[int, str], type]:
 
 KP = _kafka_python_classes()
 
-# kafka-python renames these (MetadataResponse.json_patch: a bitfield type).
+# kafka-python renames these (MetadataResponse.json_patch: a bitfield type); where its class
+# has a field of our name (DescribeTopicPartitions' topic_authorized_operations) that is used.
 KP_RENAMES = {"cluster_authorized_operations": "authorized_operations",
               "topic_authorized_operations": "authorized_operations"}
 
@@ -149,7 +150,8 @@ def _kp_kwargs(owner, node: p.KStruct, value: dict, version: int) -> dict:
     ours = {name: typ for name, typ, _d in node.fields}
     if node.tagged is not None:
         ours.update({name: typ for name, typ, _d in node.tagged.fields.values()})
-    renamed = {KP_RENAMES.get(name, name): name for name in ours}
+    theirs = {field.name for field in owner._struct._fields}
+    renamed = {(name if name in theirs else KP_RENAMES.get(name, name)): name for name in ours}
     kwargs = {}
     for field in owner._struct._fields:
         if not field.for_version_q(version):
@@ -198,7 +200,7 @@ def _rename_back(node, value):
             types.update({n: t for n, t, _d in node.tagged.fields.values()})
         out = {}
         for name in names:
-            theirs = KP_RENAMES.get(name, name)
+            theirs = name if name in value else KP_RENAMES.get(name, name)
             if theirs in value:
                 out[name] = _rename_back(types[name], value[theirs])
         return out

@@ -62,6 +62,7 @@ import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.ConsumerGroupListing;
+import org.apache.kafka.clients.admin.DescribeTopicsOptions;
 import org.apache.kafka.clients.admin.ListConsumerGroupOffsetsSpec;
 import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.MemberDescription;
@@ -409,6 +410,7 @@ public final class TrafkaCompat {
                 case "alter_user_scram_credentials": return alterUserScramCredentials(r);
                 case "describe_user_scram_credentials": return describeUserScramCredentials(r);
                 case "describe_topic": return describeTopic(r);
+                case "describe_topics": return describeTopics(r);
                 case "create_acl": return createAcl(r);
                 case "describe_acls": return describeAcls();
                 case "produce": return produce(r);
@@ -675,6 +677,60 @@ public final class TrafkaCompat {
             o.addProperty("name", d.name());
             o.addProperty("topic_id", d.topicId().toString());
             o.add("partitions", leaders(d.partitions()));
+            return o;
+        }
+
+        /** Admin.describeTopics(names, options) in full: what a 3.7+ client gets through
+         * DescribeTopicPartitions (API 75) when the broker advertises it, paged by
+         * partition_limit (DescribeTopicsOptions.partitionSizeLimitPerResponse). Per topic:
+         * error (0 or Kafka's code), id, internal, authorized operations (when asked) and each
+         * partition's leader, replicas and ISR. */
+        JsonObject describeTopics(JsonObject r) throws Exception {
+            List<String> names = strings(r.get("names"));
+            DescribeTopicsOptions options = new DescribeTopicsOptions();
+            if (present(r, "partition_limit")) {
+                options.partitionSizeLimitPerResponse(r.get("partition_limit").getAsInt());
+            }
+            if (present(r, "authorized_operations")) {
+                options.includeAuthorizedOperations(r.get("authorized_operations").getAsBoolean());
+            }
+            Map<String, org.apache.kafka.common.KafkaFuture<TopicDescription>> futures =
+                admin().describeTopics(TopicCollection.ofTopicNames(names), options).topicNameValues();
+            JsonObject topics = new JsonObject();
+            for (String name : names) {
+                JsonObject t = new JsonObject();
+                try {
+                    TopicDescription d = futures.get(name).get(ADMIN_TIMEOUT_S, TimeUnit.SECONDS);
+                    t.addProperty("error", 0);
+                    t.addProperty("topic_id", d.topicId().toString());
+                    t.addProperty("internal", d.isInternal());
+                    if (d.authorizedOperations() != null) {
+                        JsonArray ops = new JsonArray();
+                        new TreeSet<>(d.authorizedOperations().stream().map(Enum::name).toList()).forEach(ops::add);
+                        t.add("authorized_operations", ops);
+                    }
+                    JsonArray partitions = new JsonArray();
+                    for (TopicPartitionInfo p : d.partitions()) {
+                        JsonObject pj = new JsonObject();
+                        pj.addProperty("partition", p.partition());
+                        pj.addProperty("leader", p.leader() == null ? -1 : p.leader().id());
+                        JsonArray replicas = new JsonArray();
+                        p.replicas().forEach(n -> replicas.add(n.id()));
+                        JsonArray isr = new JsonArray();
+                        p.isr().forEach(n -> isr.add(n.id()));
+                        pj.add("replicas", replicas);
+                        pj.add("isr", isr);
+                        partitions.add(pj);
+                    }
+                    t.add("partitions", partitions);
+                } catch (ExecutionException e) {
+                    t.addProperty("error", Errors.forException(unwrap(e)).code());
+                    t.addProperty("exception", unwrap(e).getClass().getSimpleName());
+                }
+                topics.add(name, t);
+            }
+            JsonObject o = new JsonObject();
+            o.add("topics", topics);
             return o;
         }
 
