@@ -1,5 +1,6 @@
 """`trafka` command line: `trafka serve` runs the broker; `trafka dev cluster` a ZooKeeper
-and N brokers on loopback for a try-out (server/cluster/dev.py).
+and N brokers on loopback for a try-out (server/cluster/dev.py); `trafka topic|group|acl|
+user|cluster ...` are the operator's commands, Kafka clients of their own (server/tools/).
 
 SIGTERM / SIGINT: stop accepting, wake waiting fetches, give in-flight requests up to
 shutdown.timeout.ms to finish, flush the logs, exit 0.
@@ -36,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     from server.cluster import dev
 
     dev.add_parser(sub)
+    from server import tools
+
+    tools.add_parsers(sub)
     return parser
 
 
@@ -47,6 +51,10 @@ def main(argv: list[str] | None = None) -> int:
         from server.cluster import dev
 
         return dev.run(args)
+    from server import tools
+
+    if args.command in tools.NOUNS:
+        return tools.run(args)
     return 2  # pragma: no cover - argparse enforces the subcommand
 
 
