@@ -143,10 +143,17 @@ def client_config(args: argparse.Namespace, **more: Any) -> dict[str, Any]:
     return conf
 
 
+_clients: list[Any] = []
+
+
 def admin_client(args: argparse.Namespace):
+    """An AdminClient for this invocation. It is kept referenced until the process ends: a
+    client that is garbage-collected cancels its pending futures (DESTROY)."""
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient(client_config(args, **{"socket.timeout.ms": int(TIMEOUT_S * 1000)}))
+    client = AdminClient(client_config(args, **{"socket.timeout.ms": int(TIMEOUT_S * 1000)}))
+    _clients.append(client)
+    return client
 
 
 def result(future, what: str = "") -> Any:
@@ -185,6 +192,30 @@ def key_values(pairs: Sequence[str], option: str) -> dict[str, str]:
 
 
 # ------------------------------------------------------------------ errors
+
+def report_futures(args: argparse.Namespace, futures: dict, verb: str) -> int:
+    """Wait for per-topic futures; print one line per topic, errors as NAME: message. Exit 1 if any failed."""
+    from confluent_kafka import KafkaException
+
+    ok: list[str] = []
+    failed: dict[str, str] = {}
+    for name, future in futures.items():
+        try:
+            result(future)
+            ok.append(name)
+        except KafkaException as exc:
+            failed[name] = describe_kafka_error(exc)
+    if args.format == "json":
+        emit(args, {"ok": ok, "errors": failed})
+    else:
+        for name in ok:
+            print(f"{verb} {name}" if not verb.endswith(":") else f"{name} {verb[:-1]}")
+    if failed:
+        for name, message in failed.items():
+            print(f"{args.prog}: error: {name}: {message}", file=sys.stderr)
+        return 1
+    return 0
+
 
 def describe_kafka_error(exc: BaseException) -> str:
     """'NAME: message' for a KafkaException / KafkaError, str() otherwise."""

@@ -195,6 +195,7 @@ def consume_records(args: argparse.Namespace) -> int:
                                   "enable.auto.commit": bool(args.group), "auto.offset.reset": reset,
                                   "enable.partition.eof": True})
     consumer = Consumer(conf)
+    _stop_on_sigterm()
     assigned: set[tuple[str, int]] = set()
     at_end: set[tuple[str, int]] = set()
     explicit = offset is not None and offset not in ("start", "end", "beginning", "earliest", "latest")
@@ -269,6 +270,16 @@ def consume_records(args: argparse.Namespace) -> int:
     finally:
         consumer.close()
     return 0
+
+
+def _stop_on_sigterm() -> None:
+    """SIGTERM ends a --follow like Ctrl-C does: the consumer leaves its group and commits."""
+    import signal
+
+    def stop(signum, frame) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
 
 
 class _Probe:

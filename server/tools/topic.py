@@ -8,7 +8,8 @@ import argparse
 from typing import Any
 
 from server.tools import records
-from server.tools.common import CliError, add_output_format, admin_client, emit, key_values, result, table
+from server.tools.common import (CliError, add_output_format, admin_client, emit, key_values, report_futures, result,
+                                 table)
 
 
 def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
@@ -80,7 +81,7 @@ def create_topics(args: argparse.Namespace) -> int:
     new = [NewTopic(name, num_partitions=args.partitions, replication_factor=args.replicas, config=configs)
            for name in args.names]
     futures = admin.create_topics(new, request_timeout=30, operation_timeout=30)
-    return _report(args, futures, "created")
+    return report_futures(args, futures, "created")
 
 
 def list_topics(args: argparse.Namespace) -> int:
@@ -162,13 +163,13 @@ def add_partitions(args: argparse.Namespace) -> int:
 
     admin = admin_client(args)  # kept referenced: a collected client cancels its futures
     futures = admin.create_partitions([NewPartitions(args.name, args.num)], request_timeout=30)
-    return _report(args, futures, f"now has {args.num} partitions:")
+    return report_futures(args, futures, f"now has {args.num} partitions:")
 
 
 def delete_topics(args: argparse.Namespace) -> int:
     admin = admin_client(args)
     futures = admin.delete_topics(args.names, request_timeout=30, operation_timeout=30)
-    return _report(args, futures, "deleted")
+    return report_futures(args, futures, "deleted")
 
 
 def trim_topic(args: argparse.Namespace) -> int:
@@ -192,34 +193,6 @@ def trim_topic(args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------ helpers
-
-def _report(args: argparse.Namespace, futures: dict, verb: str) -> int:
-    """Wait for per-topic futures; print one line per topic, errors as NAME: message. Exit 1 if any failed."""
-    from confluent_kafka import KafkaException
-
-    from server.tools.common import describe_kafka_error
-
-    ok: list[str] = []
-    failed: dict[str, str] = {}
-    for name, future in futures.items():
-        try:
-            result(future)
-            ok.append(name)
-        except KafkaException as exc:
-            failed[name] = describe_kafka_error(exc)
-    if args.format == "json":
-        emit(args, {"ok": ok, "errors": failed})
-    else:
-        for name in ok:
-            print(f"{verb} {name}" if not verb.endswith(":") else f"{name} {verb[:-1]}")
-    if failed:
-        import sys
-
-        for name, message in failed.items():
-            print(f"{args.prog}: error: {name}: {message}", file=sys.stderr)
-        return 1
-    return 0
-
 
 def _offsets(admin, specs: dict) -> dict[int, int]:
     if not specs:
