@@ -44,7 +44,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        from server import tools
+
+        if args.command in tools.NOUNS:  # the operator's commands answer a bad argument in one line
+            print(f"trafka {args.command} {args.verb}: error: unrecognized arguments: {' '.join(extra)} "
+                  f"(see trafka {args.command} {args.verb} --help)", file=sys.stderr)
+            return 2
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "serve":
         return serve(args)
     if args.command == "dev" and args.dev_command == "cluster":
