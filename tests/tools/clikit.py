@@ -22,6 +22,10 @@ class Run:
         assert self.code == 0, f"exit {self.code}: {self.err}"
         return json.loads(self.out)
 
+    def json_any(self):
+        """The JSON output whatever the exit code (`cluster health` exits 1 when unhealthy)."""
+        return json.loads(self.out)
+
     def ok(self) -> "Run":
         assert self.code == 0, f"exit {self.code}\nstdout: {self.out}\nstderr: {self.err}"
         return self
