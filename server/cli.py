@@ -161,3 +161,7 @@ async def _connection_nursery(task_status=trio.TASK_STATUS_IGNORED) -> None:
     async with trio.open_nursery() as nursery:
         task_status.started(_ConnectionNursery(nursery))
         await trio.sleep_forever()
+
+
+if __name__ == "__main__":  # `python -m server.cli ...` as well as `python -m server ...`
+    sys.exit(main())

@@ -8,7 +8,7 @@ import argparse
 import re
 from typing import Any
 
-from server.tools.common import CliError, add_output_format, admin_client, emit, result, table
+from server.tools.common import CliError, add_output_format, admin_client, emit, result, table, timeout
 
 CLUSTER_NAME = "kafka-cluster"
 OPERATIONS = ("all", "read", "write", "create", "delete", "alter", "describe", "cluster-action",
@@ -80,7 +80,7 @@ def create_acls(args: argparse.Namespace) -> int:
     bindings = [AclBinding(rtype, name, pattern, principal, args.host, AclOperation[op], AclPermissionType[perm])
                 for principal, perm in principals for rtype, name in resources for op in args.operation]
     admin = admin_client(args)
-    futures = admin.create_acls(bindings, request_timeout=30)
+    futures = admin.create_acls(bindings, request_timeout=timeout())
     for future in futures.values():
         result(future)
     rows = [_row(b) for b in bindings]
@@ -92,7 +92,7 @@ def list_acls(args: argparse.Namespace) -> int:
     admin = admin_client(args)
     rows: list[dict[str, Any]] = []
     for flt in _filters(args):
-        rows += [_row(b) for b in result(admin.describe_acls(flt, request_timeout=30))]
+        rows += [_row(b) for b in result(admin.describe_acls(flt, request_timeout=timeout()))]
     rows = _unique(rows)
     emit(args, rows, lambda rows: _table(rows) if rows else "(no ACLs)")
     return 0
@@ -103,7 +103,7 @@ def delete_acls(args: argparse.Namespace) -> int:
         raise CliError("refusing to delete every ACL: give a principal, an operation or a resource", 2)
     admin = admin_client(args)
     rows: list[dict[str, Any]] = []
-    for future in admin.delete_acls(_filters(args), request_timeout=30).values():
+    for future in admin.delete_acls(_filters(args), request_timeout=timeout()).values():
         rows += [_row(b) for b in result(future)]
     rows = _unique(rows)
     emit(args, rows, lambda rows: ("deleted:\n" + _table(rows)) if rows else "no ACL matched")
@@ -132,7 +132,8 @@ def _resources(args: argparse.Namespace) -> list[tuple[Any, str]]:
 
 def _filters(args: argparse.Namespace) -> list:
     """AclBindingFilters for list/delete: each option given narrows; one not given matches any."""
-    from confluent_kafka.admin import AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
+    from confluent_kafka.admin import (AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType,
+                                       ResourceType)
 
     principals: list[tuple[str | None, str]] = list(_principals(args)) or [(None, "ANY")]
     resources: list[tuple[Any, str | None]] = list(_resources(args)) or [(ResourceType.ANY, None)]

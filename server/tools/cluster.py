@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from server.tools.common import add_output_format, admin_client, emit, result, table
+from server.tools.common import add_output_format, admin_client, emit, result, table, timeout
 
 
 def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -
 
 
 def cluster_info(args: argparse.Namespace) -> int:
-    described = result(admin_client(args).describe_cluster(request_timeout=30))
+    described = result(admin_client(args).describe_cluster(request_timeout=timeout()))
     controller = described.controller.id if described.controller is not None else None
     brokers = [{"id": n.id, "host": n.host, "port": n.port, "rack": n.rack, "controller": n.id == controller}
                for n in sorted(described.nodes, key=lambda n: n.id)]
@@ -40,7 +40,7 @@ def cluster_info(args: argparse.Namespace) -> int:
 def cluster_health(args: argparse.Namespace) -> int:
     """Healthy means: a controller, every partition led, every ISR complete (what rpk's
     `cluster health` and kafka-topics' --under-replicated-partitions report)."""
-    metadata = admin_client(args).list_topics(timeout=30)
+    metadata = admin_client(args).list_topics(timeout=timeout())
     live = set(metadata.brokers)
     offline: list[dict[str, Any]] = []
     under: list[dict[str, Any]] = []

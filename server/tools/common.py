@@ -19,6 +19,7 @@ from typing import Any
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 TIMEOUT_S = 30.0
+_timeout = [TIMEOUT_S]
 
 COMMAND_CONFIG_HELP = (
     "Kafka client properties file (security.protocol, sasl.mechanism, sasl.jaas.config or "
@@ -51,6 +52,8 @@ def common_options() -> argparse.ArgumentParser:
                        default=os.environ.get("TRAFKA_BOOTSTRAP", DEFAULT_BOOTSTRAP),
                        help=f"broker(s) to connect to (default {DEFAULT_BOOTSTRAP}; env TRAFKA_BOOTSTRAP)")
     group.add_argument("--command-config", metavar="FILE", help=COMMAND_CONFIG_HELP)
+    group.add_argument("--timeout", type=float, default=TIMEOUT_S, metavar="SECONDS",
+                       help=f"how long to wait for the cluster's answers (default {TIMEOUT_S:.0f})")
     return parent
 
 
@@ -143,6 +146,11 @@ def client_config(args: argparse.Namespace, **more: Any) -> dict[str, Any]:
     return conf
 
 
+def timeout() -> float:
+    """Seconds to wait for an answer: --timeout of this invocation."""
+    return _timeout[0]
+
+
 _clients: list[Any] = []
 
 
@@ -151,14 +159,14 @@ def admin_client(args: argparse.Namespace):
     client that is garbage-collected cancels its pending futures (DESTROY)."""
     from confluent_kafka.admin import AdminClient
 
-    client = AdminClient(client_config(args, **{"socket.timeout.ms": int(TIMEOUT_S * 1000)}))
+    client = AdminClient(client_config(args, **{"socket.timeout.ms": int(timeout() * 1000)}))
     _clients.append(client)
     return client
 
 
 def result(future, what: str = "") -> Any:
     """A future's value, with the client's timeout (a broker that never answers is an error)."""
-    return future.result(timeout=TIMEOUT_S)
+    return future.result(timeout=timeout())
 
 
 # ------------------------------------------------------------------ output
@@ -233,6 +241,7 @@ def run_guarded(prog: str, handler: Callable[[argparse.Namespace], int | None], 
     """Run a command; Kafka errors and bad arguments become one stderr line and an exit code."""
     from confluent_kafka import KafkaError, KafkaException
 
+    _timeout[0] = getattr(args, "timeout", TIMEOUT_S)
     try:
         return handler(args) or 0
     except CliError as exc:
@@ -242,7 +251,7 @@ def run_guarded(prog: str, handler: Callable[[argparse.Namespace], int | None], 
         print(f"{prog}: error: {describe_kafka_error(exc)}", file=sys.stderr)
         return 1
     except TimeoutError:
-        print(f"{prog}: error: no answer from {args.bootstrap_server} within {TIMEOUT_S:.0f} s", file=sys.stderr)
+        print(f"{prog}: error: no answer from {args.bootstrap_server} within {timeout():g} s", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from server.tools.common import CliError, add_output_format, admin_client, emit, report_futures, result, table
+from server.tools.common import (CliError, add_output_format, admin_client, emit, report_futures, result, table,
+                                 timeout)
 
 
 def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
@@ -47,7 +48,7 @@ def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -
 # ------------------------------------------------------------------ verbs
 
 def list_groups(args: argparse.Namespace) -> int:
-    listed = result(admin_client(args).list_consumer_groups(request_timeout=30))
+    listed = result(admin_client(args).list_consumer_groups(request_timeout=timeout()))
     if listed.errors:
         from confluent_kafka import KafkaException
 
@@ -59,7 +60,7 @@ def list_groups(args: argparse.Namespace) -> int:
 
 def describe_group(args: argparse.Namespace) -> int:
     admin = admin_client(args)
-    description = result(admin.describe_consumer_groups([args.name], request_timeout=30)[args.name])
+    description = result(admin.describe_consumer_groups([args.name], request_timeout=timeout())[args.name])
     committed = committed_offsets(admin, args.name)
     if _state(description.state) == "Dead" and not committed:
         raise CliError(f"GROUP_ID_NOT_FOUND: consumer group {args.name!r} does not exist")
@@ -135,14 +136,14 @@ def seek_group(args: argparse.Namespace) -> int:
     plan = [{"topic": t, "partition": p, "current_offset": committed.get((t, p)),
              "new_offset": plan_offsets[(t, p)]} for t, p in parts]
     if args.execute:
-        description = result(admin.describe_consumer_groups([args.name], request_timeout=30)[args.name])
+        description = result(admin.describe_consumer_groups([args.name], request_timeout=timeout())[args.name])
         if description.members:
             raise CliError(f"group {args.name} has {len(description.members)} active member(s) (state "
                            f"{_state(description.state)}): offsets can be moved only while it has none; "
                            f"stop its consumers first")
         request = ConsumerGroupTopicPartitions(
             args.name, [TopicPartition(row["topic"], row["partition"], row["new_offset"]) for row in plan])
-        done = result(admin.alter_consumer_group_offsets([request], request_timeout=30)[args.name])
+        done = result(admin.alter_consumer_group_offsets([request], request_timeout=timeout())[args.name])
         for tp in done.topic_partitions:
             if tp.error is not None:
                 from confluent_kafka import KafkaException
@@ -163,7 +164,7 @@ def _seek_text(data: dict[str, Any]) -> str:
 
 def delete_groups(args: argparse.Namespace) -> int:
     admin = admin_client(args)
-    futures = admin.delete_consumer_groups(args.names, request_timeout=30)
+    futures = admin.delete_consumer_groups(args.names, request_timeout=timeout())
     return report_futures(args, futures, "deleted group")
 
 
@@ -187,7 +188,7 @@ def committed_offsets(admin, group: str) -> dict[tuple[str, int], int | None]:
     from confluent_kafka import ConsumerGroupTopicPartitions
 
     answer = result(admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
-                                                      request_timeout=30)[group])
+                                                      request_timeout=timeout())[group])
     return {(tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else None) for tp in answer.topic_partitions}
 
 
@@ -197,7 +198,8 @@ def end_offsets(admin, parts: list[tuple[str, int]]) -> dict[tuple[str, int], in
 
     if not parts:
         return {}
-    futures = admin.list_offsets({TopicPartition(t, p): OffsetSpec.latest() for t, p in parts}, request_timeout=30)
+    specs = {TopicPartition(t, p): OffsetSpec.latest() for t, p in parts}
+    futures = admin.list_offsets(specs, request_timeout=timeout())
     return {(tp.topic, tp.partition): result(f).offset for tp, f in futures.items()}
 
 
@@ -219,7 +221,7 @@ def new_offsets(admin, parts: list[tuple[str, int]], target: tuple[str, int]) ->
     kind, number = target
 
     def ask(spec) -> dict[tuple[str, int], int]:
-        futures = admin.list_offsets({TopicPartition(t, p): spec for t, p in parts}, request_timeout=30)
+        futures = admin.list_offsets({TopicPartition(t, p): spec for t, p in parts}, request_timeout=timeout())
         return {(tp.topic, tp.partition): result(f).offset for tp, f in futures.items()}
 
     if kind == "earliest":

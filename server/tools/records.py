@@ -9,7 +9,7 @@ import sys
 import uuid
 from typing import Any
 
-from server.tools.common import CliError, client_config, key_values
+from server.tools.common import CliError, client_config, key_values, timeout
 
 COMPRESSION = ("none", "gzip", "snappy", "lz4", "zstd")
 DEFAULT_TEMPLATE = "%v\\n"
@@ -55,7 +55,7 @@ def produce_records(args: argparse.Namespace) -> int:
 
     headers = list(key_values(args.header, "-H/--header").items())
     conf = client_config(args, **{"compression.type": args.compression, "acks": args.acks,
-                                  "message.timeout.ms": 30000, "linger.ms": 5})
+                                  "message.timeout.ms": int(timeout() * 1000), "linger.ms": 5})
     producer = Producer(conf)
     delivered: list[tuple[int, int]] = []
     errors: list[Any] = []
@@ -91,13 +91,13 @@ def produce_records(args: argparse.Namespace) -> int:
         producer.poll(0)
         if errors:
             break
-    remaining = producer.flush(30)
+    remaining = producer.flush(timeout())
     if errors:
         from confluent_kafka import KafkaException
 
         raise KafkaException(errors[0])
     if remaining:
-        raise CliError(f"{remaining} records not delivered within 30 s")
+        raise CliError(f"{remaining} records not delivered within {timeout():g} s")
     summary = {"topic": args.name, "records": len(delivered),
                "offsets": [{"partition": p, "offset": o} for p, o in delivered]}
     if args.format == "json":
@@ -200,7 +200,7 @@ def consume_records(args: argparse.Namespace) -> int:
     at_end: set[tuple[str, int]] = set()
     explicit = offset is not None and offset not in ("start", "end", "beginning", "earliest", "latest")
     try:
-        metadata = consumer.list_topics(args.name, timeout=30)
+        metadata = consumer.list_topics(args.name, timeout=timeout())
         topic = metadata.topics.get(args.name)
         if topic is None or topic.error is not None:
             raise KafkaException(topic.error if topic is not None else KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
@@ -213,7 +213,7 @@ def consume_records(args: argparse.Namespace) -> int:
 
         def place(parts: list) -> list:
             for tp in parts:
-                low, high = consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=30)
+                low, high = consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=timeout())
                 tp.offset = start_offset(offset, args.follow, low, high)
             return parts
 
@@ -232,7 +232,7 @@ def consume_records(args: argparse.Namespace) -> int:
         else:
             parts = [TopicPartition(args.name, p) for p in partitions]
             if args.group:
-                committed = {tp.partition: tp.offset for tp in consumer.committed(parts, timeout=30)}
+                committed = {tp.partition: tp.offset for tp in consumer.committed(parts, timeout=timeout())}
             else:
                 committed = {}
             for tp in parts:

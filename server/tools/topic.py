@@ -9,7 +9,7 @@ from typing import Any
 
 from server.tools import records
 from server.tools.common import (CliError, add_output_format, admin_client, emit, key_values, report_futures, result,
-                                 table)
+                                 table, timeout)
 
 
 def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
@@ -80,12 +80,12 @@ def create_topics(args: argparse.Namespace) -> int:
     admin = admin_client(args)
     new = [NewTopic(name, num_partitions=args.partitions, replication_factor=args.replicas, config=configs)
            for name in args.names]
-    futures = admin.create_topics(new, request_timeout=30, operation_timeout=30)
+    futures = admin.create_topics(new, request_timeout=timeout(), operation_timeout=timeout())
     return report_futures(args, futures, "created")
 
 
 def list_topics(args: argparse.Namespace) -> int:
-    metadata = admin_client(args).list_topics(timeout=30)
+    metadata = admin_client(args).list_topics(timeout=timeout())
     rows = []
     for name, topic in sorted(metadata.topics.items()):
         if name.startswith("__") and not args.internal:
@@ -162,13 +162,13 @@ def add_partitions(args: argparse.Namespace) -> int:
     from confluent_kafka.admin import NewPartitions
 
     admin = admin_client(args)  # kept referenced: a collected client cancels its futures
-    futures = admin.create_partitions([NewPartitions(args.name, args.num)], request_timeout=30)
+    futures = admin.create_partitions([NewPartitions(args.name, args.num)], request_timeout=timeout())
     return report_futures(args, futures, f"now has {args.num} partitions:")
 
 
 def delete_topics(args: argparse.Namespace) -> int:
     admin = admin_client(args)
-    futures = admin.delete_topics(args.names, request_timeout=30, operation_timeout=30)
+    futures = admin.delete_topics(args.names, request_timeout=timeout(), operation_timeout=timeout())
     return report_futures(args, futures, "deleted")
 
 
@@ -181,7 +181,7 @@ def trim_topic(args: argparse.Namespace) -> int:
         description = result(admin.describe_topics(TopicCollection([args.name]))[args.name])
         partitions = sorted(p.id for p in description.partitions)
     futures = admin.delete_records([TopicPartition(args.name, p, args.offset) for p in partitions],
-                                   request_timeout=30)
+                                   request_timeout=timeout())
     rows = []
     for tp, future in sorted(futures.items(), key=lambda item: item[0].partition):
         deleted = result(future)
@@ -197,7 +197,7 @@ def trim_topic(args: argparse.Namespace) -> int:
 def _offsets(admin, specs: dict) -> dict[int, int]:
     if not specs:
         return {}
-    return {tp.partition: result(f).offset for tp, f in admin.list_offsets(specs, request_timeout=30).items()}
+    return {tp.partition: result(f).offset for tp, f in admin.list_offsets(specs, request_timeout=timeout()).items()}
 
 
 def raise_for(error) -> None:

@@ -8,7 +8,7 @@ import argparse
 import sys
 from typing import Any
 
-from server.tools.common import CliError, add_output_format, admin_client, emit, result, table
+from server.tools.common import CliError, add_output_format, admin_client, emit, result, table, timeout
 
 MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
@@ -46,7 +46,7 @@ def create_user(args: argparse.Namespace) -> int:
     upsert = UserScramCredentialUpsertion(args.name, ScramCredentialInfo(mechanism, args.iterations),
                                           password.encode())
     admin = admin_client(args)
-    result(admin.alter_user_scram_credentials([upsert], request_timeout=30)[args.name])
+    result(admin.alter_user_scram_credentials([upsert], request_timeout=timeout())[args.name])
     emit(args, {"user": args.name, "mechanism": args.mechanism, "iterations": args.iterations},
          f"created user {args.name} ({args.mechanism})")
     return 0
@@ -61,7 +61,7 @@ def delete_user(args: argparse.Namespace) -> int:
     else:
         mechanisms = [m for m in _describe(admin, [args.name]).get(args.name, {})]
     deletions = [UserScramCredentialDeletion(args.name, ScramMechanism[m.replace("-", "_")]) for m in mechanisms]
-    result(admin.alter_user_scram_credentials(deletions, request_timeout=30)[args.name])
+    result(admin.alter_user_scram_credentials(deletions, request_timeout=timeout())[args.name])
     emit(args, {"user": args.name, "mechanisms": mechanisms},
          f"deleted user {args.name} ({', '.join(mechanisms)})")
     return 0
@@ -80,7 +80,7 @@ def list_users(args: argparse.Namespace) -> int:
 
 def _describe(admin, users: list[str] | None) -> dict[str, dict[str, int]]:
     """user → {mechanism: iterations}. A named user without credentials is RESOURCE_NOT_FOUND."""
-    answer: Any = admin.describe_user_scram_credentials(users, request_timeout=30)
+    answer: Any = admin.describe_user_scram_credentials(users, request_timeout=timeout())
     if users is None:
         described = result(answer)
     else:

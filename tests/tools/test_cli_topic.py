@@ -118,6 +118,15 @@ def test_errors_are_one_line_with_a_non_zero_exit(broker, tmp_path):
         "cannot read --command-config")
 
 
+def test_a_broker_that_does_not_answer(broker):
+    from tests.brokerproc import free_port
+
+    nobody = f"127.0.0.1:{free_port()}"
+    trafka("topic", "list", "--timeout", "2", bootstrap=nobody).one_line_error("trafka topic list: error:",
+                                                                                "TRANSPORT")
+    trafka("cluster", "health", "--timeout", "2", bootstrap=nobody).one_line_error("TRANSPORT")
+
+
 def test_bootstrap_from_the_environment(broker):
     """No -b: TRAFKA_BOOTSTRAP names the broker."""
     name = unique("env")
