@@ -25,8 +25,9 @@ COMMAND_CONFIG_HELP = (
     "Kafka client properties file (security.protocol, sasl.mechanism, sasl.jaas.config or "
     "sasl.username/sasl.password, ssl.*). Java names are mapped to librdkafka's: sasl.jaas.config's "
     "username/password become sasl.username/sasl.password, an empty ssl.endpoint.identification.algorithm "
-    "becomes none. JKS stores and ssl.truststore.location are not supported by librdkafka: give the CA as "
-    "a PEM file with ssl.ca.location (a PKCS12 ssl.keystore.location works).")
+    "becomes none, a PEM ssl.truststore.location becomes ssl.ca.location. librdkafka cannot read JKS or "
+    "PKCS12 truststores (ssl.truststore.location): give the CA as a PEM file with ssl.ca.location; a PKCS12 "
+    "ssl.keystore.location works. Any other librdkafka setting may be given too.")
 
 
 class CliError(Exception):
@@ -64,14 +65,8 @@ def add_output_format(parser: argparse.ArgumentParser) -> None:
 # ------------------------------------------------------------------ client configuration
 
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
-_UNSUPPORTED = {
-    "ssl.truststore.location": "librdkafka cannot read a truststore: give the CA certificates as PEM with "
-                               "ssl.ca.location",
-    "ssl.truststore.password": "librdkafka cannot read a truststore: give the CA certificates as PEM with "
-                               "ssl.ca.location",
-    "ssl.truststore.type": "librdkafka cannot read a truststore: give the CA certificates as PEM with "
-                           "ssl.ca.location",
-}
+_NO_TRUSTSTORE = ("librdkafka cannot read a JKS or PKCS12 truststore: give the CA certificates as a PEM file with "
+                  "ssl.ca.location")
 _DROPPED = {"ssl.keystore.type", "key.serializer", "value.serializer", "key.deserializer", "value.deserializer"}
 
 
@@ -106,9 +101,15 @@ def _split(line: str) -> tuple[str, str]:
 def librdkafka_config(props: dict[str, str]) -> dict[str, str]:
     """Kafka Java client properties → librdkafka settings (see COMMAND_CONFIG_HELP)."""
     conf: dict[str, str] = {}
+    pem_truststore = props.get("ssl.truststore.type", "").upper() == "PEM"
     for key, value in props.items():
-        if key in _UNSUPPORTED:
-            raise CliError(f"--command-config: {key} is not supported: {_UNSUPPORTED[key]}", 2)
+        if key == "ssl.truststore.location" and pem_truststore:
+            conf["ssl.ca.location"] = value  # a PEM "truststore" is what librdkafka calls the CA location
+            continue
+        if key == "ssl.truststore.type" and pem_truststore:
+            continue
+        if key.startswith("ssl.truststore."):
+            raise CliError(f"--command-config: {key} is not supported: {_NO_TRUSTSTORE}", 2)
         if key == "ssl.keystore.type" and value.upper() == "JKS":
             raise CliError("--command-config: JKS keystores are not supported by librdkafka: use PKCS12 or "
                            "ssl.certificate.location/ssl.key.location (PEM)", 2)
