@@ -1,5 +1,6 @@
 """`trafka` command line: `trafka serve` runs the broker; `trafka dev cluster` a ZooKeeper
-and N brokers on loopback for a try-out (server/cluster/dev.py).
+and N brokers on loopback for a try-out (server/cluster/dev.py); `trafka topic|group|acl|
+user|cluster ...` are the operator's commands, Kafka clients of their own (server/tools/).
 
 SIGTERM / SIGINT: stop accepting, wake waiting fetches, give in-flight requests up to
 shutdown.timeout.ms to finish, flush the logs, exit 0.
@@ -36,17 +37,33 @@ def build_parser() -> argparse.ArgumentParser:
     from server.cluster import dev
 
     dev.add_parser(sub)
+    from server import tools
+
+    tools.add_parsers(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        from server import tools
+
+        if args.command in tools.NOUNS:  # the operator's commands answer a bad argument in one line
+            print(f"trafka {args.command} {args.verb}: error: unrecognized arguments: {' '.join(extra)} "
+                  f"(see trafka {args.command} {args.verb} --help)", file=sys.stderr)
+            return 2
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "serve":
         return serve(args)
     if args.command == "dev" and args.dev_command == "cluster":
         from server.cluster import dev
 
         return dev.run(args)
+    from server import tools
+
+    if args.command in tools.NOUNS:
+        return tools.run(args)
     return 2  # pragma: no cover - argparse enforces the subcommand
 
 
@@ -144,3 +161,7 @@ async def _connection_nursery(task_status=trio.TASK_STATUS_IGNORED) -> None:
     async with trio.open_nursery() as nursery:
         task_status.started(_ConnectionNursery(nursery))
         await trio.sleep_forever()
+
+
+if __name__ == "__main__":  # `python -m server.cli ...` as well as `python -m server ...`
+    sys.exit(main())
