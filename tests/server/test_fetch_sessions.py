@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import threading
 import time
 import uuid
 
@@ -117,7 +118,6 @@ def test_incremental_long_poll_wakes_on_produce_and_lists_that_partition(broker)
     _create(broker, "s-poll", 4)
     session, _first = _new_session(broker, "s-poll", 4)
     started = time.monotonic()
-    import threading
     timer = threading.Timer(0.3, _produce, (broker, "s-poll", 2))
     timer.start()
     answer = fetch(broker, session, 1, [], max_wait_ms=5000)
@@ -254,3 +254,104 @@ def test_an_old_busy_session_gives_way_to_a_larger_one_only(small_cache):
     second, _answer = _new_session(small_cache, "c", 2)
     assert fetch(small_cache, first, 2, [])["error_code"] == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
     assert fetch(small_cache, second, 1, [])["error_code"] == 0
+
+
+# ---- stock clients: the Java consumer and kafka-python use sessions ------------------------
+
+PARTITIONS = 6
+PER_PARTITION = 200
+
+
+def _produce_while(bootstrap: str, topic: str) -> threading.Thread:
+    """A producer thread writing PER_PARTITION numbered records into each partition, slowly
+    enough that the consumer's fetches meet both idle and busy partitions."""
+    from confluent_kafka import Producer
+
+    def run() -> None:
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2})
+        for i in range(PER_PARTITION):
+            for p in range(PARTITIONS):
+                if p % 3 == 0 or i % 10 == 0:  # partitions 1, 2, 4, 5 stay idle most of the time
+                    producer.produce(topic, key=b"%d" % p, value=b"%d-%d" % (p, i), partition=p)
+            if i % 5 == 0:  # about 2 s in all
+                producer.flush(10)
+                time.sleep(0.05)
+        assert producer.flush(30) == 0
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def _expected() -> dict[int, list[bytes]]:
+    return {p: [b"%d-%d" % (p, i) for i in range(PER_PARTITION) if p % 3 == 0 or i % 10 == 0]
+            for p in range(PARTITIONS)}
+
+
+def _session_stats(proc: BrokerProcess) -> dict[str, int]:
+    """The broker's fetch session counters, from the line it logs when it stops."""
+    proc.stop()
+    line = [l for l in proc.log_tail(400).splitlines() if "fetch sessions:" in l][-1]
+    return {k: int(v) for k, v in (item.split("=") for item in line.split("fetch sessions:")[1].split())}
+
+
+@pytest.fixture
+def fresh_broker(tmp_path):
+    with BrokerProcess(tmp_path / "data") as proc:
+        _create(proc, "stock", PARTITIONS)
+        yield proc
+
+
+def test_kafka_python_consumer_uses_incremental_fetches(fresh_broker):
+    from kafka import KafkaConsumer, TopicPartition
+
+    producer = _produce_while(fresh_broker.bootstrap, "stock")
+    consumer = KafkaConsumer(bootstrap_servers=fresh_broker.bootstrap, fetch_max_wait_ms=100,
+                             enable_auto_commit=False, consumer_timeout_ms=1000)
+    consumer.assign([TopicPartition("stock", p) for p in range(PARTITIONS)])
+    consumer.seek_to_beginning()
+    got: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    offsets: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
+    want = sum(len(v) for v in _expected().values())
+    deadline = time.monotonic() + 60
+    try:
+        while sum(len(v) for v in got.values()) < want and time.monotonic() < deadline:
+            for tp, records in consumer.poll(timeout_ms=500).items():
+                for r in records:
+                    got[tp.partition].append(r.value)
+                    offsets[tp.partition].append(r.offset)
+    finally:
+        consumer.close()
+    producer.join(30)
+    assert got == _expected()  # every record once, in order
+    assert all(o == list(range(len(o))) for o in offsets.values())
+    stats = _session_stats(fresh_broker)
+    assert stats["created"] >= 1 and stats["incremental_fetches"] >= 10, stats
+
+
+def test_java_consumer_uses_incremental_fetches(fresh_broker):
+    from compat_tests.clients.base import NotSupportedByClient
+    from compat_tests.clients.java_client import JavaClient
+
+    try:
+        client = JavaClient(fresh_broker.bootstrap)
+    except NotSupportedByClient as exc:
+        pytest.skip(str(exc))
+    try:
+        member = client.group_member(["stock"], "java-sessions")
+        producer = _produce_while(fresh_broker.bootstrap, "stock")
+        want = sum(len(v) for v in _expected().values())
+        deadline = time.monotonic() + 90
+        while len(member.records()) < want and time.monotonic() < deadline and member.error() is None:
+            time.sleep(0.2)
+        producer.join(30)
+        records = member.records()
+        assert member.error() is None, member.error()
+        member.leave()
+    finally:
+        client.close()
+    got = {p: [r.value for r in records if r.partition == p] for p in range(PARTITIONS)}
+    assert got == _expected()  # every record once, in order
+    assert all([r.offset for r in records if r.partition == p] == list(range(len(got[p]))) for p in got)
+    stats = _session_stats(fresh_broker)
+    assert stats["created"] >= 1 and stats["incremental_fetches"] >= 10, stats
