@@ -71,6 +71,11 @@ def _monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
+# The key under which a session's request partition dict points at its CachedPartition, so
+# the fetch handler can skip an unchanged idle partition without a lookup.
+SESSION_ENTRY = "_session_entry"
+
+
 class CachedPartition:
     """One partition of a session: its request fields and what it was last answered."""
 
@@ -78,6 +83,7 @@ class CachedPartition:
 
     def __init__(self, req: dict) -> None:
         self.req = req
+        req[SESSION_ENTRY] = self
         self.high_watermark = -1
         self.last_stable_offset = -1
         self.log_start_offset = -1
@@ -118,7 +124,7 @@ class FetchSession:
     end, so a partition that keeps getting data cannot starve the others of max_bytes)."""
 
     __slots__ = ("id", "privileged", "partitions", "uses_topic_ids", "creation_ms", "last_used_ms", "epoch",
-                 "cached_size", "client_id", "incremental_fetches")
+                 "cached_size", "client_id", "incremental_fetches", "_plan")
 
     def __init__(self, session_id: int, privileged: bool, partitions: dict[PartitionKey, CachedPartition],
                  uses_topic_ids: bool, now: int, client_id: str) -> None:
@@ -132,6 +138,7 @@ class FetchSession:
         self.cached_size = len(partitions)
         self.client_id = client_id
         self.incremental_fetches = 0
+        self._plan = None  # read_plan() until the partitions or their order change
 
     def evictable_key(self) -> tuple[bool, int, int]:
         return (self.privileged, self.cached_size, self.id)
@@ -142,6 +149,8 @@ class FetchSession:
         forgotten ones (removed): (added, updated, removed) counts."""
         added = updated = removed = 0
         parts = self.partitions
+        if topics or forgotten:
+            self._plan = None
         for key, partitions in topics:
             for part in partitions:
                 cached = parts.get((key, part["partition"]))
@@ -150,6 +159,7 @@ class FetchSession:
                     added += 1
                 else:
                     cached.req = part
+                    part[SESSION_ENTRY] = cached
                     updated += 1
         for key, indexes in forgotten:
             for index in indexes:
@@ -159,7 +169,10 @@ class FetchSession:
 
     def read_plan(self) -> tuple[list[tuple[Hashable, list[dict]]], list[CachedPartition]]:
         """The partitions to read, grouped by topic in session order (consecutive runs of a
-        topic, as Kafka's response groups them), and their cache entries in the same order."""
+        topic, as Kafka's response groups them), and their cache entries in the same order;
+        kept while the session's partitions stay as they are (an idle consumer's case)."""
+        if self._plan is not None:
+            return self._plan
         plan: list[tuple[Hashable, list[dict]]] = []
         cached: list[CachedPartition] = []
         last = _MISSING
@@ -171,7 +184,8 @@ class FetchSession:
                 last = key
             current.append(entry.req)
             cached.append(entry)
-        return plan, cached
+        self._plan = (plan, cached)
+        return self._plan
 
 
 _MISSING = object()
@@ -220,15 +234,16 @@ class FetchContext:
         return ErrorCode.NONE, INVALID_SESSION_ID, responses
 
     def _select(self, session: FetchSession, responses: list[dict]) -> list[dict]:
-        cached = iter(self.cached)
+        """The partitions with news. The handler already left out the caught-up partitions
+        whose offsets are as last answered, so a response may hold fewer than were read."""
         parts = session.partitions
         moved: list[PartitionKey] = []
         out = []
         for (key, _parts), topic in zip(self.topics, responses):
             kept = []
             for resp in topic["partitions"]:
-                entry = next(cached)
-                if entry.must_respond(resp):
+                entry = parts.get((key, resp["partition_index"]))
+                if entry is None or entry.must_respond(resp):
                     kept.append(resp)
                     if len(resp["records"]):
                         moved.append((key, resp["partition_index"]))
@@ -239,6 +254,8 @@ class FetchContext:
             entry = parts.pop(pkey, None)
             if entry is not None:
                 parts[pkey] = entry
+        if moved:
+            session._plan = None
         return out
 
 

@@ -76,6 +76,7 @@ from server.cluster.replica_selector import is_rack_aware, preferred_read_replic
 from server.context import RequestContext
 from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from server.errors import KafkaError, error_code_for
+from server.fetch_sessions import SESSION_ENTRY
 from server.regions import FileRegion
 
 API_KEY = ApiKey.FETCH
@@ -162,7 +163,8 @@ def _diverging(partition, part: dict) -> dict | None:
 
 def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[dict]]], max_bytes: int,
               regions: _Regions | None = None, read_committed: bool = False, replica_id: int = -1,
-              from_follower_ok: bool = False, select_rack: str | None = None, denied: frozenset = frozenset()):
+              from_follower_ok: bool = False, select_rack: str | None = None, denied: frozenset = frozenset(),
+              incremental: bool = False):
     """One pass over the request: (response topics, bytes of records, answer at once: an
     error, a diverging epoch or a preferred read replica).
 
@@ -170,7 +172,10 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
     response at most max_bytes; only the first partition that has data gets its first
     batch whole when that batch alone is larger. Reads stop at the high watermark.
     `from_follower_ok`: a consumer's Fetch v11+ in a cluster (may read a follower);
-    `select_rack`: its rack, when this broker's replica selector is rack-aware."""
+    `select_rack`: its rack, when this broker's replica selector is rack-aware;
+    `incremental`: the partitions are a fetch session's (each part dict carries its cache
+    entry): a caught-up one whose offsets are as last answered is left out at once, as the
+    incremental answer would drop it (what keeps a session's idle partitions cheap)."""
     partition_for = ctx.broker.partition
     # KIP-73: a leader holds back out-of-sync followers of throttled partitions (cluster only).
     quota = ctx.broker.cluster.leader_quota if replica_id >= 0 and ctx.broker.cluster is not None else None
@@ -238,6 +243,11 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
             if offset == upto:
                 # The common case of a caught-up consumer: nothing to read (a literal, not
                 # _partition(): with 1000 partitions per fetch this loop is the cost).
+                if incremental:
+                    cached = part[SESSION_ENTRY]
+                    if cached.high_watermark == hw and cached.last_stable_offset == lso \
+                            and cached.log_start_offset == start:
+                        continue
                 results.append({"partition_index": index, "error_code": _NONE, "high_watermark": hw,
                                 "last_stable_offset": lso, "log_start_offset": start,
                                 "aborted_transactions": [] if read_committed else None,
@@ -326,10 +336,12 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     session_id = request.get("session_id", 0)
     session_epoch = request.get("session_epoch", -1)
     session = None
+    incremental = False
     if session_id != 0 or session_epoch != -1:
         session, topics = _session_context(ctx, request, session_id, session_epoch, replica_id)
         if session.error != _NONE:
             return {"throttle_time_ms": 0, "error_code": session.error, "session_id": 0, "responses": []}
+        incremental = session.kind == "incremental"
     else:  # sessionless (librdkafka, aiokafka, followers): the request is the whole story
         topics = []
         for item in request["topics"]:
@@ -363,7 +375,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         while True:
             regions.release()  # a pass that led to a wait pinned nothing we still need
             responses, total, errors = _read_all(ctx, topics, max_bytes, regions, read_committed, replica_id,
-                                                 from_follower_ok, select_rack, denied)
+                                                 from_follower_ok, select_rack, denied, incremental)
             remaining = deadline - trio.current_time()
             if total >= min_bytes or errors or remaining <= 0 or broker.shutting_down:
                 break
