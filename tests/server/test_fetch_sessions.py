@@ -97,7 +97,6 @@ def test_full_fetch_creates_a_session_and_incremental_fetches_list_only_changes(
     # the client advances partition 1: its records were already sent, the high watermark did not move
     answer = fetch(broker, session, 3, [{"topic": "s-incr", "partitions": [_part(1, 3)]}])
     assert answer["responses"] == [], answer
-    # the epoch wraps as Kafka's: a request at epoch 4 is the next one
     assert fetch(broker, session, 4, [])["error_code"] == 0
 
 
@@ -355,3 +354,46 @@ def test_java_consumer_uses_incremental_fetches(fresh_broker):
     assert all([r.offset for r in records if r.partition == p] == list(range(len(got[p]))) for p in got)
     stats = _session_stats(fresh_broker)
     assert stats["created"] >= 1 and stats["incremental_fetches"] >= 10, stats
+
+
+# ---- the cache's rules, with a clock of our own ---------------------------------------------
+
+def _cache(slots: int, eviction_ms: int = 1000):
+    from server.fetch_sessions import FetchSessionCache
+
+    now = [0]
+    return FetchSessionCache(slots, eviction_ms, clock=lambda: now[0]), now
+
+
+def _full(cache, partitions: int, replica_id: int = -1) -> int:
+    parts = [_part(p) for p in range(partitions)]
+    context = cache.new_context(12, 0, 0, replica_id, [("t", parts)], [])
+    responses = [{"topic": "t", "partitions": [
+        {"partition_index": p, "error_code": 0, "high_watermark": 0, "last_stable_offset": 0, "log_start_offset": 0,
+         "preferred_read_replica": -1, "records": b""} for p in range(partitions)]}]
+    return context.finish(responses)[1]
+
+
+def test_next_epoch_wraps_as_kafka():
+    from server.fetch_sessions import FINAL_EPOCH, next_epoch
+
+    assert next_epoch(0) == 1 and next_epoch(41) == 42
+    assert next_epoch(0x7FFFFFFF) == 1  # never back to 0, the initial epoch
+    assert next_epoch(FINAL_EPOCH) == FINAL_EPOCH
+
+
+def test_follower_sessions_are_privileged():
+    cache, now = _cache(1)
+    consumer = _full(cache, 10)
+    assert consumer != 0
+    # a follower may evict a young consumer session, even a larger one
+    follower = _full(cache, 1, replica_id=2)
+    assert follower != 0 and consumer not in cache.sessions
+    # a consumer may not evict a young follower session, however large its own
+    assert _full(cache, 100) == 0
+    # once older than the eviction time (and just used, so not stale) it is evictable by size
+    now[0] = 1500
+    cache.touch(cache.sessions[follower], now[0])
+    assert _full(cache, 100) == 0  # a consumer's key (False, ...) sorts below a follower's (True, ...)
+    assert _full(cache, 5, replica_id=3) != 0  # a larger follower session may
+    assert cache.evictions == 2 and cache.refused == 2
