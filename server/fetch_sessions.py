@@ -163,7 +163,9 @@ class FetchSession:
                     updated += 1
         for key, indexes in forgotten:
             for index in indexes:
-                if parts.pop((key, index), None) is not None:
+                entry = parts.pop((key, index), None)
+                if entry is not None:
+                    entry.req.pop(SESSION_ENTRY, None)
                     removed += 1
         return added, updated, removed
 
@@ -385,6 +387,8 @@ class FetchSessionCache:
         session = self.sessions.pop(session_id, None)
         if session is not None:
             self._last_used.pop(session_id, None)
+            for entry in session.partitions.values():  # part dict <-> entry: freed now, not by the GC
+                entry.req.pop(SESSION_ENTRY, None)
         return session
 
     def touch(self, session: FetchSession, now: int) -> None:

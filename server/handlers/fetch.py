@@ -244,8 +244,8 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
                 # The common case of a caught-up consumer: nothing to read (a literal, not
                 # _partition(): with 1000 partitions per fetch this loop is the cost).
                 if incremental:
-                    cached = part[SESSION_ENTRY]
-                    if cached.high_watermark == hw and cached.last_stable_offset == lso \
+                    cached = part.get(SESSION_ENTRY)  # None: the session closed during a long poll
+                    if cached is not None and cached.high_watermark == hw and cached.last_stable_offset == lso \
                             and cached.log_start_offset == start:
                         continue
                 results.append({"partition_index": index, "error_code": _NONE, "high_watermark": hw,

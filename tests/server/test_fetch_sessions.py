@@ -125,6 +125,23 @@ def test_incremental_long_poll_wakes_on_produce_and_lists_that_partition(broker)
     assert list(listed(answer)) == [("s-poll", 2)], answer
 
 
+def test_a_session_closed_during_a_long_poll(broker):
+    """A client that reconnects and starts over (a full fetch naming its session) while its
+    old connection still waits: the waiting fetch ends normally, the broker keeps serving."""
+    _create(broker, "s-closed", 2)
+    session, _first = _new_session(broker, "s-closed", 2)
+    answers = []
+    waiter = threading.Thread(target=lambda: answers.append(fetch(broker, session, 1, [], max_wait_ms=1500)))
+    waiter.start()
+    time.sleep(0.3)
+    closing = fetch(broker, session, -1, [{"topic": "s-closed", "partitions": [_part(0)]}])
+    assert closing["session_id"] == 0 and closing["error_code"] == 0
+    waiter.join(10)
+    assert answers and answers[0]["error_code"] == 0, answers
+    assert fetch(broker, session, 2, [])["error_code"] == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+    assert _new_session(broker, "s-closed", 2)[0] != 0
+
+
 def test_forgotten_topics_leave_the_session_and_added_ones_join(broker):
     _create(broker, "s-forget", 2)
     _create(broker, "s-added", 1)
