@@ -169,14 +169,12 @@ class FetchSession:
                     removed += 1
         return added, updated, removed
 
-    def read_plan(self) -> tuple[list[tuple[Hashable, list[dict]]], list[CachedPartition]]:
+    def read_plan(self) -> list[tuple[Hashable, list[dict]]]:
         """The partitions to read, grouped by topic in session order (consecutive runs of a
-        topic, as Kafka's response groups them), and their cache entries in the same order;
-        kept while the session's partitions stay as they are (an idle consumer's case)."""
+        topic, as Kafka's response groups them); kept while the session's partitions stay as they are (an idle consumer's case)."""
         if self._plan is not None:
             return self._plan
         plan: list[tuple[Hashable, list[dict]]] = []
-        cached: list[CachedPartition] = []
         last = _MISSING
         current: list[dict] = []
         for (key, _index), entry in self.partitions.items():
@@ -185,9 +183,8 @@ class FetchSession:
                 plan.append((key, current))
                 last = key
             current.append(entry.req)
-            cached.append(entry)
-        self._plan = (plan, cached)
-        return self._plan
+        self._plan = plan
+        return plan
 
 
 _MISSING = object()
@@ -198,18 +195,16 @@ class FetchContext:
     session), "incremental" or "error" (`error` set; answered with no partitions).
     `topics` is what to read: the request's own (sessionless, full) or the session's."""
 
-    __slots__ = ("kind", "error", "session", "topics", "cached", "request_epoch", "_cache", "_privileged",
+    __slots__ = ("kind", "error", "session", "topics", "request_epoch", "_cache", "_privileged",
                  "_uses_topic_ids", "_client_id")
 
     def __init__(self, kind: str, topics: list[tuple[Hashable, list[dict]]], *, error: ErrorCode = ErrorCode.NONE,
-                 session: FetchSession | None = None, cached: list[CachedPartition] | None = None,
-                 request_epoch: int = FINAL_EPOCH, cache: "FetchSessionCache | None" = None,
+                 session: FetchSession | None = None, request_epoch: int = FINAL_EPOCH, cache: "FetchSessionCache | None" = None,
                  privileged: bool = False, uses_topic_ids: bool = False, client_id: str = "") -> None:
         self.kind = kind
         self.error = error
         self.session = session
         self.topics = topics
-        self.cached = cached
         self.request_epoch = request_epoch
         self._cache = cache
         self._privileged = privileged
@@ -317,8 +312,7 @@ class FetchSessionCache:
         session.epoch = next_epoch(session.epoch)
         session.incremental_fetches += 1
         self.incremental_fetches += 1
-        plan, cached = session.read_plan()
-        return FetchContext("incremental", plan, session=session, cached=cached, request_epoch=epoch)
+        return FetchContext("incremental", session.read_plan(), session=session, request_epoch=epoch)
 
     # ---- the cache --------------------------------------------------------------------
     def create(self, topics: list[tuple[Hashable, list[dict]]], responses: list[dict], privileged: bool,
