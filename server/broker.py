@@ -29,6 +29,7 @@ from wire.errors import ErrorCode
 
 from server.config import BrokerConfig
 from server.errors import KafkaError, NotLeaderOrFollower, UnknownTopicOrPartition
+from server.fetch_sessions import FetchSessionCache
 from server.groups import GroupCoordinator
 from server.partition import AppendOutcome, Partition
 from server.producers import ProducerIdManager
@@ -65,6 +66,10 @@ class Broker:
         # such as coordinator loads after a leadership change.
         self.nursery: trio.Nursery | None = None
         self.quotas = ClientQuotas(self)  # client quotas (server/security/quotas.py)
+        # Fetch sessions (KIP-227) belong to the broker, not a connection: a client that
+        # reconnects continues its session.
+        self.fetch_sessions = FetchSessionCache(config.get("max.incremental.fetch.session.cache.slots"),
+                                                config.get("min.incremental.fetch.session.eviction.ms"))
         # None unless authorizer.class.name is set: handlers' checks are then free.
         self.authorizer = Authorizer.from_config(config, self.data_dir)
         self.cluster = None
@@ -254,6 +259,7 @@ class Broker:
             self.logs.set_config(name, config)
 
     def close(self) -> None:
+        log.info("fetch sessions: %s", " ".join(f"{k}={v}" for k, v in self.fetch_sessions.stats().items()))
         self.groups.close()
         for partition in self.partitions.values():
             try:

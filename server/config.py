@@ -119,6 +119,8 @@ SETTINGS: dict[str, Setting] = {
         _s("max.connection.creation.rate", int, "2147483647", "New connections per second the broker accepts (KIP-612); over it an accept waits."),
         _s("replication.quota.window.num", int, "11", "Samples of the replication throttle's rate."),
         _s("replication.quota.window.size.seconds", int, "1", "Length of one replication throttle sample."),
+        _s("max.incremental.fetch.session.cache.slots", int, "1000", "Fetch sessions (KIP-227) the broker keeps; when full a new one evicts an idle, small or unprivileged one or is not created (session_id 0: full fetches)."),
+        _s("min.incremental.fetch.session.eviction.ms", int, "120000", "A fetch session idle this long may be evicted for a new one; younger ones only by a larger or a follower's session."),
         _s("num.replica.fetchers", int, "1", "Replica fetchers per source broker, each with a connection of its own; partitions are spread over them by Kafka's hash."),
         _s("auto.leader.rebalance.enable", _bool, "true", "The controller moves leadership back to preferred replicas (the first of each assignment) when a broker's imbalance is above leader.imbalance.per.broker.percentage."),
         _s("leader.imbalance.check.interval.seconds", int, "300", "How often the controller checks the leader imbalance (auto.leader.rebalance.enable)."),

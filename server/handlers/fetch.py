@@ -16,9 +16,16 @@ decoded. Rules kept here:
   range read (producer id, first offset) from the partition's aborted-transaction index,
   which the clients use to drop aborted records; read_uncommitted gets null there. Every
   answer reports the last stable offset;
-- fetch sessions (KIP-227) are declined: the answer always has session_id 0, which tells
-  clients to keep sending full fetches; a request naming a session we never gave gets
-  FETCH_SESSION_ID_NOT_FOUND.
+- fetch sessions (KIP-227): a request with session_id 0 and epoch -1 (librdkafka, aiokafka,
+  our followers) is sessionless and takes the path it always took. Any other is resolved by
+  the broker's `FetchSessionCache` (server/fetch_sessions.py, Kafka's FetchManager): a full
+  fetch with epoch 0 may create a session (its id in the answer), an incremental one reads
+  the session's partitions (after its added/altered ones and forgotten_topics_data) and
+  answers only those with records or a changed high watermark, last stable offset or log
+  start, an error, a preferred read replica or a diverging epoch. Session errors
+  (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, FETCH_SESSION_TOPIC_ID_ERROR)
+  are answered at once with no partitions. The handler only asks the context what to read
+  and what to send.
 The wait is woken by produce (`Broker.wait_for_data`), so a waiting consumer sees a new
 message at once instead of at the end of its max_wait; a follower's wait by an append only
 (`Partition.replica_waiters`), not by the high watermark its peers' fetches move.
@@ -69,6 +76,7 @@ from server.cluster.replica_selector import is_rack_aware, preferred_read_replic
 from server.context import RequestContext
 from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from server.errors import KafkaError, error_code_for
+from server.fetch_sessions import SESSION_ENTRY
 from server.regions import FileRegion
 
 API_KEY = ApiKey.FETCH
@@ -155,7 +163,8 @@ def _diverging(partition, part: dict) -> dict | None:
 
 def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[dict]]], max_bytes: int,
               regions: _Regions | None = None, read_committed: bool = False, replica_id: int = -1,
-              from_follower_ok: bool = False, select_rack: str | None = None, denied: frozenset = frozenset()):
+              from_follower_ok: bool = False, select_rack: str | None = None, denied: frozenset = frozenset(),
+              incremental: bool = False):
     """One pass over the request: (response topics, bytes of records, answer at once: an
     error, a diverging epoch or a preferred read replica).
 
@@ -163,7 +172,10 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
     response at most max_bytes; only the first partition that has data gets its first
     batch whole when that batch alone is larger. Reads stop at the high watermark.
     `from_follower_ok`: a consumer's Fetch v11+ in a cluster (may read a follower);
-    `select_rack`: its rack, when this broker's replica selector is rack-aware."""
+    `select_rack`: its rack, when this broker's replica selector is rack-aware;
+    `incremental`: the partitions are a fetch session's (each part dict carries its cache
+    entry): a caught-up one whose offsets are as last answered is left out at once, as the
+    incremental answer would drop it (what keeps a session's idle partitions cheap)."""
     partition_for = ctx.broker.partition
     # KIP-73: a leader holds back out-of-sync followers of throttled partitions (cluster only).
     quota = ctx.broker.cluster.leader_quota if replica_id >= 0 and ctx.broker.cluster is not None else None
@@ -231,6 +243,11 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
             if offset == upto:
                 # The common case of a caught-up consumer: nothing to read (a literal, not
                 # _partition(): with 1000 partitions per fetch this loop is the cost).
+                if incremental:
+                    cached = part.get(SESSION_ENTRY)  # None: the session closed during a long poll
+                    if cached is not None and cached.high_watermark == hw and cached.last_stable_offset == lso \
+                            and cached.log_start_offset == start:
+                        continue
                 results.append({"partition_index": index, "error_code": _NONE, "high_watermark": hw,
                                 "last_stable_offset": lso, "log_start_offset": start,
                                 "aborted_transactions": [] if read_committed else None,
@@ -285,21 +302,54 @@ def _log_redirects(ctx: RequestContext, rack: str, topics: list, responses: list
         log.info("consumer %s in rack %s sent to its rack's replicas: %s", ctx.client_id, rack, " ".join(moved))
 
 
+def _name_for_id(broker, topic_id) -> str | None:
+    # in a cluster a broker with no replica still knows the name (NOT_LEADER_OR_FOLLOWER,
+    # not UNKNOWN_TOPIC_ID, as Kafka resolves ids through its metadata cache)
+    return broker.topic_name_for_id(topic_id) if broker.cluster is None \
+        else leader_hints.topic_name_by_id(broker, topic_id)
+
+
+def _session_context(ctx: RequestContext, request: dict, session_id: int, epoch: int, replica_id: int):
+    """The fetch session context (server/fetch_sessions.py) of a request that names a
+    session or asks for one, and the topics to read as (name, topic id, partitions)."""
+    by_id = ctx.api_version >= 13
+    field = "topic_id" if by_id else "topic"
+    requested = [(item.get(field, ZERO_UUID) if by_id else item["topic"], item["partitions"])
+                 for item in request["topics"]]
+    forgotten = [(item.get(field, ZERO_UUID) if by_id else item["topic"], item["partitions"])
+                 for item in request.get("forgotten_topics_data") or ()]
+    context = ctx.broker.fetch_sessions.new_context(ctx.api_version, session_id, epoch, replica_id, requested,
+                                                    forgotten, ctx.client_id or "")
+    if by_id:
+        topics = [(_name_for_id(ctx.broker, key), key, parts) for key, parts in context.topics]
+    else:
+        topics = [(key, None, parts) for key, parts in context.topics]
+    return context, topics
+
+
 async def handle(ctx: RequestContext, request: dict) -> dict:
     broker = ctx.broker
-    if request.get("session_id", 0) != 0:
-        return {"error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0, "responses": []}
-    topics: list[tuple[str | None, object, list[dict]]] = []
-    for item in request["topics"]:
-        if ctx.api_version >= 13:
-            topic_id = item.get("topic_id", ZERO_UUID)
-            # in a cluster a broker with no replica still knows the name (NOT_LEADER_OR_FOLLOWER,
-            # not UNKNOWN_TOPIC_ID, as Kafka resolves ids through its metadata cache)
-            name = broker.topic_name_for_id(topic_id) if broker.cluster is None \
-                else leader_hints.topic_name_by_id(broker, topic_id)
-            topics.append((name, topic_id, item["partitions"]))
-        else:
-            topics.append((item["topic"], None, item["partitions"]))
+    if ctx.api_version >= 15:
+        replica_id = (request.get("replica_state") or {}).get("replica_id", -1)
+    else:
+        replica_id = request.get("replica_id", -1)
+    session_id = request.get("session_id", 0)
+    session_epoch = request.get("session_epoch", -1)
+    session = None
+    incremental = False
+    if session_id != 0 or session_epoch != -1:
+        session, topics = _session_context(ctx, request, session_id, session_epoch, replica_id)
+        if session.error != _NONE:
+            return {"throttle_time_ms": 0, "error_code": session.error, "session_id": 0, "responses": []}
+        incremental = session.kind == "incremental"
+    else:  # sessionless (librdkafka, aiokafka, followers): the request is the whole story
+        topics = []
+        for item in request["topics"]:
+            if ctx.api_version >= 13:
+                topic_id = item.get("topic_id", ZERO_UUID)
+                topics.append((_name_for_id(broker, topic_id), topic_id, item["partitions"]))
+            else:
+                topics.append((item["topic"], None, item["partitions"]))
     max_bytes = request.get("max_bytes", 0x7FFFFFFF)
     min_bytes = request.get("min_bytes", 1)
     wait_s = max(request.get("max_wait_ms", 0), 0) / 1000
@@ -307,10 +357,6 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     waiting_on = None  # built on the first wait: most fetches of a busy consumer do not wait
     regions = _Regions()
     read_committed = request.get("isolation_level", 0) == 1
-    if ctx.api_version >= 15:
-        replica_id = (request.get("replica_state") or {}).get("replica_id", -1)
-    else:
-        replica_id = request.get("replica_id", -1)
     # KIP-392: Kafka gives a consumer's Fetch v11+ client metadata (its rack may be empty)
     from_follower_ok = replica_id < 0 and ctx.api_version >= 11 and broker.cluster is not None
     denied: frozenset = frozenset()
@@ -329,7 +375,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         while True:
             regions.release()  # a pass that led to a wait pinned nothing we still need
             responses, total, errors = _read_all(ctx, topics, max_bytes, regions, read_committed, replica_id,
-                                                 from_follower_ok, select_rack, denied)
+                                                 from_follower_ok, select_rack, denied, incremental)
             remaining = deadline - trio.current_time()
             if total >= min_bytes or errors or remaining <= 0 or broker.shutting_down:
                 break
@@ -342,10 +388,19 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             # A follower waits for the log end offset to move, not the high watermark: one
             # moved by the other followers' fetches has nothing for it.
             await broker.wait_for_data(waiting_on, remaining, appends_only=replica_id >= 0)
-        regions.hand_over()  # the body holds them; the server sends and releases them
         if select_rack is not None and errors:
             _log_redirects(ctx, select_rack, topics, responses)
-        answer = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
+        error_code = _NONE
+        answer_session = 0
+        if session is not None:
+            # a full fetch may create its session now; an incremental one keeps only the
+            # partitions with news (every partition with records among them)
+            error_code, answer_session, responses = session.finish(responses)
+            if error_code != _NONE:
+                regions.release()  # nothing read is sent
+        regions.hand_over()  # the body holds them; the server sends and releases them
+        answer = {"throttle_time_ms": 0, "error_code": error_code, "session_id": answer_session,
+                  "responses": responses}
         if errors and broker.cluster is not None and ctx.api_version >= leader_hints.FETCH_MIN_VERSION:
             endpoints = leader_hints.add_hints(broker, responses, "partitions", leader_hints.FETCH_HINT_CODES,
                                                lambda t: leader_hints.topic_name_by_id(broker, t["topic_id"]))
