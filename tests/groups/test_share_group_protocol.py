@@ -222,3 +222,27 @@ def test_unknown_topic_id_and_bad_requests(broker):
     assert ShareClient(broker, "g", member="").fetch(uuid.uuid4(), epoch=0)["error_code"] == E.INVALID_REQUEST
     ack = m.acknowledge(uuid.uuid4(), {0: [(0, 0, [ACCEPT])]})
     assert ack["responses"][0]["partitions"][0]["error_code"] == E.UNKNOWN_TOPIC_ID
+
+
+def _alter_group(broker, group: str, value: str | None, op: int = 0) -> dict:
+    r = raw_request("127.0.0.1", broker.port, K.INCREMENTAL_ALTER_CONFIGS, 1, {
+        "resources": [{"resource_type": 32, "resource_name": group, "configs": [
+            {"name": "share.auto.offset.reset", "config_operation": op, "value": value}]}],
+        "validate_only": False})
+    return r["responses"][0]
+
+
+def test_share_auto_offset_reset_is_a_group_config(broker):
+    tid = create_topic(broker.bootstrap, "q")
+    produce(broker.bootstrap, "q", 3)  # before any member: latest would skip them
+    assert _alter_group(broker, "g", "sometimes")["error_code"] == E.INVALID_CONFIG
+    assert _alter_group(broker, "g", "earliest")["error_code"] == 0
+    assert _alter_group(broker, "late", "earliest")["error_code"] == 0
+    assert _alter_group(broker, "late", None, op=1)["error_code"] == 0  # DELETE: back to latest
+    broker.restart()  # the group config is kept in __share_group_state
+    m = ShareClient(broker, "g")
+    m.join("q")
+    assert acquired(m.fetch(tid, max_wait_ms=2000)) == [(0, 2, 1)]
+    late = ShareClient(broker, "late")
+    late.join("q")
+    assert acquired(late.fetch(tid, max_wait_ms=300)) == []

@@ -92,6 +92,12 @@ class ShareCoordinator:
 
         def on_record(_partition, _header, record) -> None:
             key = rec.decode_key(record.key)
+            if isinstance(key, rec.GroupConfigKey):
+                if record.value is None:
+                    self.group_configs.pop(key.group_id, None)
+                else:
+                    self.group_configs[key.group_id] = rec.decode_configs(record.value)
+                return
             snapshots[key] = None if record.value is None else rec.decode_value(record.value)
 
         counts = self.log.replay(on_record)
@@ -151,6 +157,37 @@ class ShareCoordinator:
     # ------------------------------------------------------------------ group configs
     def group_config(self, group_id: str, name: str) -> str:
         return self.group_configs.get(group_id, {}).get(name, GROUP_CONFIG_DEFAULTS[name])
+
+    async def alter_group_configs(self, group_id: str, ops: list[tuple[str, int, str | None]],
+                                  validate_only: bool) -> None:
+        """IncrementalAlterConfigs on a GROUP resource: SET (0) or DELETE (1) of a share
+        group config; persisted before the answer. INVALID_CONFIG for anything else."""
+        if not group_id:
+            raise KafkaError("group id is empty", ErrorCode.INVALID_GROUP_ID)
+        configs = dict(self.group_configs.get(group_id, {}))
+        for name, op, value in ops:
+            if name not in GROUP_CONFIG_DEFAULTS:
+                raise KafkaError(f"unknown group config {name} (supported: {', '.join(GROUP_CONFIG_DEFAULTS)})",
+                                 ErrorCode.INVALID_CONFIG)
+            if op == 1:
+                configs.pop(name, None)
+            elif op == 0:
+                if name == AUTO_OFFSET_RESET and value not in ("latest", "earliest"):
+                    raise KafkaError(f"{name} must be latest or earliest, not {value!r}", ErrorCode.INVALID_CONFIG)
+                configs[name] = value
+            else:
+                raise KafkaError(f"{name} is not a list: only SET and DELETE apply", ErrorCode.INVALID_CONFIG)
+        if validate_only:
+            return
+        if not self._topic_ready:
+            self.log.ensure_topic()
+            self._topic_ready = True
+        partition = self.log.partition_for(group_id)
+        async with self.log.lock(partition):
+            await self.log.append(partition, [(rec.encode_config_key(rec.GroupConfigKey(group_id)),
+                                               rec.encode_configs(configs))])
+            self.group_configs[group_id] = configs
+        log.info("share group %s configs now %s", group_id, configs)
 
     # ------------------------------------------------------------------ membership
     def _check_share_group_id(self, group_id: str) -> None:
