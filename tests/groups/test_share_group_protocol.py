@@ -246,3 +246,17 @@ def test_share_auto_offset_reset_is_a_group_config(broker):
     late = ShareClient(broker, "late")
     late.join("q")
     assert acquired(late.fetch(tid, max_wait_ms=300)) == []
+
+
+def test_list_groups_shows_share_groups(broker):
+    create_topic(broker.bootstrap, "q")
+    ShareClient(broker, "sg").join("q")
+
+    def listed(body: dict) -> dict:
+        r = raw_request("127.0.0.1", broker.port, K.LIST_GROUPS, 5, body)
+        return {g["group_id"]: (g["protocol_type"], g["group_state"], g["group_type"]) for g in r["groups"]}
+
+    assert listed({"states_filter": [], "types_filter": []})["sg"] == ("share", "Stable", "share")
+    assert "sg" in listed({"states_filter": [], "types_filter": ["Share"]})
+    assert "sg" not in listed({"states_filter": [], "types_filter": ["classic"]})
+    assert "sg" not in listed({"states_filter": ["Empty"], "types_filter": []})
