@@ -260,3 +260,13 @@ def test_list_groups_shows_share_groups(broker):
     assert "sg" in listed({"states_filter": [], "types_filter": ["Share"]})
     assert "sg" not in listed({"states_filter": [], "types_filter": ["classic"]})
     assert "sg" not in listed({"states_filter": ["Empty"], "types_filter": []})
+
+
+def test_join_group_for_a_share_group_id(broker):
+    create_topic(broker.bootstrap, "q")
+    ShareClient(broker, "sg").join("q")
+    r = raw_request("127.0.0.1", broker.port, K.JOIN_GROUP, 5, {
+        "group_id": "sg", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
+        "group_instance_id": None, "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b""}]})
+    assert r["error_code"] == E.UNKNOWN_MEMBER_ID
