@@ -97,12 +97,15 @@ def partition_entry(response: dict, partition: int = 0) -> dict:
     raise AssertionError(f"partition {partition} not in {response}")
 
 
-def produce(bootstrap: str, topic: str, count: int, partition: int = 0, prefix: str = "m") -> None:
+def produce(bootstrap: str, topic: str, count: int, partition: int = 0, prefix: str = "m", *,
+            one_per_batch: bool = False) -> None:
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
     for i in range(count):
         producer.produce(topic, f"{prefix}{i}".encode(), partition=partition)
+        if one_per_batch:
+            assert producer.flush(15) == 0
     assert producer.flush(15) == 0
 
 

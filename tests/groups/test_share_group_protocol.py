@@ -270,3 +270,15 @@ def test_join_group_for_a_share_group_id(broker):
         "group_instance_id": None, "protocol_type": "consumer",
         "protocols": [{"name": "range", "metadata": b""}]})
     assert r["error_code"] == E.UNKNOWN_MEMBER_ID
+
+
+def test_in_flight_window_is_bounded_by_max_record_locks(tmp_path):
+    with BrokerProcess(tmp_path / "data", "--set", "group.share.partition.max.record.locks=4") as broker:
+        tid = create_topic(broker.bootstrap, "q")
+        m = ShareClient(broker, "g")
+        m.join("q")
+        produce(broker.bootstrap, "q", 10, one_per_batch=True)
+        assert offsets(m.fetch(tid, max_wait_ms=2000)) == [0, 1, 2, 3]
+        assert offsets(m.fetch(tid, max_wait_ms=200)) == []   # window full until settled
+        m.acknowledge(tid, {0: [(0, 1, [ACCEPT])]})
+        assert offsets(m.fetch(tid, max_wait_ms=2000)) == [4, 5]

@@ -45,6 +45,7 @@ from server.errors import (
     InvalidRequest,
     KafkaError,
     UnknownMemberId,
+    UnknownTopicOrPartition,
 )
 from server.groups.share import records as rec
 from server.groups.share.assignor import assign
@@ -324,15 +325,24 @@ class ShareCoordinator:
         return sp
 
     async def _initialise(self, group_id: str, assignment: dict[str, list[int]]) -> None:
+        """Initialise newly assigned share partitions (Kafka's InitializeShareGroupState), so
+        their start is fixed at assignment time; a failure is logged and retried by the
+        first ShareFetch, it does not fail the heartbeat."""
         for topic, parts in assignment.items():
             for index in parts:
-                await self.share_partition(group_id, topic, index)
+                try:
+                    await self.share_partition(group_id, topic, index)
+                except KafkaError as exc:
+                    log.warning("share group %s: initialising %s-%d failed: %s (%s)", group_id, topic, index,
+                                exc.code.name, exc)
 
     async def share_partition(self, group_id: str, topic: str, index: int) -> SharePartition:
         """The share partition, initialised on first use at `share.auto.offset.reset`
         (latest: the high watermark; earliest: the log start offset) and persisted, so a
         restart does not move its start."""
         meta = self.broker.topics.get(topic)
+        if meta is None:
+            raise UnknownTopicOrPartition(f"topic {topic} does not exist")
         key = (group_id, meta.topic_id, index)
         sp = self.partitions.get(key)
         if sp is not None:

@@ -11,7 +11,9 @@ handed out yet). Each in-flight record is
 - ACKNOWLEDGED (ACCEPT) or ARCHIVED (REJECT, GAP, or its `group.share.delivery.count.limit`
   deliveries used up: a poison record): settled, never delivered again.
 
-Offsets in [start, end) with no entry are settled (control batches, compacted gaps,
+New records are acquired only while the in-flight window [start, end) is shorter than
+`group.share.partition.max.record.locks` (Kafka's limit too), which bounds the memory a
+share partition takes. Offsets in [start, end) with no entry are settled (control batches, compacted gaps,
 settled records once the start moves past them), so only unsettled records take memory.
 Records go out as the stored batches that hold them (no record is decoded): the batch
 header's base and last offset say which offsets a batch holds, and the member is told the
@@ -89,10 +91,6 @@ class SharePartition:
     def __repr__(self) -> str:
         return f"SharePartition({self.group_id} {self.topic}-{self.index} [{self.start_offset}, {self.end_offset}))"
 
-    @property
-    def acquired_count(self) -> int:
-        return sum(1 for r in self.records.values() if r.state == RecordState.ACQUIRED)
-
     # ------------------------------------------------------------------ settling
     def _advance_start(self) -> None:
         """Move the start offset past settled records, forgetting them."""
@@ -132,14 +130,14 @@ class SharePartition:
         then records never delivered. Returns the stored batches holding them."""
         out = Acquired([], [], 0, 0)
         self.clamp_to_log(plog.log_start_offset)
-        room = self.max_locks - self.acquired_count
-        max_records = min(max_records, room)
         if max_records <= 0:
             return out
         available = sorted(o for o, r in self.records.items() if r.state == RecordState.AVAILABLE)
         pos = available[0] if available else self.end_offset
         budget = max_bytes
         while out.count < max_records and pos < upto and budget > 0:
+            if pos >= self.end_offset and self.end_offset - self.start_offset >= self.max_locks:
+                break  # the in-flight window is full (group.share.partition.max.record.locks)
             data = plog.read(pos, budget, max_offset=upto, min_one_batch=not out.records)
             if not data:
                 break
@@ -148,9 +146,13 @@ class SharePartition:
                 headers = list(iter_headers(data, check_crc=False))
             except CorruptRecords:
                 break
+            full = False
             for at, header in headers:
                 if header.last_offset < pos:
                     continue
+                if header.base_offset >= self.end_offset and self.end_offset - self.start_offset >= self.max_locks:
+                    full = True
+                    break
                 moved = True
                 if header.is_control:
                     # Transaction markers are never delivered: settled (no entry).
@@ -170,7 +172,7 @@ class SharePartition:
                     break
                 if pos < self.end_offset:
                     break  # redelivery: jump to the next AVAILABLE record below
-            if not moved:
+            if not moved or full:
                 break
             if pos < self.end_offset:
                 i = bisect.bisect_left(available, pos)
