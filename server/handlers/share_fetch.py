@@ -5,7 +5,8 @@ carry acknowledgements, INVALID_REQUEST; -1 applies the acknowledgements and clo
 releasing what the member still holds, and fetches nothing; other epochs must be the
 session's next: SHARE_SESSION_NOT_FOUND / INVALID_SHARE_SESSION_EPOCH at the top level).
 Topics add partitions to the session, ForgottenTopicsData removes them; the fetch covers
-every partition of the session.
+every partition of the session. The session ends too when the connection that opened it
+closes (server/groups/share/sessions.py).
 
 Piggy-backed acknowledgements are applied (and persisted) first, with their result in each
 partition's AcknowledgeErrorCode. Then each partition's share partition acquires up to
@@ -70,7 +71,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         if epoch == INITIAL_EPOCH:
             if has_acks:
                 raise InvalidRequest("Acknowledge data present on initial epoch")
-            session = share.sessions.open(group_id, member_id)
+            session = share.sessions.open(group_id, member_id, ctx.connection_id)
         else:
             session = share.sessions.advance(group_id, member_id, epoch)
     except KafkaError as exc:

@@ -1,15 +1,19 @@
 """Raw share-group requests (KIP-932, v1) over a real socket, for the share-group tests.
 
-Each call is one request on a fresh connection (share sessions are keyed by group and
-member, not by connection), so the error codes a client library would hide are visible.
+A `ShareClient` keeps one connection, as a consumer does: a share session ends when the
+connection that opened it closes (then the member's records are released). After a broker
+restart it connects again. The error codes a client library would hide are visible.
 """
 
 from __future__ import annotations
 
+import itertools
+import socket
+import struct
 import time
 import uuid
 
-from tests.brokerproc import BrokerProcess, raw_request
+from tests.brokerproc import BrokerProcess, raw_request, recv_exact
 from wire.registry import ApiKey as K
 
 
@@ -20,9 +24,34 @@ class ShareClient:
         self.member = uuid.uuid4().hex[:22] if member is None else member
         self.member_epoch = 0
         self.session_epoch = 0
+        self.sock: socket.socket | None = None
+        self._correlation = itertools.count(1)
 
     def _call(self, key: int, body: dict) -> dict:
-        return raw_request("127.0.0.1", self.broker.port, key, 1, body)
+        from wire import decode_response, encode_request
+
+        for attempt in (0, 1):
+            if self.sock is None:
+                self.sock = socket.create_connection(("127.0.0.1", self.broker.port), timeout=15)
+            correlation = next(self._correlation)
+            try:
+                self.sock.sendall(encode_request(key, 1, correlation, body, client_id="share-tests"))
+                size = struct.unpack(">i", recv_exact(self.sock, 4))[0]
+                got, response = decode_response(key, 1, recv_exact(self.sock, size))
+            except (ConnectionError, OSError):
+                self.close()
+                if attempt:
+                    raise
+                continue  # the broker restarted: a new connection
+            assert got == correlation
+            return response
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        """Close the connection (its share session ends)."""
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
 
     def heartbeat(self, epoch: int | None = None, topics: list[str] | None = None, member: str | None = None) -> dict:
         body = {"group_id": self.group, "member_id": self.member if member is None else member,

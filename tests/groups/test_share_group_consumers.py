@@ -5,13 +5,15 @@
   semantics) together get every record exactly once when all accept;
 - records a consumer releases come back to another with a higher delivery count, rejected
   ones never do;
-- a consumer killed without acknowledging: its records go to another once the acquisition
-  lock expires (`group.share.record.lock.duration.ms`=3000 here);
+- a consumer that hangs without acknowledging: its records go to another once the
+  acquisition lock expires (`group.share.record.lock.duration.ms`=3000 here); one killed:
+  at once, its connection having closed;
 - a broker restart does not deliver accepted records again.
 """
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import threading
@@ -148,26 +150,45 @@ time.sleep(600)   # holds the records, never acknowledges: killed
 """
 
 
-def test_killed_consumer_records_go_to_another_after_the_lock(broker):
-    create_topic(broker.bootstrap, "q", 1)
+def _child_holding_five(broker: BrokerProcess) -> subprocess.Popen:
     child = subprocess.Popen([sys.executable, "-c", CHILD, broker.bootstrap], stdout=subprocess.PIPE, text=True)
     try:
         wait_for_members(broker, 1)
         produce(broker.bootstrap, "q", 5)
         line = child.stdout.readline()
         assert line.split() == ["0", "1", "2", "3", "4"]
+    except BaseException:
+        child.kill()
+        child.wait()
+        raise
+    return child
+
+
+@pytest.mark.parametrize("death", ["hung", "killed"])
+def test_dead_consumer_records_go_to_another(broker, death):
+    """A hung consumer (SIGSTOP: its connection stays open) loses its records when the
+    acquisition lock expires; a killed one (its connection closes) at once, as Kafka ends
+    a share session with the connection that opened it."""
+    create_topic(broker.bootstrap, "q", 1)
+    child = _child_holding_five(broker)
+    try:
+        child.send_signal(signal.SIGSTOP if death == "hung" else signal.SIGKILL)
+        died_at = time.monotonic()
+        b = consumer(broker)
+        try:
+            got = poll_until(b, 5, timeout=LOCK_MS / 1000 + 15)
+        finally:
+            b.close()
+        waited = time.monotonic() - died_at
     finally:
         child.kill()
         child.wait()
-    killed_at = time.monotonic()
-    b = consumer(broker)
-    try:
-        got = poll_until(b, 5, timeout=LOCK_MS / 1000 + 15)
-    finally:
-        b.close()
     assert sorted(m.offset() for m in got) == [0, 1, 2, 3, 4]
     assert all(m.delivery_count() == 2 for m in got)
-    assert time.monotonic() - killed_at >= LOCK_MS / 1000 - 1.5  # not before the lock expired
+    if death == "hung":
+        assert waited >= LOCK_MS / 1000 - 1.0  # not before the lock expired
+    else:
+        assert waited < LOCK_MS / 1000 - 1.0  # released with the connection, not by the lock
 
 
 def test_broker_restart_does_not_redeliver_accepted_records(broker):

@@ -282,3 +282,18 @@ def test_in_flight_window_is_bounded_by_max_record_locks(tmp_path):
         assert offsets(m.fetch(tid, max_wait_ms=200)) == []   # window full until settled
         m.acknowledge(tid, {0: [(0, 1, [ACCEPT])]})
         assert offsets(m.fetch(tid, max_wait_ms=2000)) == [4, 5]
+
+
+def test_closing_the_sessions_connection_releases_at_once(tmp_path):
+    # Locks of 60 s: only the closed connection can bring the records back this soon.
+    with BrokerProcess(tmp_path / "data", "--set", "group.share.record.lock.duration.ms=60000") as broker:
+        tid = create_topic(broker.bootstrap, "q")
+        a, b = ShareClient(broker, "g"), ShareClient(broker, "g")
+        a.join("q")
+        b.join("q")
+        produce(broker.bootstrap, "q", 3)
+        assert acquired(a.fetch(tid, max_wait_ms=2000)) == [(0, 2, 1)]
+        assert acquired(b.fetch(tid, max_wait_ms=200)) == []
+        a.close()
+        assert acquired(b.fetch(tid, max_wait_ms=5000)) == [(0, 2, 2)]
+        assert a.fetch(tid, epoch=1)["error_code"] == E.SHARE_SESSION_NOT_FOUND  # a new connection

@@ -413,6 +413,16 @@ class ShareCoordinator:
                     results[key] = (exc.code, str(exc))
         return results
 
+    def connection_closed(self, connection_id: int) -> None:
+        """The connection that opened share sessions is gone (the consumer died or closed):
+        the sessions end and their members' records come back now (Kafka's
+        ShareSessionCache disconnect listener)."""
+        for session in self.sessions.opened_by(connection_id):
+            log.info("share group %s: connection %d of member %s closed; its share session ends",
+                     session.group_id, connection_id, session.member_id)
+            self.sessions.close(session.group_id, session.member_id)
+            self.release(session.group_id, session.member_id)
+
     def close_session(self, group_id: str, member_id: str) -> None:
         """ShareSessionEpoch -1: the session ends and what the member still holds comes back."""
         session = self.sessions.close(group_id, member_id)

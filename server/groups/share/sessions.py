@@ -6,6 +6,10 @@ request detectable: ShareSessionEpoch 0 opens a session, -1 closes it, any other
 must be the epoch the broker expects next (then it increments, wrapping to 1), else
 INVALID_SHARE_SESSION_EPOCH; a session the broker does not have is
 SHARE_SESSION_NOT_FOUND (a restart, the member's removal from its group).
+
+A session belongs to the connection that opened it (Kafka's ShareSessionCache keeps the
+same map): when that connection closes, the session ends and what the member holds is
+released at once instead of when its locks expire.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ class ShareSession:
     group_id: str
     member_id: str
     epoch: int = 1  # the epoch the next request must carry
+    connection_id: int = -1  # the connection that opened it
     partitions: dict[tuple[uuid.UUID, int], None] = field(default_factory=dict)  # ordered set
 
 
@@ -39,10 +44,14 @@ class ShareSessionCache:
     def get(self, group_id: str, member_id: str) -> ShareSession | None:
         return self.sessions.get((group_id, member_id))
 
-    def open(self, group_id: str, member_id: str) -> ShareSession:
+    def open(self, group_id: str, member_id: str, connection_id: int = -1) -> ShareSession:
         """Epoch 0: a new session (replacing the member's previous one)."""
-        session = self.sessions[(group_id, member_id)] = ShareSession(group_id, member_id)
+        session = self.sessions[(group_id, member_id)] = ShareSession(group_id, member_id,
+                                                                       connection_id=connection_id)
         return session
+
+    def opened_by(self, connection_id: int) -> list[ShareSession]:
+        return [s for s in self.sessions.values() if s.connection_id == connection_id]
 
     def advance(self, group_id: str, member_id: str, epoch: int) -> ShareSession:
         """A request at `epoch` (> 0, or -1 to close) in an existing session."""
