@@ -16,9 +16,10 @@ batches that hold them, whole and undecoded, and the AcquiredRecords ranges with
 delivery counts. Nothing to acquire: the request waits up to MaxWaitMs, woken by a produce
 to one of its partitions or by records coming back (a release, an expired lock).
 
-Isolation: Kafka's default for share groups, read_uncommitted (share.isolation.level):
-records are delivered up to the high watermark; transaction markers are never delivered.
-read_committed share groups are not implemented.
+Isolation, the group config share.isolation.level as in Kafka: read_uncommitted (the
+default) delivers records up to the high watermark; read_committed up to the last stable
+offset, and archives the batches of aborted transactions instead of delivering them.
+Transaction markers are never delivered.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from wire.registry import ApiKey
 
 from server.context import RequestContext
 from server.errors import InvalidRequest, KafkaError, error_code_for
-from server.groups.share import FINAL_EPOCH, INITIAL_EPOCH
+from server.groups.share import FINAL_EPOCH, INITIAL_EPOCH, ISOLATION_LEVEL
 from server.security.acls import AclOperation, ResourceType
 
 API_KEY = ApiKey.SHARE_FETCH
@@ -117,6 +118,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             continue
         sources.append((key, partition, sp))
 
+    read_committed = share.group_config(group_id, ISOLATION_LEVEL) == "read_committed"
     max_records = request.get("max_records") or DEFAULT_MAX_RECORDS
     max_bytes = request.get("max_bytes", 0x7FFFFFFF)
     deadline = trio.current_time() + max(request.get("max_wait_ms", 0), 0) / 1000
@@ -128,8 +130,9 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             if budget_records <= 0 or budget_bytes <= 0:
                 break
             try:
-                found = sp.acquire(partition.log, partition.high_watermark, member_id, budget_records, budget_bytes,
-                                   lock_deadline)
+                upto = partition.last_stable_offset if read_committed else partition.high_watermark
+                found = sp.acquire(partition.log, upto, member_id, budget_records, budget_bytes, lock_deadline,
+                                   read_committed=read_committed)
             except Exception as exc:
                 code = error_code_for(exc)
                 log.warning("ShareFetch %r: %s (%s)", sp, code.name, exc)

@@ -297,3 +297,37 @@ def test_closing_the_sessions_connection_releases_at_once(tmp_path):
         a.close()
         assert acquired(b.fetch(tid, max_wait_ms=5000)) == [(0, 2, 2)]
         assert a.fetch(tid, epoch=1)["error_code"] == E.SHARE_SESSION_NOT_FOUND  # a new connection
+
+
+def _transactions(bootstrap: str) -> None:
+    """Offsets 0-2 an aborted transaction, 3 its marker, 4-5 a committed one, 6 its marker."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "tx"})
+    producer.init_transactions(15)
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce("q", f"aborted{i}".encode(), partition=0)
+    producer.flush(15)
+    producer.abort_transaction(15)
+    producer.begin_transaction()
+    for i in range(2):
+        producer.produce("q", f"committed{i}".encode(), partition=0)
+    producer.commit_transaction(15)
+
+
+def test_share_isolation_level_read_committed_skips_aborted_transactions(broker):
+    tid = create_topic(broker.bootstrap, "q")
+    for group, level in (("rc", "read_committed"), ("ru", "read_uncommitted")):
+        assert _alter_group(broker, group, "earliest")["error_code"] == 0
+        r = raw_request("127.0.0.1", broker.port, K.INCREMENTAL_ALTER_CONFIGS, 1, {
+            "resources": [{"resource_type": 32, "resource_name": group, "configs": [
+                {"name": "share.isolation.level", "config_operation": 0, "value": level}]}],
+            "validate_only": False})
+        assert r["responses"][0]["error_code"] == 0
+    _transactions(broker.bootstrap)
+    rc, ru = ShareClient(broker, "rc"), ShareClient(broker, "ru")
+    rc.join("q")
+    ru.join("q")
+    assert offsets(rc.fetch(tid, max_wait_ms=2000)) == [4, 5]
+    assert offsets(ru.fetch(tid, max_wait_ms=2000)) == [0, 1, 2, 4, 5]  # markers never

@@ -7,8 +7,8 @@ partition.py    one share partition's in-flight records   sessions.py  share ses
 records.py      the `__share_group_state` records
 """
 
-from server.groups.share.coordinator import ShareCoordinator
+from server.groups.share.coordinator import ISOLATION_LEVEL, ShareCoordinator
 from server.groups.share.partition import AcknowledgeType, RecordState, SharePartition
 from server.groups.share.sessions import FINAL_EPOCH, INITIAL_EPOCH
 
-__all__ = ["FINAL_EPOCH", "INITIAL_EPOCH", "AcknowledgeType", "RecordState", "ShareCoordinator", "SharePartition"]
+__all__ = ["FINAL_EPOCH", "INITIAL_EPOCH", "ISOLATION_LEVEL", "AcknowledgeType", "RecordState", "ShareCoordinator", "SharePartition"]

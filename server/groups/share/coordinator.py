@@ -56,7 +56,9 @@ from server.groups.share.sessions import ShareSessionCache
 log = logging.getLogger("trafka.share")
 
 AUTO_OFFSET_RESET = "share.auto.offset.reset"
-GROUP_CONFIG_DEFAULTS = {AUTO_OFFSET_RESET: "latest"}
+ISOLATION_LEVEL = "share.isolation.level"
+GROUP_CONFIG_DEFAULTS = {AUTO_OFFSET_RESET: "latest", ISOLATION_LEVEL: "read_uncommitted"}
+GROUP_CONFIG_VALUES = {AUTO_OFFSET_RESET: ("latest", "earliest"), ISOLATION_LEVEL: ("read_uncommitted", "read_committed")}
 SWEEP_S = 0.1
 
 
@@ -75,7 +77,7 @@ class ShareCoordinator:
         self.groups: dict[str, ShareGroup] = {}
         self.partitions: dict[tuple[str, uuid.UUID, int], SharePartition] = {}
         self.sessions = ShareSessionCache()
-        # Group configs (Kafka's GROUP config resource): share.auto.offset.reset.
+        # Group configs (Kafka's GROUP config resource): share.auto.offset.reset, share.isolation.level.
         self.group_configs: dict[str, dict[str, str]] = {}
         self._topic_ready = False
         self._nursery: trio.Nursery | None = None
@@ -173,8 +175,9 @@ class ShareCoordinator:
             if op == 1:
                 configs.pop(name, None)
             elif op == 0:
-                if name == AUTO_OFFSET_RESET and value not in ("latest", "earliest"):
-                    raise KafkaError(f"{name} must be latest or earliest, not {value!r}", ErrorCode.INVALID_CONFIG)
+                if value not in GROUP_CONFIG_VALUES[name]:
+                    raise KafkaError(f"{name} must be one of {', '.join(GROUP_CONFIG_VALUES[name])}, not {value!r}",
+                                     ErrorCode.INVALID_CONFIG)
                 configs[name] = value
             else:
                 raise KafkaError(f"{name} is not a list: only SET and DELETE apply", ErrorCode.INVALID_CONFIG)

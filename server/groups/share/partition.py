@@ -124,10 +124,13 @@ class SharePartition:
         return any(r.state == RecordState.AVAILABLE for r in self.records.values())
 
     def acquire(self, plog, upto: int, member_id: str, max_records: int, max_bytes: int,
-                lock_deadline: float) -> Acquired:
+                lock_deadline: float, *, read_committed: bool = False) -> Acquired:
         """Acquire for `member_id` up to `max_records` records (exceeded only to finish a
-        batch) below `upto` (the high watermark): AVAILABLE records first (redeliveries),
-        then records never delivered. Returns the stored batches holding them."""
+        batch) below `upto` (the high watermark, or with `read_committed` the last stable
+        offset): AVAILABLE records first (redeliveries), then records never delivered.
+        Returns the stored batches holding them. With `read_committed` the batches of
+        aborted transactions are settled (archived) instead, never delivered: a share
+        consumer gets no aborted-transaction list to filter with."""
         out = Acquired([], [], 0, 0)
         self.clamp_to_log(plog.log_start_offset)
         if max_records <= 0:
@@ -154,9 +157,13 @@ class SharePartition:
                     full = True
                     break
                 moved = True
-                if header.is_control:
-                    # Transaction markers are never delivered: settled (no entry).
+                if header.is_control or (read_committed and header.is_transactional
+                                         and self._aborted(plog, header)):
+                    # Transaction markers (and aborted records, read_committed) are never
+                    # delivered: settled (no entry).
                     self.end_offset = max(self.end_offset, header.next_offset)
+                    for offset in range(header.base_offset, header.next_offset):
+                        self.records.pop(offset, None)
                     pos = header.next_offset
                     continue
                 took = self._acquire_batch(max(header.base_offset, pos, self.start_offset), header.next_offset,
@@ -182,6 +189,11 @@ class SharePartition:
                 pos = available[i] if i < len(available) else self.end_offset
         self._advance_start()
         return out
+
+    @staticmethod
+    def _aborted(plog, header) -> bool:
+        return any(t.producer_id == header.producer_id and t.first_offset <= header.base_offset <= t.last_offset
+                   for t in plog.collect_aborted_txns(header.base_offset, header.next_offset))
 
     def _acquire_batch(self, first: int, stop: int, member_id: str, deadline: float, out: Acquired) -> bool:
         took = False
