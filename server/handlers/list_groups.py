@@ -2,8 +2,9 @@
 
 Implements v0-5. states_filter (v4+) and types_filter (v5+) match case-insensitively, as
 Kafka does. Groups are "classic", or "share" (KIP-932, protocol type "share", state
-Empty or Stable; from the share coordinator, server/groups/share/). In a cluster each broker lists the groups it coordinates (clients ask
-every broker), with COORDINATOR_LOAD_IN_PROGRESS while one of its partitions loads.
+Empty or Stable; from the share coordinator, server/groups/share/). In a cluster each
+broker lists the groups it coordinates (clients ask every broker), with
+COORDINATOR_LOAD_IN_PROGRESS while one of its partitions loads.
 """
 
 from __future__ import annotations

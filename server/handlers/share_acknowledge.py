@@ -35,6 +35,8 @@ def _error(code: ErrorCode, message: str | None = None) -> dict:
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
+    if not ctx.broker.share.enabled:
+        return _error(ErrorCode.UNSUPPORTED_VERSION, "share groups need a single broker")
     share = ctx.broker.share
     group_id = request.get("group_id")
     member_id = request.get("member_id")

@@ -57,6 +57,8 @@ def _entry(index: int, code: ErrorCode = ErrorCode.NONE, message: str | None = N
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
+    if not ctx.broker.share.enabled:
+        return _error(ErrorCode.UNSUPPORTED_VERSION, "share groups need a single broker")
     broker = ctx.broker
     share = broker.share
     group_id = request.get("group_id")

@@ -30,6 +30,8 @@ def _error(code: ErrorCode, message: str | None = None) -> dict:
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
+    if not ctx.broker.share.enabled:
+        return _error(ErrorCode.UNSUPPORTED_VERSION, "share groups need a single broker")
     group_id = request["group_id"]
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id):
         return _error(ErrorCode.GROUP_AUTHORIZATION_FAILED)

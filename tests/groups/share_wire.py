@@ -68,7 +68,8 @@ class ShareClient:
         assert r["error_code"] == 0, r
         return r
 
-    def fetch(self, topic_id: uuid.UUID, partitions=(0,), *, acks: dict[int, list[tuple[int, int, list[int]]]] | None = None,
+    def fetch(self, topic_id: uuid.UUID, partitions=(0,), *,
+              acks: dict[int, list[tuple[int, int, list[int]]]] | None = None,
               epoch: int | None = None, max_wait_ms: int = 0, max_records: int = 500, forget=()) -> dict:
         acks = acks or {}
         parts = sorted(set(partitions) | set(acks))

@@ -11,4 +11,5 @@ from server.groups.share.coordinator import ISOLATION_LEVEL, ShareCoordinator
 from server.groups.share.partition import AcknowledgeType, RecordState, SharePartition
 from server.groups.share.sessions import FINAL_EPOCH, INITIAL_EPOCH
 
-__all__ = ["FINAL_EPOCH", "INITIAL_EPOCH", "ISOLATION_LEVEL", "AcknowledgeType", "RecordState", "ShareCoordinator", "SharePartition"]
+__all__ = ["FINAL_EPOCH", "INITIAL_EPOCH", "ISOLATION_LEVEL", "AcknowledgeType", "RecordState", "ShareCoordinator",
+           "SharePartition"]

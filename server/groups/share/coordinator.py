@@ -13,19 +13,22 @@ subscriptions or subscribed topics' partitions bumps the group epoch and recompu
 assignment (server/groups/share/assignor.py), which members get on their next heartbeat
 along with the new epoch. A member not heard from for `group.share.session.timeout.ms` is
 removed, its share session closed and what it holds released; one that leaves keeps its
-share session until it closes it (epoch -1) with its last acknowledgements. A group id is of one type: a share request for a classic group's id is
-GROUP_ID_NOT_FOUND ("not a share group"), as Kafka answers.
+share session until it closes it (epoch -1) with its last acknowledgements; a share
+session also ends with the connection that opened it. A group id is of one type: a share
+request for a classic group's id is GROUP_ID_NOT_FOUND ("not a share group"), and a
+JoinGroup for a share group's id UNKNOWN_MEMBER_ID, as Kafka answers.
 
-Durability: every change of a share partition's state that a client is told about
-(initialisation, acknowledgements, releases, expired locks) is appended to
-`__share_group_state` (server/coordinator_log.py, records.py) before the answer goes out,
-and replayed at start-up: accepted records are never delivered again after a restart,
-records only acquired come back as available. Group membership and share sessions are not
-persisted: after a restart members get UNKNOWN_MEMBER_ID / SHARE_SESSION_NOT_FOUND and join
-and open sessions again, as clients do.
+Durability: a share partition's state is appended to `__share_group_state`
+(server/coordinator_log.py, records.py) when it is initialised and on every
+acknowledgement before the answer goes out; releases and expired locks are written in the
+background. It is replayed at start-up: accepted (and rejected) records are never
+delivered again after a restart, records only acquired come back as available. Group
+membership and share sessions are not persisted: after a restart members get
+UNKNOWN_MEMBER_ID / SHARE_SESSION_NOT_FOUND and join and open sessions again, as clients do.
 
-Single broker only: in a cluster the share APIs answer for the partitions this broker
-leads, with state on this broker's disk; moving share state with leadership is not done.
+Single broker only: in a cluster (ZooKeeper mode) the share APIs answer UNSUPPORTED_VERSION,
+Kafka's answer when share groups are turned off; placing share coordinators and moving share
+state with partition leadership is not done.
 """
 
 from __future__ import annotations
@@ -58,7 +61,8 @@ log = logging.getLogger("trafka.share")
 AUTO_OFFSET_RESET = "share.auto.offset.reset"
 ISOLATION_LEVEL = "share.isolation.level"
 GROUP_CONFIG_DEFAULTS = {AUTO_OFFSET_RESET: "latest", ISOLATION_LEVEL: "read_uncommitted"}
-GROUP_CONFIG_VALUES = {AUTO_OFFSET_RESET: ("latest", "earliest"), ISOLATION_LEVEL: ("read_uncommitted", "read_committed")}
+GROUP_CONFIG_VALUES = {AUTO_OFFSET_RESET: ("latest", "earliest"),
+                       ISOLATION_LEVEL: ("read_uncommitted", "read_committed")}
 SWEEP_S = 0.1
 
 
@@ -157,6 +161,13 @@ class ShareCoordinator:
         except Exception as exc:
             log.warning("%r: persisting share state failed: %s", sp, exc)
 
+    @property
+    def enabled(self) -> bool:
+        """Share groups work on a single broker only (see the module docstring); in a
+        cluster the share APIs answer UNSUPPORTED_VERSION, as Kafka does with share
+        groups turned off."""
+        return self.broker.cluster is None
+
     # ------------------------------------------------------------------ group configs
     def group_config(self, group_id: str, name: str) -> str:
         return self.group_configs.get(group_id, {}).get(name, GROUP_CONFIG_DEFAULTS[name])
@@ -167,6 +178,8 @@ class ShareCoordinator:
         group config; persisted before the answer. INVALID_CONFIG for anything else."""
         if not group_id:
             raise KafkaError("group id is empty", ErrorCode.INVALID_GROUP_ID)
+        if not self.enabled:
+            raise InvalidRequest("share group configs need a single broker")
         configs = dict(self.group_configs.get(group_id, {}))
         for name, op, value in ops:
             if name not in GROUP_CONFIG_DEFAULTS:

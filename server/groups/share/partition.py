@@ -212,7 +212,8 @@ class SharePartition:
             took = True
             out.count += 1
             last = ranges[-1] if ranges else None
-            if last is not None and last["last_offset"] == offset - 1 and last["delivery_count"] == entry.delivery_count:
+            if last is not None and last["last_offset"] == offset - 1 \
+                    and last["delivery_count"] == entry.delivery_count:
                 last["last_offset"] = offset
             else:
                 ranges.append({"first_offset": offset, "last_offset": offset, "delivery_count": entry.delivery_count})

@@ -7,7 +7,8 @@ topic id, partition) in the compacted `__share_group_state`. Trafka writes only 
 and replay needs no merging): the start offset, the end offset, the state epoch, and the
 unsettled records as (first offset, last offset, state, delivery count) batches. A share
 group's configs (share.auto.offset.reset, share.isolation.level; IncrementalAlterConfigs) are kept here
-too, under a key of their own version. The layout is Trafka's own — a version, then JSON — since no client reads this topic.
+too, under a key of their own version. The layout is Trafka's own — a version, then
+JSON — since no client reads this topic.
 """
 
 from __future__ import annotations
