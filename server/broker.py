@@ -31,6 +31,7 @@ from server.config import BrokerConfig
 from server.errors import KafkaError, NotLeaderOrFollower, UnknownTopicOrPartition
 from server.fetch_sessions import FetchSessionCache
 from server.groups import GroupCoordinator
+from server.groups.share import ShareCoordinator
 from server.partition import AppendOutcome, Partition
 from server.producers import ProducerIdManager
 from server.security.quotas import ClientQuotas
@@ -62,6 +63,7 @@ class Broker:
         self.shutting_down = False
         self.groups = GroupCoordinator(self)
         self.txn = TransactionCoordinator(self)
+        self.share = ShareCoordinator(self)  # share groups (KIP-932)
         # The root nursery of the running broker (set by cli.run_broker): background work
         # such as coordinator loads after a leadership change.
         self.nursery: trio.Nursery | None = None
@@ -155,6 +157,7 @@ class Broker:
         if self.cluster is None:
             self.groups.load()
             self.txn.load()
+            self.share.load()
         else:
             self.groups.start_clustered()
             self.txn.start_clustered()

@@ -116,6 +116,7 @@ async def run_broker(config, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
             broker.nursery = root
             await root.start(broker.groups.run)
             await root.start(broker.txn.run)
+            await root.start(broker.share.run)
             if broker.cluster is not None:
                 await root.start(broker.cluster.run)
             await root.start(broker.run_background)

@@ -83,6 +83,11 @@ def check_access(ctx: RequestContext, resource_type: int, name: str, *, alter: b
     elif resource_type in (4, 8):
         if not ctx.authorize(op, ResourceType.CLUSTER, CLUSTER_NAME):
             raise ClusterAuthorizationFailed(f"not authorized to {op.name} of the cluster")
+    elif resource_type == 32:  # GROUP: Kafka checks the group's ACLs
+        from server.errors import GroupAuthorizationFailed
+
+        if not ctx.authorize(op, ResourceType.GROUP, name):
+            raise GroupAuthorizationFailed(f"not authorized to {op.name} of group {name}")
 
 
 async def answer_resources(ctx: RequestContext, request: dict, alter, what: str) -> dict:

@@ -80,6 +80,38 @@ class GroupAuthorizationFailed(KafkaError):
     code = ErrorCode.GROUP_AUTHORIZATION_FAILED
 
 
+class GroupIdNotFound(KafkaError):
+    """The group does not exist, or is of another type (a share request for a classic group)."""
+
+    code = ErrorCode.GROUP_ID_NOT_FOUND
+
+
+class UnknownMemberId(KafkaError):
+    code = ErrorCode.UNKNOWN_MEMBER_ID
+
+
+class FencedMemberEpoch(KafkaError):
+    code = ErrorCode.FENCED_MEMBER_EPOCH
+
+
+class GroupMaxSizeReached(KafkaError):
+    code = ErrorCode.GROUP_MAX_SIZE_REACHED
+
+
+class InvalidRecordState(KafkaError):
+    """KIP-932: an acknowledgement for records this member does not hold acquired."""
+
+    code = ErrorCode.INVALID_RECORD_STATE
+
+
+class ShareSessionNotFound(KafkaError):
+    code = ErrorCode.SHARE_SESSION_NOT_FOUND
+
+
+class InvalidShareSessionEpoch(KafkaError):
+    code = ErrorCode.INVALID_SHARE_SESSION_EPOCH
+
+
 class ClusterAuthorizationFailed(KafkaError):
     code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 

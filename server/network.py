@@ -268,6 +268,12 @@ class Server:
         finally:
             await _close(stream)
             log.debug("connection %d closed", session.connection_id)
+            share = getattr(self.broker, "share", None)  # KIP-932 share sessions end with their connection
+            if share is not None:
+                try:
+                    share.connection_closed(session.connection_id)
+                except Exception:
+                    log.exception("ending the share sessions of connection %d", session.connection_id)
         return session
 
     async def _serve_connection(self, stream: trio.abc.Stream, session: Session, send: "_Send") -> None:

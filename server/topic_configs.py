@@ -36,6 +36,7 @@ class ResourceType(enum.IntEnum):
     TOPIC = 2
     BROKER = 4
     BROKER_LOGGER = 8
+    GROUP = 32  # group configs (share.auto.offset.reset of a share group)
 
 
 class ConfigSource(enum.IntEnum):

@@ -150,6 +150,10 @@ class ErrorCode(enum.IntEnum):
     TELEMETRY_TOO_LARGE = (118, False)
     INVALID_REGISTRATION = (119, False)
     TRANSACTION_ABORTABLE = (120, False)
+    INVALID_RECORD_STATE = (121, False)
+    SHARE_SESSION_NOT_FOUND = (122, True)
+    INVALID_SHARE_SESSION_EPOCH = (123, True)
+    FENCED_STATE_EPOCH = (124, False)
 
 
 class ProtocolError(Exception):

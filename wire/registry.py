@@ -5,7 +5,9 @@ The ranges follow ../shared/CLIENTS.md §10 ("what the broker should advertise")
   before 2.11.1 needs inside the range to turn on compression and groups (§9.2);
 - every minimum at or below aiokafka's maximum, which has no flexible versions;
 - Produce v0-2 are advertised but refused at request time, as Kafka 4 does (KAFKA-18659);
-- no telemetry (71/72), no KIP-848 heartbeat (68): advertising them makes clients use them.
+- no telemetry (71/72), no KIP-848 heartbeat (68): advertising them makes clients use them;
+- the share-group APIs (76-79) at v1 only, Kafka 4.1's stable version: only a share
+  consumer (confluent-kafka's ShareConsumer) sends them.
 
 `INTER_BROKER_VERSIONS` holds the APIs brokers of a cluster send each other (controller to
 broker, leader to controller; ../shared/CLUSTER.md §3) at Kafka 3.9's full ranges. They
@@ -76,6 +78,10 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
     DESCRIBE_TOPIC_PARTITIONS = 75
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
 
 
 # api key -> (min version, max version) advertised and decoded.
@@ -132,6 +138,11 @@ API_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
+    # Share groups (KIP-932): v1 only, as Kafka 4.1 (v0 was 4.0's early access; wire.newer_versions).
+    ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1),
+    ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
+    ApiKey.SHARE_FETCH: (1, 1),
+    ApiKey.SHARE_ACKNOWLEDGE: (1, 1),
 }
 
 # api key -> (min version, max version) decoded and encoded but not advertised (see above).

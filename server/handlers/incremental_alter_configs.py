@@ -26,6 +26,9 @@ BROKER_LOGGER (Kafka's runtime log levels): SET a logger to OFF, FATAL, ERROR, W
 DEBUG, TRACE or ALL, DELETE to inherit from the parent again; the resource name must be
 this broker's id (INVALID_REQUEST otherwise). Unknown logger or level → INVALID_CONFIG;
 DELETE of the root logger, APPEND or SUBTRACT → INVALID_REQUEST.
+GROUP (KIP-932 group configs): SET or DELETE a share group's share.auto.offset.reset
+(latest, earliest) or share.isolation.level (read_uncommitted, read_committed), kept in
+__share_group_state; other names or values → INVALID_CONFIG.
 """
 
 from __future__ import annotations
@@ -160,8 +163,11 @@ def _alter(ctx: RequestContext, resource: dict, validate_only: bool):
     elif kind == ResourceType.BROKER_LOGGER:
         broker_id_of(ctx.broker, name, allow_empty=False)
         _alter_loggers(ctx, ops, validate_only)
+    elif kind == ResourceType.GROUP:
+        # Share group configs (KIP-932): share.auto.offset.reset, share.isolation.level.
+        return ctx.broker.share.alter_group_configs(name, [(n, int(op), v) for n, op, v in ops], validate_only)
     else:
-        raise InvalidRequest(f"IncrementalAlterConfigs supports topics, brokers and broker loggers, "
+        raise InvalidRequest(f"IncrementalAlterConfigs supports topics, brokers, broker loggers and groups, "
                              f"not resource type {kind}")
 
 

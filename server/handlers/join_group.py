@@ -6,9 +6,13 @@ on a first join with an empty member id (KIP-394); v5+ carry group.instance.id (
 v7+ answer the protocol type; v8+ send a reason (logged); v9+ can be told to skip the
 assignment when a static leader returns (KIP-814). Before v7 the protocol name cannot be
 null, so an error answer carries "".
+A share group's id (KIP-932) is answered UNKNOWN_MEMBER_ID, as Kafka's classicGroupJoin
+does for a group of another type.
 """
 
 from __future__ import annotations
+
+import logging
 
 from wire.errors import ErrorCode
 from wire.registry import ApiKey
@@ -19,6 +23,8 @@ from server.security.acls import AclOperation, ResourceType
 API_KEY = ApiKey.JOIN_GROUP
 MAY_BLOCK = True  # the answer waits for the rebalance
 
+log = logging.getLogger("trafka.groups")
+
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
     version = ctx.api_version
@@ -28,6 +34,11 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                 "leader": "", "member_id": request["member_id"], "members": []}
     if groups is None:
         return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "protocol_name": "" if version < 7 else None,
+                "leader": "", "member_id": request["member_id"], "members": []}
+    if request["group_id"] in ctx.broker.share.groups:
+        # A group id is of one type: Kafka's classicGroupJoin answers a share group's id so.
+        log.info("JoinGroup %s from %s: UNKNOWN_MEMBER_ID (it is a share group)", request["group_id"], ctx.client_id)
+        return {"error_code": ErrorCode.UNKNOWN_MEMBER_ID, "protocol_name": "" if version < 7 else None,
                 "leader": "", "member_id": request["member_id"], "members": []}
     result = await groups.join_group(
         group_id=request["group_id"],

@@ -1,9 +1,10 @@
 """ListGroups (16): every group, with its protocol type (and state, v4+; type, v5+).
 
 Implements v0-5. states_filter (v4+) and types_filter (v5+) match case-insensitively, as
-Kafka does; every group here is a "classic" group, so a types filter without "classic"
-lists nothing. In a cluster each broker lists the groups it coordinates (clients ask
-every broker), with COORDINATOR_LOAD_IN_PROGRESS while one of its partitions loads.
+Kafka does. Groups are "classic", or "share" (KIP-932, protocol type "share", state
+Empty or Stable; from the share coordinator, server/groups/share/). In a cluster each
+broker lists the groups it coordinates (clients ask every broker), with
+COORDINATOR_LOAD_IN_PROGRESS while one of its partitions loads.
 """
 
 from __future__ import annotations
@@ -32,9 +33,16 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         # Kafka: without DESCRIBE on the cluster, the groups the principal may DESCRIBE.
         listed = [g for g in listed
                   if ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id, log_denied=False)]
-    return {
-        "throttle_time_ms": 0,
-        "error_code": code,
-        "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type or "",
-                    "group_state": str(g.state), "group_type": "classic"} for g in listed],
-    }
+    entries = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "",
+                "group_state": str(g.state), "group_type": "classic"} for g in listed]
+    if types is None or "share" in {t.lower() for t in types}:
+        wanted = {s.lower() for s in states} if states else None
+        for group in ctx.broker.share.groups.values():
+            if wanted is not None and group.state.lower() not in wanted:
+                continue
+            if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False) \
+                    and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group.group_id, log_denied=False):
+                continue
+            entries.append({"group_id": group.group_id, "protocol_type": "share", "group_state": group.state,
+                            "group_type": "share"})
+    return {"throttle_time_ms": 0, "error_code": code, "groups": entries}

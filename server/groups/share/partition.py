@@ -1,0 +1,312 @@
+"""`SharePartition`: one share group's view of one topic-partition (KIP-932).
+
+Why a class of its own: a share group consumes a partition as a queue, so instead of one
+committed offset it keeps the state of every record between the share-partition start
+offset (SPSO: everything before it is settled) and end offset (SPEO: the next offset never
+handed out yet). Each in-flight record is
+
+- AVAILABLE: may be acquired by the next ShareFetch of any member;
+- ACQUIRED: handed to one member, locked for `group.share.record.lock.duration.ms`; when the
+  lock expires, or the member releases it or leaves, it is AVAILABLE again;
+- ACKNOWLEDGED (ACCEPT) or ARCHIVED (REJECT, GAP, or its `group.share.delivery.count.limit`
+  deliveries used up: a poison record): settled, never delivered again.
+
+New records are acquired only while the in-flight window [start, end) is shorter than
+`group.share.partition.max.record.locks` (Kafka's limit too), which bounds the memory a
+share partition takes. Offsets in [start, end) with no entry are settled (control batches, compacted gaps,
+settled records once the start moves past them), so only unsettled records take memory.
+Records go out as the stored batches that hold them (no record is decoded): the batch
+header's base and last offset say which offsets a batch holds, and the member is told the
+acquired ranges (AcquiredRecords), dropping the batch's other records itself. Kafka's
+SharePartition keeps the same states, per batch or per offset; here always per offset.
+
+No trio here (the coordinator owns timers and persistence): times are passed in.
+"""
+
+from __future__ import annotations
+
+import bisect
+import enum
+import math
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from wire.errors import CorruptRecords
+from wire.records import iter_headers
+
+from server.errors import InvalidRecordState, InvalidRequest
+
+
+class RecordState(enum.IntEnum):
+    """Kafka's RecordState ids (also what a persisted state batch says)."""
+
+    AVAILABLE = 0
+    ACQUIRED = 1
+    ACKNOWLEDGED = 2
+    ARCHIVED = 4
+
+
+class AcknowledgeType(enum.IntEnum):
+    """ShareFetch/ShareAcknowledge AcknowledgeTypes (v1; 4 = RENEW is v2)."""
+
+    GAP = 0
+    ACCEPT = 1
+    RELEASE = 2
+    REJECT = 3
+
+
+@dataclass(slots=True)
+class InFlight:
+    state: RecordState
+    delivery_count: int
+    member_id: str | None = None
+    deadline: float = math.inf  # lock expiry (trio clock) while ACQUIRED
+
+
+@dataclass(slots=True)
+class Acquired:
+    """What one acquire pass hands a member: the stored batches and the ranges acquired."""
+
+    records: list[bytes]
+    ranges: list[dict]  # AcquiredRecords: first_offset, last_offset, delivery_count
+    count: int
+    size: int
+
+
+class SharePartition:
+    def __init__(self, group_id: str, topic: str, topic_id: uuid.UUID, index: int, start_offset: int, *,
+                 delivery_limit: int, max_locks: int = 2000) -> None:
+        self.group_id = group_id
+        self.topic = topic
+        self.topic_id = topic_id
+        self.index = index
+        self.start_offset = start_offset
+        self.end_offset = start_offset
+        self.delivery_limit = max(delivery_limit, 1)
+        self.max_locks = max(max_locks, 1)
+        self.records: dict[int, InFlight] = {}
+        self.state_epoch = 0
+
+    def __repr__(self) -> str:
+        return f"SharePartition({self.group_id} {self.topic}-{self.index} [{self.start_offset}, {self.end_offset}))"
+
+    # ------------------------------------------------------------------ settling
+    def _advance_start(self) -> None:
+        """Move the start offset past settled records, forgetting them."""
+        records = self.records
+        start = self.start_offset
+        while start < self.end_offset:
+            entry = records.get(start)
+            if entry is not None and entry.state in (RecordState.AVAILABLE, RecordState.ACQUIRED):
+                break
+            records.pop(start, None)
+            start += 1
+        self.start_offset = start
+
+    def _give_back(self, entry: InFlight) -> None:
+        """An acquired record comes back: AVAILABLE, or ARCHIVED once its deliveries are used up."""
+        entry.state = RecordState.ARCHIVED if entry.delivery_count >= self.delivery_limit else RecordState.AVAILABLE
+        entry.member_id = None
+        entry.deadline = math.inf
+
+    def clamp_to_log(self, log_start: int) -> None:
+        """Records deleted from the log (retention, DeleteRecords) are settled."""
+        if self.start_offset < log_start:
+            for offset in [o for o in self.records if o < log_start]:
+                del self.records[offset]
+            self.start_offset = log_start
+            self.end_offset = max(self.end_offset, log_start)
+            self._advance_start()
+
+    # ------------------------------------------------------------------ acquire
+    def has_available(self) -> bool:
+        return any(r.state == RecordState.AVAILABLE for r in self.records.values())
+
+    def acquire(self, plog, upto: int, member_id: str, max_records: int, max_bytes: int,
+                lock_deadline: float, *, read_committed: bool = False) -> Acquired:
+        """Acquire for `member_id` up to `max_records` records (exceeded only to finish a
+        batch) below `upto` (the high watermark, or with `read_committed` the last stable
+        offset): AVAILABLE records first (redeliveries), then records never delivered.
+        Returns the stored batches holding them. With `read_committed` the batches of
+        aborted transactions are settled (archived) instead, never delivered: a share
+        consumer gets no aborted-transaction list to filter with."""
+        out = Acquired([], [], 0, 0)
+        self.clamp_to_log(plog.log_start_offset)
+        if max_records <= 0:
+            return out
+        available = sorted(o for o, r in self.records.items() if r.state == RecordState.AVAILABLE)
+        pos = available[0] if available else self.end_offset
+        budget = max_bytes
+        while out.count < max_records and pos < upto and budget > 0:
+            if pos >= self.end_offset and self.end_offset - self.start_offset >= self.max_locks:
+                break  # the in-flight window is full (group.share.partition.max.record.locks)
+            data = plog.read(pos, budget, max_offset=upto, min_one_batch=not out.records)
+            if not data:
+                break
+            moved = False
+            try:
+                headers = list(iter_headers(data, check_crc=False))
+            except CorruptRecords:
+                break
+            full = False
+            for at, header in headers:
+                if header.last_offset < pos:
+                    continue
+                if header.base_offset >= self.end_offset and self.end_offset - self.start_offset >= self.max_locks:
+                    full = True
+                    break
+                moved = True
+                if header.is_control or (read_committed and header.is_transactional
+                                         and self._aborted(plog, header)):
+                    # Transaction markers (and aborted records, read_committed) are never
+                    # delivered: settled (no entry).
+                    self.end_offset = max(self.end_offset, header.next_offset)
+                    for offset in range(header.base_offset, header.next_offset):
+                        self.records.pop(offset, None)
+                    pos = header.next_offset
+                    continue
+                took = self._acquire_batch(max(header.base_offset, pos, self.start_offset), header.next_offset,
+                                           member_id, lock_deadline, out)
+                self.end_offset = max(self.end_offset, header.next_offset)
+                if took:
+                    chunk = bytes(data[at:at + header.size])
+                    out.records.append(chunk)
+                    out.size += len(chunk)
+                    budget -= len(chunk)
+                pos = header.next_offset
+                if out.count >= max_records or budget <= 0:
+                    break
+                if pos < self.end_offset:
+                    break  # redelivery: jump to the next AVAILABLE record below
+            if not moved or full:
+                break
+            if pos < self.end_offset:
+                i = bisect.bisect_left(available, pos)
+                while i < len(available) and self.records.get(available[i]) is not None \
+                        and self.records[available[i]].state != RecordState.AVAILABLE:
+                    i += 1
+                pos = available[i] if i < len(available) else self.end_offset
+        self._advance_start()
+        return out
+
+    @staticmethod
+    def _aborted(plog, header) -> bool:
+        return any(t.producer_id == header.producer_id and t.first_offset <= header.base_offset <= t.last_offset
+                   for t in plog.collect_aborted_txns(header.base_offset, header.next_offset))
+
+    def _acquire_batch(self, first: int, stop: int, member_id: str, deadline: float, out: Acquired) -> bool:
+        took = False
+        ranges = out.ranges
+        for offset in range(first, stop):
+            if offset >= self.end_offset:
+                entry = self.records[offset] = InFlight(RecordState.ACQUIRED, 1, member_id, deadline)
+            else:
+                entry = self.records.get(offset)
+                if entry is None or entry.state != RecordState.AVAILABLE:
+                    continue
+                entry.state = RecordState.ACQUIRED
+                entry.delivery_count += 1
+                entry.member_id = member_id
+                entry.deadline = deadline
+            took = True
+            out.count += 1
+            last = ranges[-1] if ranges else None
+            if last is not None and last["last_offset"] == offset - 1 \
+                    and last["delivery_count"] == entry.delivery_count:
+                last["last_offset"] = offset
+            else:
+                ranges.append({"first_offset": offset, "last_offset": offset, "delivery_count": entry.delivery_count})
+        return took
+
+    # ------------------------------------------------------------------ acknowledge
+    def acknowledge(self, member_id: str, batches: Iterable[dict]) -> None:
+        """Apply one partition's AcknowledgementBatches for `member_id`, all or nothing.
+        InvalidRequest for a malformed batch; InvalidRecordState when a record is not
+        acquired by this member (never acquired, settled, lock expired, another's)."""
+        plan: list[tuple[int, int, list[int]]] = []
+        for batch in batches:
+            first, last, types = batch["first_offset"], batch["last_offset"], batch["acknowledge_types"]
+            if first > last or first < 0:
+                raise InvalidRequest(f"acknowledgement batch [{first}, {last}] is empty")
+            if len(types) not in (1, last - first + 1):
+                raise InvalidRequest(f"acknowledgement batch [{first}, {last}] has {len(types)} acknowledge types")
+            if any(t not in (0, 1, 2, 3) for t in types):
+                raise InvalidRequest(f"acknowledge types {sorted(set(types))}: only 0-3 exist at version 1")
+            if first < self.start_offset or last >= self.end_offset:
+                raise InvalidRecordState(f"{self.topic}-{self.index}: offsets [{first}, {last}] are not in flight "
+                                         f"(share partition [{self.start_offset}, {self.end_offset}))")
+            for offset in range(first, last + 1):
+                entry = self.records.get(offset)
+                if entry is None or entry.state != RecordState.ACQUIRED or entry.member_id != member_id:
+                    state = "settled" if entry is None else entry.state.name
+                    raise InvalidRecordState(f"{self.topic}-{self.index} offset {offset} is {state}, not acquired "
+                                             f"by {member_id}")
+            plan.append((first, last, types))
+        for first, last, types in plan:
+            for offset in range(first, last + 1):
+                kind = types[0] if len(types) == 1 else types[offset - first]
+                entry = self.records[offset]
+                if kind == AcknowledgeType.ACCEPT:
+                    entry.state = RecordState.ACKNOWLEDGED
+                elif kind == AcknowledgeType.RELEASE:
+                    self._give_back(entry)
+                    continue
+                else:  # REJECT, GAP
+                    entry.state = RecordState.ARCHIVED
+                entry.member_id = None
+                entry.deadline = math.inf
+        self._advance_start()
+
+    def release_member(self, member_id: str) -> int:
+        """Everything `member_id` holds comes back (it left, or closed its share session)."""
+        count = 0
+        for entry in self.records.values():
+            if entry.state == RecordState.ACQUIRED and entry.member_id == member_id:
+                self._give_back(entry)
+                count += 1
+        if count:
+            self._advance_start()
+        return count
+
+    def expire_locks(self, now: float) -> int:
+        """Acquisition locks past their deadline: the records come back."""
+        count = 0
+        for entry in self.records.values():
+            if entry.state == RecordState.ACQUIRED and entry.deadline <= now:
+                self._give_back(entry)
+                count += 1
+        if count:
+            self._advance_start()
+        return count
+
+    def next_lock_deadline(self) -> float:
+        return min((r.deadline for r in self.records.values() if r.state == RecordState.ACQUIRED), default=math.inf)
+
+    # ------------------------------------------------------------------ persisted state
+    def state_batches(self) -> list[tuple[int, int, int, int]]:
+        """The unsettled records as (first, last, state, delivery count) ranges, ACQUIRED
+        written as AVAILABLE (Kafka's ShareSnapshot does the same: a lock does not survive
+        a restart, the delivery does)."""
+        out: list[list[int]] = []
+        for offset in sorted(self.records):
+            entry = self.records[offset]
+            state = RecordState.AVAILABLE if entry.state == RecordState.ACQUIRED else entry.state
+            if state != RecordState.AVAILABLE:
+                continue  # settled
+            if out and out[-1][1] == offset - 1 and out[-1][3] == entry.delivery_count:
+                out[-1][1] = offset
+            else:
+                out.append([offset, offset, int(state), entry.delivery_count])
+        return [tuple(b) for b in out]
+
+    def restore(self, start_offset: int, end_offset: int, batches: Iterable[tuple[int, int, int, int]]) -> None:
+        self.start_offset = start_offset
+        self.end_offset = max(end_offset, start_offset)
+        self.records = {}
+        for first, last, state, count in batches:
+            if state != RecordState.AVAILABLE:
+                continue
+            for offset in range(max(first, start_offset), min(last + 1, self.end_offset)):
+                self.records[offset] = InFlight(RecordState.AVAILABLE, count)
+        self._advance_start()
