@@ -7,6 +7,7 @@ import confluent_kafka as ck
 import pytest
 
 from tests.cluster.clusterkit import Cluster
+from wire.registry import ApiKey
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -16,6 +17,14 @@ def test_three_brokers_replicate_a_topic(tmp_path, zk_connect):
         meta = cluster.metadata()
         assert sorted(b["node_id"] for b in meta["brokers"]) == [1, 2, 3]
         assert meta["controller_id"] in (1, 2, 3)
+        # Share groups work on a single broker only: a cluster broker does not advertise their
+        # APIs (as Kafka with share groups off), and answers one sent anyway UNSUPPORTED_VERSION.
+        versions = cluster.call(ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}, 1)
+        keys = {api["api_key"] for api in versions["api_keys"]}
+        assert ApiKey.FETCH in keys and not keys & {76, 77, 78, 79}, sorted(keys)
+        heartbeat = cluster.call(ApiKey.SHARE_GROUP_HEARTBEAT, 1, {"group_id": "q", "member_id": "m1", "member_epoch": 0,
+                                                                   "rack_id": None, "subscribed_topic_names": ["events"]}, 1)
+        assert heartbeat["error_code"] == 35, heartbeat  # UNSUPPORTED_VERSION
         created = cluster.create_topic("events", 3, 3, {"min.insync.replicas": "2"})
         assert created["error_code"] == 0, created
         for p in range(3):
