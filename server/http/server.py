@@ -102,10 +102,10 @@ class HttpEndpoint:
             return "recovering logs"
         if broker.shutting_down:
             return "shutting down"
-        if not self.listening:
-            return "Kafka listeners not bound yet"
         if broker.cluster is not None and not broker.cluster.started:
             return "not registered in ZooKeeper yet"
+        if not self.listening:
+            return "Kafka listeners not bound yet"
         return None
 
     async def serve(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
