@@ -1,0 +1,139 @@
+"""What /metrics costs the data path: bench/capacity.py with the HTTP listener off against
+on and scraped every second, same session, runs interleaved.
+
+Why: the metrics are counted on the hot path (once per request and per batch, never per
+record: server/http/metrics.py), and the issue asks that this cost at most 3 % of the
+broker's capacity. "off" is `http.listeners=` (the network layer counts nothing then; the
+per-batch partition counters are always on); "on" serves /metrics on a free port and a
+thread of this process GETs it every second for the whole run, as a Prometheus server
+would (`capacity.py --http`).
+
+Each configuration runs `--repeats` times in ABBA order (off,on then on,off) on a fresh
+broker each, so drift of the machine (page-cache writeback, other load) falls on both.
+Reported per configuration: median produce and consume msg/s and broker CPU µs/msg of
+each, and the cost as the median of the per-pair ratios (on / off - 1; positive = slower
+or more CPU with metrics on).
+
+    python bench/metrics_cost.py                          # 100 B and 1 KiB x 1 and 6 partitions, 3 repeats
+    python bench/metrics_cost.py --sizes 100 --partitions 1 --repeats 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import capacity  # noqa: E402
+
+METRICS = ("produce_msgs", "consume_msgs", "produce_broker_cpu_us_per_msg", "consume_broker_cpu_us_per_msg")
+
+
+def _median(values: list[float]) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def summarize(results: list[dict]) -> list[dict]:
+    rows = []
+    keys = sorted({(r["size"], r["partitions"]) for r in results})
+    for size, partitions in keys:
+        runs = [r for r in results if (r["size"], r["partitions"]) == (size, partitions)]
+        row: dict = {"size": size, "partitions": partitions,
+                     "verified": all(r.get("verified") for r in runs), "runs": len(runs)}
+        for metric in METRICS:
+            off = {r["repeat"]: r.get(metric) for r in runs if not r.get("http")}
+            on = {r["repeat"]: r.get(metric) for r in runs if r.get("http")}
+            row[f"{metric}_off"] = _median(list(off.values()))
+            row[f"{metric}_on"] = _median(list(on.values()))
+            ratios = [on[k] / off[k] - 1 for k in off if k in on and on[k] and off[k]]
+            row[f"{metric}_cost"] = _median(ratios)
+            row[f"{metric}_cost_range"] = (min(ratios), max(ratios)) if ratios else None
+        row["scrapes"] = sum(r.get("scrapes") or 0 for r in runs if r.get("http"))
+        row["scrape_failures"] = sum(r.get("scrape_failures") or 0 for r in runs if r.get("http"))
+        row["scrape_ms_median"] = _median([r.get("scrape_ms_median") for r in runs if r.get("http")])
+        rows.append(row)
+    return rows
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:+.1f} %"
+
+
+def print_table(rows: list[dict]) -> None:
+    print("\n| message | partitions | produce msg/s off → on (cost) | consume msg/s off → on (cost) "
+          "| broker µs/msg produce off → on (cost) | consume off → on (cost) | scrapes (median ms) | verified |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        def pair(metric: str, digits: int, throughput: bool) -> str:
+            off, on = r[f"{metric}_off"], r[f"{metric}_on"]
+            cost = r[f"{metric}_cost"]
+            if throughput and cost is not None:
+                cost = -cost  # slower = a positive cost
+            fmt = (lambda v: "-" if v is None else f"{v:,.{digits}f}")
+            return f"{fmt(off)} → {fmt(on)} ({_pct(cost)})"
+
+        print(f"| {r['size']} B | {r['partitions']} | {pair('produce_msgs', 0, True)} | {pair('consume_msgs', 0, True)} "
+              f"| {pair('produce_broker_cpu_us_per_msg', 3, False)} | {pair('consume_broker_cpu_us_per_msg', 3, False)} "
+              f"| {r['scrapes']} ({r['scrape_ms_median'] or 0:.1f}) | {r['verified']} |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="100,1024")
+    ap.add_argument("--partitions", default="1,6")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--messages", default="", help="per-size N as in capacity.py (default 100=20M, 1024=2M)")
+    ap.add_argument("--trafka-set", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--log-dir", default=None)
+    args = ap.parse_args(argv)
+    # capacity.py's own defaults for everything else a run needs
+    run_args = argparse.Namespace(trafka_set=args.trafka_set, log_dir=args.log_dir, run_timeout=180.0, inflight=5,
+                                  max_wait_ms=500, fetch_max_bytes=52_428_800, partition_max_bytes=1_048_576,
+                                  http=False)
+    messages = dict(capacity.DEFAULT_MESSAGES)
+    messages.update(capacity.parse_messages(args.messages))
+    out_path = args.out or os.path.join(capacity.REPO, ".cache", "bench-results",
+                                        time.strftime("metrics-cost-%Y%m%d-%H%M%S.jsonl"))
+    os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
+    results = []
+    with open(out_path, "a") as sink:
+        for size in [int(s) for s in args.sizes.split(",")]:
+            templates = capacity.build_templates(size, 64, 10_000, 1_000_000)
+            for partitions in [int(p) for p in args.partitions.split(",")]:
+                requests = capacity.build_requests(templates, partitions, "per-partition", 1)
+                per_req = requests[0].records
+                n_requests = -(-messages.get(size, 1_000_000_000 // size) // per_req)
+                n_requests = -(-n_requests // partitions) * partitions
+                expected = n_requests * per_req
+                label = {"mode": "metrics-cost", "size": size, "partitions": partitions, "acks": 1,
+                         "messages": expected, "requests": n_requests}
+                for rep in range(args.repeats):
+                    for http in ((False, True) if rep % 2 == 0 else (True, False)):
+                        run_args.http = http
+                        r = capacity.run_one("trafka", {**label, "repeat": rep}, requests, n_requests, expected,
+                                             run_args)
+                        r["http"] = http
+                        results.append(r)
+                        sink.write(json.dumps(r) + "\n")
+                        sink.flush()
+                        print(f"{size} B P{partitions} rep {rep + 1} metrics {'on ' if http else 'off'}: produce "
+                              f"{r.get('produce_msgs') or 0:,.0f} msg/s ({r.get('produce_broker_cpu_us_per_msg') or 0:.3f}"
+                              f" µs/msg), consume {r.get('consume_msgs') or 0:,.0f} msg/s "
+                              f"({r.get('consume_broker_cpu_us_per_msg') or 0:.3f} µs/msg)"
+                              + (f", {r.get('scrapes')} scrapes" if http else "")
+                              + ("" if r.get("verified") else f" NOT VERIFIED {r.get('errors')}"), flush=True)
+    print_table(summarize(results))
+    print(f"\nresults in {out_path}")
+    return 0 if all(r.get("verified") for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
