@@ -238,3 +238,23 @@ def test_a_taken_http_port_stops_the_start(tmp_path):
     assert done.returncode == 1, done.stderr
     assert f"cannot listen for HTTP on 127.0.0.1:{port} (http.listeners)" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_grafana_dashboard_charts_only_exported_metrics(broker):
+    """deploy/grafana/trafka.json: every metric name its queries use is one /metrics has."""
+    import json
+    import re
+
+    text = httpx.get(f"{broker.http_url}/metrics", timeout=10).text
+    exported = set()
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _hash, _type, name, kind = line.split()
+            exported.add(name)
+            if kind == "histogram":
+                exported.update({f"{name}_bucket", f"{name}_count", f"{name}_sum"})
+    dashboard = json.loads((REPO / "deploy" / "grafana" / "trafka.json").read_text())
+    used = {name for panel in dashboard["panels"] for target in panel["targets"]
+            for name in re.findall(r"\bkafka_[a-z_]+", target["expr"])}
+    assert len(used) >= 15
+    assert used <= exported, sorted(used - exported)
