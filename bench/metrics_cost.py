@@ -18,6 +18,7 @@ load only ever makes a run worse, so the best runs are the least disturbed compa
     python bench/metrics_cost.py                          # 100 B and 1 KiB x 1 and 6 partitions, 3 repeats
     python bench/metrics_cost.py --sizes 100 --partitions 1 --repeats 5
     python bench/metrics_cost.py --scrape-cost 10,1000    # broker CPU per scrape, by partition count
+    python bench/metrics_cost.py --request-path 1,10,1000  # CPU per Produce request in-process, off vs on
     python bench/metrics_cost.py --summarize .cache/bench-results/metrics-cost-*.jsonl
 """
 
@@ -148,6 +149,60 @@ def scrape_cost(partitions: int, seconds: float = 5.0) -> dict:
             "core_share_at_1_per_s": per_scrape_ms / 1000}
 
 
+def request_path_cost(per_request: int, size: int = 100, requests: int = 2000, blocks: int = 30) -> dict:
+    """CPU per Produce request through the network layer's own dispatch (Server._dispatch:
+    the handler, the quota and metrics hooks, the response encode), in-process against a
+    log on tmpfs, with broker.metrics off and on in alternating blocks of `requests`. The
+    process's CPU time, so other load on the machine moves it far less than capacity.py's
+    msg/s; small requests are where a per-request cost shows most."""
+    import shutil
+    import tempfile
+
+    import trio
+
+    from server.broker import Broker
+    from server.config import load_config
+    from server.handlers import HANDLERS
+    from server.http.metrics import RequestMetrics
+    from server.network import Server
+    from server.session import Session
+    from wire import ApiKey, Connection, encode_request
+    from wire.records import Record, build_batch
+
+    async def run() -> dict:
+        data_dir = tempfile.mkdtemp(dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+        broker = Broker(load_config(overrides={"log.dirs": data_dir, "log.segment.bytes": str(1 << 30)}, environ={}))
+        broker.open()
+        broker.create_topic("t", 1)
+        batch = bytes(build_batch([Record(i, 1_700_000_000_000, None, b"x" * size) for i in range(per_request)]))
+        frame = encode_request(ApiKey.PRODUCE, 9, 1, {
+            "transactional_id": None, "acks": 1, "timeout_ms": 1000,
+            "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": batch}]}]})
+        server = Server(broker)
+        session = Session("127.0.0.1", 1)
+        handler = HANDLERS[ApiKey.PRODUCE]
+        conn = Connection(200 << 20)
+        metrics = RequestMetrics()
+        times: dict[bool, list[float]] = {False: [], True: []}
+        for block in range(2 * blocks + 2):
+            on = block % 4 in (1, 2)  # off, on, on, off, ...: a drift (the log growing) falls on both
+            broker.metrics = metrics if on else None
+            t0 = time.process_time()
+            for _ in range(requests):
+                conn.receive_data(frame)
+                await server._dispatch(conn, conn.next_request(), handler, session)
+            if block >= 2:  # the first pair warms up
+                times[on].append((time.process_time() - t0) / requests * 1e6)
+        broker.close()
+        shutil.rmtree(data_dir, ignore_errors=True)
+        ratios = [b / a - 1 for a, b in zip(times[False], times[True])]
+        return {"per_request": per_request, "off_us": statistics.median(times[False]),
+                "on_us": statistics.median(times[True]), "cost": statistics.median(ratios),
+                "cost_min": min(ratios), "cost_max": max(ratios)}
+
+    return trio.run(run)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="100,1024")
@@ -157,10 +212,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trafka-set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--out", default=None)
     ap.add_argument("--log-dir", default=None)
+    ap.add_argument("--request-path", metavar="RECORDS", default=None,
+                    help="only measure CPU per Produce request in-process, metrics off vs on, e.g. 1,10,1000")
     ap.add_argument("--scrape-cost", metavar="PARTITIONS", default=None,
                     help="only measure broker CPU per scrape at these partition counts, e.g. 10,1000")
     ap.add_argument("--summarize", nargs="+", default=None, metavar="JSONL", help="only summarize earlier runs")
     args = ap.parse_args(argv)
+    if args.request_path:
+        for per_request in [int(n) for n in args.request_path.split(",")]:
+            r = request_path_cost(per_request)
+            print(f"Produce of {per_request} x 100 B through Server._dispatch: {r['off_us']:.1f} µs off, "
+                  f"{r['on_us']:.1f} µs on: {r['cost'] * 100:+.2f} % (blocks {r['cost_min'] * 100:+.1f}.."
+                  f"{r['cost_max'] * 100:+.1f} %)", flush=True)
+        return 0
     if args.scrape_cost:
         for partitions in [int(p) for p in args.scrape_cost.split(",")]:
             r = scrape_cost(partitions)

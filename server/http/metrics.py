@@ -111,17 +111,42 @@ def _error_walker(api_key: int) -> Callable[[dict, dict], None] | None:
     return namespace["walk"]
 
 
-class ApiStats:
-    """One API's counters: requests per version, the latency histogram, errors per code."""
+MAX_VERSION = 64  # request versions counted per API (Kafka's go up to 17)
 
-    __slots__ = ("versions", "buckets", "sum_ms", "errors", "walk")
+
+class ApiStats:
+    """One API's counters: requests per version, the latency histogram, errors per code.
+
+    `record` is a closure over plain lists (no attribute lookups: it runs once per
+    request); the collector reads the lists."""
+
+    __slots__ = ("api_key", "versions", "buckets", "total_ms", "errors", "record")
 
     def __init__(self, api_key: int) -> None:
-        self.versions: dict[int, int] = {}
-        self.buckets = [0] * (len(LATENCY_BUCKETS_MS) + 1)  # the last: above every bound (+Inf)
-        self.sum_ms = 0.0
-        self.errors: dict[int, int] = {}
-        self.walk = _error_walker(api_key)
+        self.api_key = api_key
+        versions = self.versions = [0] * MAX_VERSION
+        buckets = self.buckets = [0] * (len(LATENCY_BUCKETS_MS) + 1)  # the last: above every bound (+Inf)
+        total_ms = self.total_ms = [0.0]
+        errors = self.errors = {}
+        walk = _error_walker(api_key)
+
+        def record(api_version: int, started: float, body: Any, perf_counter=time.perf_counter,
+                   bisect_left=bisect_left, bounds=LATENCY_BUCKETS_MS) -> None:
+            ms = (perf_counter() - started) * 1000.0
+            versions[api_version] += 1
+            buckets[bisect_left(bounds, ms)] += 1
+            total_ms[0] += ms
+            if walk is not None and type(body) is dict:
+                try:
+                    walk(body, errors)
+                except Exception:  # a body shape the definitions did not foresee: never fail the request
+                    pass
+
+        self.record = record
+
+    @property
+    def count(self) -> int:
+        return sum(self.versions)
 
 
 class RequestMetrics:
@@ -130,23 +155,19 @@ class RequestMetrics:
 
     def __init__(self) -> None:
         self.apis: dict[int, ApiStats] = {}
+        self._recorders: dict[int, Callable[[int, float, Any], None]] = {}
 
     def record(self, api_key: int, api_version: int, started: float, body: Any) -> None:
         """A request answered (`body`: its response, None for acks=0) after `started`
         (time.perf_counter() when it was dispatched)."""
-        ms = (time.perf_counter() - started) * 1000.0
-        stats = self.apis.get(api_key)
-        if stats is None:
+        try:
+            self._recorders[api_key](api_version, started, body)
+        except KeyError:
             stats = self.apis[api_key] = ApiStats(api_key)
-        versions = stats.versions
-        versions[api_version] = versions.get(api_version, 0) + 1
-        stats.buckets[bisect_left(LATENCY_BUCKETS_MS, ms)] += 1
-        stats.sum_ms += ms
-        if stats.walk is not None and type(body) is dict:
-            try:
-                stats.walk(body, stats.errors)
-            except Exception:  # a body shape the tree did not expect: never fail the request
-                pass
+            self._recorders[api_key] = stats.record
+            stats.record(api_version, started, body)
+        except IndexError:  # a version past MAX_VERSION: not counted
+            pass
 
     def timed(self, finish: Callable[[], Awaitable[Any]], api_key: int, api_version: int,
               started: float) -> Callable[[], Awaitable[Any]]:
@@ -210,8 +231,9 @@ class BrokerCollector:
             bounds = [repr(b) for b in LATENCY_BUCKETS_MS] + ["+Inf"]
             for api_key, stats in apis:
                 name = request_name(api_key)
-                for version, count in sorted(list(stats.versions.items())):
-                    requests.add_metric([name, str(version)], count)
+                for version, count in enumerate(list(stats.versions)):
+                    if count:
+                        requests.add_metric([name, str(version)], count)
                 for code, count in sorted(list(stats.errors.items())):
                     errors.add_metric([name, error_name(code)], count)
                 cumulative = 0
@@ -219,7 +241,7 @@ class BrokerCollector:
                 for bound, count in zip(bounds, list(stats.buckets)):
                     cumulative += count
                     buckets.append((bound, cumulative))
-                latency.add_metric([name], buckets, stats.sum_ms)
+                latency.add_metric([name], buckets, stats.total_ms[0])
             yield requests
             yield errors
             yield latency
