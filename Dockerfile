@@ -8,6 +8,7 @@ FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     TRAFKA_LISTENERS=0.0.0.0:9092 \
+    TRAFKA_HTTP_LISTENERS=0.0.0.0:8080 \
     TRAFKA_LOG_DIRS=/data
 
 WORKDIR /app
@@ -22,7 +23,8 @@ RUN pip install --no-cache-dir . \
 
 USER trafka
 VOLUME ["/data"]
-EXPOSE 9092
+# 8080: /metrics (Prometheus), /healthz, /readyz (server/http/); brokers per host: 8080, 8081, ...
+EXPOSE 9092 8080
 
 # An ApiVersions round trip against the broker itself, not just an open port.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=10s --retries=3 \

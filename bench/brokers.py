@@ -192,7 +192,8 @@ def start_broker(name: str, *, port: int | None = None, data_dir: str | None = N
         entry = os.environ.get("TRAFKA_BENCH_ENTRY")
         cmd = [sys.executable, *([entry] if entry else ["-m", "server"]), "serve", "--listen", f"127.0.0.1:{port}",
                "--advertised", f"127.0.0.1:{port}", "--data-dir", data_dir, "--log-level", "WARNING"]
-        for key, value in (settings or {}).items():
+        # No HTTP listener unless the settings ask (bench/metrics_cost.py): 8080 may be taken.
+        for key, value in {"http.listeners": "", **(settings or {})}.items():
             cmd += ["--set", f"{key}={value}"]
         env = {**os.environ, "PYTHONPATH": str(checkout)}
         popen = subprocess.Popen(cmd, cwd=checkout, stdout=logf, stderr=subprocess.STDOUT, env=env)

@@ -83,7 +83,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import crc32c  # noqa: E402
 
-from brokers import REPO, proc_cpu_s, start_broker  # noqa: E402
+from brokers import REPO, free_port, proc_cpu_s, start_broker  # noqa: E402
 from results import csv, load, parse_messages  # noqa: E402
 from produce_consume import CpuWindow, make_pool  # noqa: E402
 from rawclient import FETCH_V, PRODUCE_V, RawClient  # noqa: E402
@@ -473,10 +473,50 @@ def consume_phase(bootstrap: str, pid: int, partitions: int, expected: int, size
 
 # ---------------------------------------------------------------------------- one run
 
+class Scraper:
+    """`--http`: GET the broker's /metrics every `interval_s` on a thread of its own, as a
+    Prometheus server would, for the whole run (bench/metrics_cost.py compares with none)."""
+
+    def __init__(self, url: str, interval_s: float = 1.0) -> None:
+        import threading
+
+        self.url = url
+        self.interval_s = interval_s
+        self.times: list[float] = []
+        self.failures = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import urllib.request
+
+        while not self._stop.wait(self.interval_s):
+            t = time.perf_counter()
+            try:
+                with urllib.request.urlopen(self.url, timeout=5) as response:
+                    response.read()
+                self.times.append(time.perf_counter() - t)
+            except OSError:
+                self.failures += 1
+
+    def stop(self) -> dict:
+        self._stop.set()
+        self._thread.join(10)
+        ms = sorted(t * 1000 for t in self.times)
+        return {"scrapes": len(ms), "scrape_failures": self.failures,
+                "scrape_ms_median": ms[len(ms) // 2] if ms else None, "scrape_ms_max": ms[-1] if ms else None}
+
+
 def run_one(target: str, label: dict, requests: list[ProduceRequest], n_requests: int, expected: int,
             args: argparse.Namespace) -> dict:
     """Fresh broker, topic, produce, consume, verify; the broker is stopped whatever happens."""
     settings = dict(s.split("=", 1) for s in args.trafka_set) if target.startswith("trafka") else None
+    http_port = None
+    if getattr(args, "http", False) and settings is not None:
+        http_port = free_port()
+        settings["http.listeners"] = f"127.0.0.1:{http_port}"
+        label = {**label, "http": True}
     size, partitions = label["size"], label["partitions"]
     t0 = time.monotonic()
     result: dict = {**label, "target": target, "verified": False}
@@ -486,6 +526,7 @@ def run_one(target: str, label: dict, requests: list[ProduceRequest], n_requests
         result.update(errors=[f"start failed: {exc}"], error_count=1)
         return result
     errors: list[str] = []
+    scraper = Scraper(f"http://127.0.0.1:{http_port}/metrics") if http_port else None
     try:
         deadline = time.monotonic() + args.run_timeout
         admin = RawClient(broker.bootstrap)
@@ -520,6 +561,8 @@ def run_one(target: str, label: dict, requests: list[ProduceRequest], n_requests
     except Exception as exc:
         errors.append(f"{type(exc).__name__}: {exc}")
     finally:
+        if scraper is not None:
+            result.update(scraper.stop())
         result["broker_exit"] = broker.stop()
     result["errors"] = errors[:10]
     result["error_count"] = len(errors)
@@ -665,6 +708,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partition-max-bytes", type=int, default=1_048_576, help="Fetch partition_max_bytes")
     ap.add_argument("--trafka-set", action="append", default=[], metavar="KEY=VALUE",
                     help="broker setting for Trafka runs (repeatable)")
+    ap.add_argument("--http", action="store_true",
+                    help="Trafka serves /metrics (http.listeners on a free port), scraped every second during the run")
     ap.add_argument("--run-timeout", type=float, default=120.0, help="seconds for topic + produce + consume")
     ap.add_argument("--out", "--json", dest="out", default=None,
                     help="JSONL file (default .cache/bench-results/capacity-<time>.jsonl)")

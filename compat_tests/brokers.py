@@ -199,7 +199,7 @@ class TrafkaBroker(ProcessBroker):
 
     def argv(self) -> list[str]:
         argv = [sys.executable, "-m", "server", "serve", "--listen", self.bootstrap,
-                "--data-dir", str(self.data_dir)]
+                "--data-dir", str(self.data_dir), "--set", "http.listeners="]  # no /metrics: 8080 may be taken
         if self.advertise:
             argv += ["--advertised", self.advertise]
         return argv + self.extra_args

@@ -97,15 +97,43 @@ def serve(args: argparse.Namespace) -> int:
         trio.run(run_broker, config)
     except KeyboardInterrupt:  # pragma: no cover - trio turns SIGINT into this outside our receiver
         pass
+    except OSError as exc:
+        from server.http.server import HttpBindError
+
+        if not isinstance(exc, HttpBindError):
+            raise
+        log.error("%s", exc)
+        print(f"trafka: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
 async def run_broker(config, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """The broker, and its HTTP listener (server/http/) unless http.listeners is empty: bound
+    before anything else (a taken port stops the start) and serving while the logs recover."""
+    if not config.get("http.listeners"):
+        await _run_broker(config, None, task_status=task_status)
+        return
+    from server.http.server import HttpEndpoint
+
+    http = HttpEndpoint(config)
+    http.bind()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(http.serve)
+        await _run_broker(config, http, task_status=task_status)
+        nursery.cancel_scope.cancel()
+
+
+async def _run_broker(config, http, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
     from server.broker import Broker
     from server.network import Server
 
     broker = Broker(config)
+    if http is not None:
+        http.attach(broker)
     await trio.to_thread.run_sync(broker.open)
+    if http is not None:
+        http.opened = True
     # The start-up heap (definitions, recovered state) lives as long as the process: keep
     # it out of the cyclic collector's full passes.
     gc.freeze()
@@ -121,6 +149,8 @@ async def run_broker(config, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
                 await root.start(broker.cluster.run)
             await root.start(broker.run_background)
             addresses = await root.start(server.serve_listeners, config.listener_list, connections.nursery)
+            if http is not None:
+                http.attach_server(server)
             host, port = config.advertised
             listening = ", ".join(f"{a[0]}:{a[1]}" for a in addresses)
             if len(config.listener_list) > 1 or config.listener_list[0].name != "PLAINTEXT":

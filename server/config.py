@@ -68,6 +68,20 @@ def _fsync(text: str) -> str:
     return text
 
 
+def _http_listeners(text: str) -> str:
+    """http.listeners: HOST:PORT of the HTTP listener (/metrics, /healthz, /readyz:
+    server/http/), optionally written http://HOST:PORT; empty turns it off."""
+    text = text.strip()
+    if text.startswith("http://"):
+        text = text[len("http://"):]
+    if not text:
+        return ""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError("must be HOST:PORT (or empty: no HTTP listener)")
+    return text
+
+
 @dataclass(frozen=True)
 class Setting:
     name: str
@@ -170,6 +184,8 @@ SETTINGS: dict[str, Setting] = {
         _s("super.users", str, "", "Principals allowed everything, ';'-separated (User:admin;User:ops)."),
         _s("allow.everyone.if.no.acl.found", _bool, "false", "Allow an operation on a resource no ACL applies to."),
         _s("shutdown.timeout.ms", int, "10000", "How long in-flight requests get to finish on SIGTERM."),
+        _s("http.listeners", _http_listeners, "127.0.0.1:8080",
+           "HOST:PORT of the HTTP listener serving /metrics (Prometheus), /healthz and /readyz; empty: none."),
         # TLS (server/security/tls.py); each may also be set per listener as
         # listener.name.<lower-case name>.ssl.* (Kafka's prefix).
         _s("ssl.keystore.type", str, "JKS", "PEM or PKCS12 (JKS: read as PKCS12, as Java's keystore.type.compat does)."),

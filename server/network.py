@@ -464,7 +464,9 @@ class Server:
         ctx = RequestContext(self.broker, session, request.api_key, request.api_version, request.correlation_id,
                              request.client_id)
         quotas = self.broker.quotas
-        started = time.perf_counter() if quotas.active else None  # request_percentage: handler time
+        metrics = self.broker.metrics  # RequestMetrics (server/http/metrics.py) or None: HTTP off
+        # request_percentage (handler time) and /metrics latency
+        started = time.perf_counter() if quotas.active or metrics is not None else None
         try:
             body = await handler.handle(ctx, request.body)
         except ProtocolError:
@@ -475,9 +477,14 @@ class Server:
             body = error_body(request.api_key, request.api_version, request.body, ErrorCode.UNKNOWN_SERVER_ERROR)
             if body is None:
                 raise ProtocolErrorClose()
-        if started is not None and type(body) is not DelayedResponse:
+        if started is not None and quotas.active and type(body) is not DelayedResponse:
             quotas.record_request(session, request.api_key, request.api_version, request.size, request.body, body,
                                   started)
+        if metrics is not None:
+            if type(body) is DelayedResponse:  # counted when its answer is ready
+                body.finish = metrics.timed(body.finish, request.api_key, request.api_version, started)
+            else:
+                metrics.record(request.api_key, request.api_version, started, body)
         if body is None:
             return None
         if type(body) is DelayedResponse:

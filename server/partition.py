@@ -65,7 +65,8 @@ class Partition:
     __slots__ = ("topic", "index", "topic_id", "log", "leader_epoch", "leader_id", "replicas", "isr",
                  "high_watermark", "producers", "waiters", "lock", "name", "verification", "node_id",
                  "partition_epoch", "followers", "pending_isr", "leader_epoch_start_offset", "on_isr_change",
-                 "min_isr_default", "replica_waiters", "leader_term")
+                 "min_isr_default", "replica_waiters", "leader_term", "messages_in", "bytes_in", "bytes_out",
+                 "isr_shrinks", "isr_expands")
 
     def __init__(self, topic: str, index: int, topic_id: uuid.UUID, plog: PartitionLog, *, node_id: int,
                  producer_ids: ProducerIdManager, replicas: list[int] | None = None, verification: bool = True) -> None:
@@ -101,6 +102,10 @@ class Partition:
         # broker bumps the epoch), as Kafka's DelayedProduce does, but not a lost leadership,
         # however short: the log may have been truncated under the batch meanwhile.
         self.leader_term = 0
+        # Plain counters for /metrics (server/http/metrics.py sums them at scrape time):
+        # bumped once per append or read, never per record.
+        self.messages_in = self.bytes_in = self.bytes_out = 0
+        self.isr_shrinks = self.isr_expands = 0
 
     def __repr__(self) -> str:
         return f"<Partition {self.name} epoch {self.leader_epoch} hw {self.high_watermark}>"
@@ -265,6 +270,10 @@ class Partition:
 
     def isr_changed(self, isr: list[int], partition_epoch: int) -> None:
         """The controller accepted an ISR change (AlterPartition answer)."""
+        if len(isr) < len(self.isr):
+            self.isr_shrinks += 1
+        elif len(isr) > len(self.isr):
+            self.isr_expands += 1
         self.isr = list(isr)
         self.partition_epoch = partition_epoch
         self.pending_isr = None
@@ -386,6 +395,9 @@ class Partition:
                 else:
                     outcome = self._append_locked(records, headers, record_count, from_client)
         if not outcome.duplicate:
+            if from_client:
+                self.messages_in += record_count
+                self.bytes_in += len(records)
             if self.maybe_advance_high_watermark():
                 self.wake()
             else:  # followers still to confirm it: only their fetches have anything new

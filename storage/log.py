@@ -142,6 +142,28 @@ def _split_batches(batch: bytearray, max_size: int) -> tuple[list[tuple[int, int
     return spans, offsets, counted
 
 
+FLUSH_BUCKETS_MS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0)
+
+
+class FlushStats:
+    """fsync latency of one log (Kafka's LogFlushRateAndTimeMs) as histogram buckets in
+    milliseconds: plain ints bumped once per flush (a flush costs far more than this), read
+    by the broker's /metrics at scrape time, so storage needs no metrics library."""
+
+    __slots__ = ("buckets", "count", "sum_ms")
+
+    def __init__(self) -> None:
+        self.buckets = [0] * (len(FLUSH_BUCKETS_MS) + 1)  # the last one: above every bound (+Inf)
+        self.count = 0
+        self.sum_ms = 0.0
+
+    def record(self, seconds: float) -> None:
+        ms = seconds * 1000.0
+        self.buckets[bisect_left(FLUSH_BUCKETS_MS, ms)] += 1
+        self.count += 1
+        self.sum_ms += ms
+
+
 class PartitionLog:
     """One topic-partition's directory of segments.
 
@@ -189,6 +211,7 @@ class PartitionLog:
         self._dirty: list[LogSegment] = []
         self._unflushed_messages = 0
         self._last_flush_ms = 0
+        self.flush_stats = FlushStats()  # fsync latency, read by the broker's metrics at scrape time
         self._closed = False
         # Earliest KIP-534 delete horizon among batches the cleaner kept tombstones in.
         self.next_delete_horizon_ms: int | None = None
@@ -654,19 +677,23 @@ class PartitionLog:
 
     def _sync_data(self) -> None:
         dirty, self._dirty = self._dirty, []
+        started = time.perf_counter()
         for segment in dirty:
             segment.dirty = False
             try:
                 os.fdatasync(segment.fd)
             except OSError as exc:
                 raise StorageError(f"{self.name}: fsync failed: {exc}") from exc
+        self.flush_stats.record(time.perf_counter() - started)
         self._unflushed_messages = 0
 
     def _sync_all(self) -> None:
         dirty, self._dirty = self._dirty, []
+        started = time.perf_counter()
         for segment in dirty:
             segment.sync()
         self.active.sync()
+        self.flush_stats.record(time.perf_counter() - started)
         self._unflushed_messages = 0
 
     def flush(self, now_ms: int | None = None) -> None:

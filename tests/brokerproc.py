@@ -24,9 +24,13 @@ def free_port() -> int:
 class BrokerProcess:
     """`python -m server serve` with its own data dir; start(), stop(), kill(), restart()."""
 
-    def __init__(self, data_dir: Path, *extra: str, port: int | None = None, env: dict | None = None) -> None:
+    def __init__(self, data_dir: Path, *extra: str, port: int | None = None, env: dict | None = None,
+                 http: bool = False) -> None:
+        """`http`: serve the HTTP listener (/metrics, /healthz, /readyz) on a free port of its
+        own (`http_url`); off by default, so brokers of a test never compete for 8080."""
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
+        self.http_port = free_port() if http else None
         self.extra = list(extra)
         self.env = env or {}
         self.proc: subprocess.Popen | None = None
@@ -36,12 +40,18 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def http_url(self) -> str:
+        assert self.http_port is not None, "started without http=True"
+        return f"http://127.0.0.1:{self.http_port}"
+
     def start(self, timeout: float = 30.0) -> "BrokerProcess":
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         env = dict(os.environ, PYTHONPATH=str(REPO), **self.env)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "server", "serve", "--listen", self.bootstrap, "--data-dir", str(self.data_dir),
+             "--set", f"http.listeners=127.0.0.1:{self.http_port}" if self.http_port else "http.listeners=",
              *self.extra],
             stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO,
         )

@@ -32,6 +32,16 @@ class StopSignal:
             signal.signal(sig, handler)
 
 
+def http_listener_for(address: str, index: int) -> str:
+    """http.listeners of the `index`-th (from 0) broker started on one host: the port plus
+    `index`, as the Kafka ports are, so brokers started together never compete for one
+    HTTP port; empty (no HTTP listener) and port 0 stay as they are."""
+    if not address:
+        return ""
+    host, _, port = address.rpartition(":")
+    return f"{host}:{int(port) + index}" if int(port) else address
+
+
 def start_broker(root: Path, node: int, listen: str, settings: dict[str, str],
                  advertised: str | None = None, log_file: bool = True) -> subprocess.Popen:
     """`trafka serve` as broker `node` on `listen`, data in root/broker-<node>, its output

@@ -275,6 +275,8 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
                     first_data = False
                     budget -= size
                     total += size
+                    if replica_id < 0:  # Kafka's BytesOutPerSec: consumers (followers count apart)
+                        partition.bytes_out += size
                     if throttled:
                         quota.record(size)
             if type(records) is FileRegion:

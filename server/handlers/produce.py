@@ -201,7 +201,7 @@ async def _await_replication(ctx: RequestContext, waits: list, timeout_ms: int) 
                          ctx.client_id, partition.isr, timeout_ms)
                 answer.update(error_code=ErrorCode.REQUEST_TIMED_OUT, error_message="replication timed out")
             return
-        await broker.wait_for_data([p for _a, p, _r, _e in pending], remaining)
+        await broker.wait_for_data([p for _a, p, _r, _e in pending], remaining, purgatory="Produce")
 
 
 def _has_transactional_records(request: dict) -> bool:

@@ -79,7 +79,7 @@ async def _await_isr(broker, partition, required: int, epoch: int) -> ErrorCode:
             log.info("%s: the ISR %s did not reach the marker at %d within %.0f s", partition.name, partition.isr,
                      required - 1, MARKER_REPLICATION_TIMEOUT_S)
             return E.REQUEST_TIMED_OUT
-        await broker.wait_for_data([partition], remaining)
+        await broker.wait_for_data([partition], remaining, purgatory="Produce")
 
 
 class MarkerSender:

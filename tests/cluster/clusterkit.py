@@ -18,8 +18,9 @@ FAST = ("--set", "replica.lag.time.max.ms=3000", "--set", "zookeeper.session.tim
 
 class Cluster:
     def __init__(self, root: Path, zk_connect: str, size: int = 3, *extra: str,
-                 racks: list[str] | None = None) -> None:
-        """`racks`: broker.rack of broker 1, 2, ... (none when not given)."""
+                 racks: list[str] | None = None, http: bool = False) -> None:
+        """`racks`: broker.rack of broker 1, 2, ... (none when not given); `http`: each
+        broker serves /metrics on a free port of its own (BrokerProcess.http_url)."""
         self.zk_connect = zk_connect
         self.brokers: dict[int, BrokerProcess] = {}
         for node in range(1, size + 1):
@@ -27,7 +28,7 @@ class Cluster:
             rack = ("--set", f"broker.rack={racks[node - 1]}") if racks else ()
             self.brokers[node] = BrokerProcess(root / f"broker-{node}" / "data", "--node-id", str(node),
                                                "--set", f"zookeeper.connect={zk_connect}", *FAST, *rack, *extra,
-                                               port=port)
+                                               port=port, http=http)
 
     def start(self) -> "Cluster":
         for broker in self.brokers.values():

@@ -22,6 +22,7 @@ pytestmark = pytest.mark.timeout(180)
 
 def entrypoint(env: dict[str, str]) -> subprocess.Popen:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("TRAFKA_")}
+    clean["TRAFKA_HTTP_LISTENERS"] = ""  # no HTTP listeners: 8080 may be taken on a test machine
     return subprocess.Popen([sys.executable, "-m", "server.entrypoint"], env={**clean, **env},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
 

@@ -1,0 +1,128 @@
+"""`HttpEndpoint`: the `http.listeners` socket, served by hypercorn's trio worker in the
+broker's own process.
+
+Why it binds first and serves later: a broker whose HTTP port is taken must fail at start,
+loudly, as it does when a Kafka listener's port is taken — so `bind()` runs before the logs
+are opened, and raises `HttpBindError` naming the setting. Serving starts right after, so
+`/healthz` answers (and `/readyz` says "recovering logs") while a large data directory is
+being recovered.
+
+The socket is handed to hypercorn as an inherited descriptor (`fd://`), which keeps the
+bind (and its error) ours and the serving hypercorn's public `serve` API.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from typing import TYPE_CHECKING, Any, Iterator
+
+import trio
+
+from server.http.metrics import BrokerCollector, RequestMetrics, build_registry
+
+if TYPE_CHECKING:  # pragma: no cover
+    from server.broker import Broker
+    from server.config import BrokerConfig
+
+log = logging.getLogger("trafka.http")
+
+
+class HttpBindError(OSError):
+    """The HTTP listener's address cannot be bound; the message names http.listeners."""
+
+
+class _LateCollector:
+    """Yields the broker's metrics once there is a broker (nothing while logs recover)."""
+
+    def __init__(self) -> None:
+        self.target: BrokerCollector | None = None
+
+    def collect(self) -> Iterator[Any]:
+        if self.target is not None:
+            yield from self.target.collect()
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """HOST:PORT (IPv6 hosts in brackets or not) as (host, port)."""
+    host, _, port = address.rpartition(":")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+class HttpEndpoint:
+    """One broker's HTTP listener: bind, attach the broker as it comes up, serve."""
+
+    def __init__(self, config: "BrokerConfig") -> None:
+        self.address = config.get("http.listeners")
+        self.requests = RequestMetrics()
+        self._collector = _LateCollector()
+        self.registry = build_registry(self._collector)
+        self.broker: Broker | None = None
+        self.opened = False  # the logs are recovered (Broker.open returned)
+        self.listening = False  # the Kafka listeners are bound
+        self.sock: socket.socket | None = None
+        self.bound: tuple[str, int] | None = None
+
+    def bind(self) -> tuple[str, int]:
+        """Bind and listen on http.listeners; HttpBindError if the address cannot be had."""
+        host, port = split_address(self.address)
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+            family, kind, proto, _name, sockaddr = infos[0]
+            sock = socket.socket(family, kind, proto)
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind(sockaddr)
+                sock.listen(128)
+            except BaseException:
+                sock.close()
+                raise
+        except OSError as exc:
+            raise HttpBindError(f"cannot listen for HTTP on {self.address} (http.listeners): {exc}") from None
+        self.sock = sock
+        self.bound = sock.getsockname()[:2]
+        return self.bound
+
+    def attach(self, broker: "Broker") -> None:
+        """The broker exists (its logs not yet open): count its requests from now on."""
+        self.broker = broker
+        broker.metrics = self.requests
+        self._collector.target = BrokerCollector(broker, None, self.requests)
+
+    def attach_server(self, server: Any) -> None:
+        """The Kafka listeners are bound (server.network.Server): ready, and connections counted."""
+        if self._collector.target is not None:
+            self._collector.target.server = server
+        self.listening = True
+
+    def not_ready(self) -> str | None:
+        """None once the broker serves; else why it does not (the body of a 503 /readyz)."""
+        broker = self.broker
+        if broker is None or not self.opened:
+            return "recovering logs"
+        if broker.shutting_down:
+            return "shutting down"
+        if broker.cluster is not None and not broker.cluster.started:
+            return "not registered in ZooKeeper yet"
+        if not self.listening:
+            return "Kafka listeners not bound yet"
+        return None
+
+    async def serve(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Serve /metrics, /healthz and /readyz on the bound socket until cancelled."""
+        from hypercorn.config import Config
+        from hypercorn.trio import serve
+
+        from server.http.app import build_app
+
+        if self.sock is None:
+            self.bind()
+        config = Config()
+        config.bind = [f"fd://{self.sock.detach()}"]
+        config.accesslog = None
+        config.errorlog = log
+        config.graceful_timeout = 1.0
+        app = build_app(self.registry, self.not_ready)
+        host, port = self.bound
+        log.info("HTTP listener (/metrics, /healthz, /readyz) on %s:%d", host, port)
+        await serve(app, config, task_status=task_status)
