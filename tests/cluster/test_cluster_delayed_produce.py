@@ -122,6 +122,11 @@ def test_a_waiting_acks_all_produce_survives_a_leader_epoch_bump_that_keeps_the_
         state = cluster.wait_for(lambda: (p := cluster.partition("bump", 0)) and p["leader_id"] >= 0
                                  and len(p["isr_nodes"]) == 3 and p, 30, "a full ISR")
         leader, epoch = state["leader_id"], state["leader_epoch"]
+        # The leader's own view: it learns it leads from the controller's LeaderAndIsr, which
+        # may reach it after another broker's metadata already names it (a produce sent
+        # before then is answered as for an unknown partition).
+        cluster.wait_for(lambda: (p := cluster.partition("bump", 0, leader)) and p["leader_id"] == leader
+                         and len(p["isr_nodes"]) == 3, 30, "the leader knows it leads a full ISR")
         controller = cluster.metadata()["controller_id"]
         follower = next(n for n in state["replica_nodes"] if n not in (leader, controller))
         os.kill(cluster.brokers[follower].proc.pid, signal.SIGSTOP)
