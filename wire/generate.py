@@ -3,8 +3,10 @@
 Usage: python -m wire.generate [SCHEMA_DIR] [--check]    (default: $KAFKA_PROTOCOL_MESSAGES or ../shared)
 
 The schemas (Apache Kafka 3.9.2, in ../shared/kafka-protocol/messages) are the reference
-for field order, types and version ranges. We keep only those protocol facts — names in
-snake_case, types, version ranges, tags, defaults — and leave the descriptive text behind.
+for field order, types and version ranges, with the few later versions clients need recorded
+in `wire.newer_versions` (e.g. ConsumerGroupHeartbeat v1 of Kafka 4.0). We keep only those
+protocol facts — names in snake_case, types, version ranges, tags, defaults — and leave the
+descriptive text behind.
 Only the APIs in `wire.registry.CODEC_VERSIONS` are generated: the advertised
 `API_VERSIONS` and the `INTER_BROKER_VERSIONS` brokers send each other. `--check` exits 1
 when the committed file differs from what the schemas give (the test suite runs it).
@@ -19,6 +21,7 @@ import pprint
 import re
 import sys
 
+from wire import newer_versions
 from wire.registry import CODEC_VERSIONS
 
 DEFAULT_SCHEMA_DIR = pathlib.Path(__file__).resolve().parent.parent.parent / "shared" / "kafka-protocol" / "messages"
@@ -67,8 +70,9 @@ def parse_range(text: str | None) -> tuple[int, int | None] | None:
 
 
 def load_schema(path: pathlib.Path) -> dict:
+    """One JSON schema, with the later versions of `wire.newer_versions` applied."""
     lines = [ln for ln in path.read_text().splitlines() if not ln.lstrip().startswith("//")]
-    return json.loads("\n".join(lines))
+    return newer_versions.apply(json.loads("\n".join(lines)))
 
 
 def parse_default(typ: str, raw, nullable: bool):
