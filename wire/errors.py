@@ -150,6 +150,7 @@ class ErrorCode(enum.IntEnum):
     TELEMETRY_TOO_LARGE = (118, False)
     INVALID_REGISTRATION = (119, False)
     TRANSACTION_ABORTABLE = (120, False)
+    INVALID_REGULAR_EXPRESSION = (128, False)  # Kafka 4.0: ConsumerGroupHeartbeat v1's SubscribedTopicRegex
 
 
 class ProtocolError(Exception):

@@ -100,6 +100,9 @@ from wire.records import Record
 from server.coordinator_log import CoordinatorLog, ReplayCounts, append_error, wall_ms
 from server.errors import error_code_for
 from server.groups import records as rec
+from server.groups.consumer import records as crec
+from server.groups.consumer.coordinator import ConsumerGroupCoordinator
+from server.groups.consumer.group import ConsumerGroup, is_consumer_group
 from server.groups.group import (
     CommittedOffset,
     Group,
@@ -192,8 +195,20 @@ class _Loader(OffsetReplay):
     def __init__(self) -> None:
         super().__init__()
         self.groups: dict[str, rec.GroupValue] = {}
+        # KIP-848 consumer groups, rebuilt record by record as the live path applies them
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
 
-    def on_group_record(self, key: rec.GroupKey, record: Record) -> None:
+    def on_group_record(self, key, record: Record) -> None:
+        if isinstance(key, crec.ConsumerKey):
+            group = self.consumer_groups.get(key.group)
+            if group is None:
+                if record.value is None:
+                    return
+                group = self.consumer_groups[key.group] = ConsumerGroup(key.group, -1)
+            group.apply(key, record.value)
+            if key.kind == crec.METADATA and record.value is None:
+                del self.consumer_groups[key.group]  # the group was deleted
+            return
         if record.value is None:
             self.groups.pop(key.group, None)
         else:
@@ -226,6 +241,8 @@ class GroupCoordinator(OffsetStore):
         self._txn_groups: dict[int, set[str]] = {}
         # transaction markers written to a partition while it loads: applied after the load
         self._deferred_txn: dict[int, list[tuple[int, bool]]] = {}
+        # KIP-848 groups (group.protocol=consumer) share `groups`, the log, locks and timers
+        self.consumer = ConsumerGroupCoordinator(self)
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -345,13 +362,21 @@ class GroupCoordinator(OffsetStore):
             for (group_id, tp), committed in pending.items():
                 pending_by_group.setdefault(group_id, {}).setdefault(producer_id, {})[tp] = committed
         offsets = loader.offsets
-        ids = {g for g, per_group in offsets.items() if per_group} | set(loader.groups) | set(pending_by_group)
+        ids = ({g for g, per_group in offsets.items() if per_group} | set(loader.groups) | set(pending_by_group)
+               | set(loader.consumer_groups))
         installed = []
         to_arm: list[tuple[Group, Member]] = []
+        consumer_groups = []
         for group_id in ids:
-            group = Group(group_id, now)
+            consumer_group = loader.consumer_groups.get(group_id)
+            if consumer_group is not None:
+                group = consumer_group
+                group.state_timestamp = now
+                consumer_groups.append(group)
+            else:
+                group = Group(group_id, now)
             value = loader.groups.get(group_id)
-            if value is not None:
+            if value is not None and consumer_group is None:
                 to_arm.extend((group, m) for m in self._restore_group(group, value))
             group.offsets.update(offsets.get(group_id, {}))
             for producer_id, pending in pending_by_group.get(group_id, {}).items():
@@ -366,6 +391,7 @@ class GroupCoordinator(OffsetStore):
             for group, member in to_arm:
                 member.expires_at = deadline_base + member.session_timeout_ms / 1000
                 self._arm_session(group, member)
+        self.consumer.arm_loaded(consumer_groups)
         for producer_id, commit in self._deferred_txn.pop(partition, []):
             self.complete_txn(partition, producer_id, commit)
         return installed
@@ -397,6 +423,7 @@ class GroupCoordinator(OffsetStore):
                 member.expires_at = now + member.session_timeout_ms / 1000
                 self._arm_session(group, member)
             self._members_to_arm.clear()
+            self.consumer.start()
             self._timers.set(("retention",), now + self.retention_check_ms / 1000)
             task_status.started()
             try:
@@ -427,6 +454,8 @@ class GroupCoordinator(OffsetStore):
 
     @staticmethod
     def _answer_waiting(group: Group, error: ErrorCode) -> None:
+        if is_consumer_group(group):
+            return  # its members do not wait in a request
         for member in group.members.values():
             member.answer_join(JoinResult(error, member.member_id))
             member.answer_sync(SyncResult(error))
@@ -453,8 +482,11 @@ class GroupCoordinator(OffsetStore):
             self._timers.set(("retention",), now + self.retention_check_ms / 1000)
             self._spawn(self.expire_offsets)
             return
+        if kind in ("cg-session", "cg-rebalance"):
+            self.consumer.on_timer(key)
+            return
         group = self.groups.get(key[1])
-        if group is None:
+        if group is None or is_consumer_group(group):
             return
         if kind == "session":
             member = group.members.get(key[2])
@@ -637,6 +669,15 @@ class GroupCoordinator(OffsetStore):
         if rebalance_timeout_ms <= 0:  # JoinGroup v0 has no rebalance timeout
             rebalance_timeout_ms = session_timeout_ms
         group = self.groups.get(group_id)
+        if is_consumer_group(group):
+            if group.members:
+                log.info("group %s: JoinGroup from %s refused: it is a consumer group with members (mixed "
+                         "classic and consumer members are not supported)", group_id, member_id or client_id)
+                return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id)
+            error = await self._retire_consumer_group(group)
+            if error != E.NONE:
+                return JoinResult(error, member_id)
+            group = self.groups.get(group_id)
         if group is None:
             if member_id:
                 return JoinResult(E.UNKNOWN_MEMBER_ID, member_id)
@@ -656,6 +697,26 @@ class GroupCoordinator(OffsetStore):
         if not member_id:
             return await self._join_unknown_member(group, group_instance_id, require_known_member_id, args)
         return await self._join_known_member(group, member_id, group_instance_id, args)
+
+    async def _retire_consumer_group(self, group: ConsumerGroup) -> ErrorCode:
+        """An empty KIP-848 group becomes a classic one (a JoinGroup for it): its records
+        are tombstoned, its offsets carried over to a new classic group."""
+        async with self._locked(group.group_id) as status:
+            if status != E.NONE:
+                return status
+            if self.groups.get(group.group_id) is not group or group.members:
+                return E.NONE if self.groups.get(group.group_id) is not group else E.INCONSISTENT_GROUP_PROTOCOL
+            try:
+                await self._append(self.partition_for(group.group_id), [(k, None) for k in group.deletion_keys()])
+            except Exception as exc:
+                return self._write_error(exc, f"converting group {group.group_id} to the classic protocol",
+                                         group_write=True)
+            classic = Group(group.group_id, self.now_ms())
+            classic.offsets = group.offsets
+            classic.pending_txn_offsets = group.pending_txn_offsets
+            self.groups[group.group_id] = classic
+            log.info("group %s: empty consumer group converted to a classic group", group.group_id)
+        return E.NONE
 
     def _accepts_new_member(self, group: Group) -> bool:
         if group.is_(S.EMPTY, S.DEAD):
@@ -794,7 +855,7 @@ class GroupCoordinator(OffsetStore):
         if status != E.NONE:
             return SyncResult(status)
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or is_consumer_group(group):
             return SyncResult(E.UNKNOWN_MEMBER_ID)
         if group.is_(S.DEAD):
             return SyncResult(E.COORDINATOR_NOT_AVAILABLE)
@@ -850,7 +911,7 @@ class GroupCoordinator(OffsetStore):
         if status != E.NONE:
             return status
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or is_consumer_group(group):
             return E.UNKNOWN_MEMBER_ID
         if group.is_(S.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE
@@ -876,7 +937,7 @@ class GroupCoordinator(OffsetStore):
         if status != E.NONE:
             return status, [status] * len(leaving)
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or is_consumer_group(group):
             return E.NONE, [E.UNKNOWN_MEMBER_ID] * len(leaving)
         if group.is_(S.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE, [E.COORDINATOR_NOT_AVAILABLE] * len(leaving)
@@ -981,6 +1042,8 @@ class GroupCoordinator(OffsetStore):
                       instance_id: str | None) -> ErrorCode:
         if group is None:
             return E.NONE if generation_id < 0 else E.ILLEGAL_GENERATION
+        if is_consumer_group(group):
+            return self.consumer.commit_check(group, generation_id, member_id, transactional=False)
         if group.is_(S.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE
         if group.is_static_member_fenced(member_id, instance_id):
@@ -1006,6 +1069,10 @@ class GroupCoordinator(OffsetStore):
         group nobody joined yet is checked as an empty one (the commit creates it)."""
         if group is None:
             group = Group(group_id, self.now_ms())
+        if is_consumer_group(group):
+            if generation_id < 0 and not member_id:
+                return E.COORDINATOR_NOT_AVAILABLE if group.dead else E.NONE
+            return self.consumer.commit_check(group, generation_id, member_id, transactional=True)
         if group.is_(S.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE
         if generation_id < 0 and group.is_(S.EMPTY):
@@ -1022,6 +1089,13 @@ class GroupCoordinator(OffsetStore):
             if generation_id != group.generation_id:
                 return E.ILLEGAL_GENERATION
         return E.NONE
+    def _fetch_check(self, group: Group | ConsumerGroup, member_id: str | None, member_epoch: int) -> ErrorCode:
+        """OffsetFetch v9's member id and epoch: checked for KIP-848 groups, as Kafka does;
+        a classic group's members do not send them."""
+        if is_consumer_group(group):
+            return self.consumer.fetch_check(group, member_id, member_epoch)
+        return E.NONE
+
     # ------------------------------------------------------------------ admin
     def describe_group(self, group_id: str) -> tuple[ErrorCode, Group | None]:
         """(`group_status`, the group or None when unknown or being deleted)."""
@@ -1037,13 +1111,15 @@ class GroupCoordinator(OffsetStore):
         (case-insensitive, as Kafka); the code is COORDINATOR_LOAD_IN_PROGRESS while a
         partition loads (its groups are not listed yet), as Kafka answers."""
         code = E.COORDINATOR_LOAD_IN_PROGRESS if self.log.loading else E.NONE
-        if types is not None and "classic" not in types:
-            return code, []
         out = []
         for group in self.groups.values():
             if group.is_(S.DEAD):
                 continue
-            if states is not None and str(group.state).lower() not in states:
+            consumer = is_consumer_group(group)
+            if types is not None and ("consumer" if consumer else "classic") not in types:
+                continue
+            state = group.consumer_state if consumer else group.state
+            if states is not None and str(state).lower() not in states:
                 continue
             out.append(group)
         return code, out
@@ -1069,11 +1145,14 @@ class GroupCoordinator(OffsetStore):
                 # marker does not bring them back on replay), as Kafka's DeleteGroups does.
                 gone = group.offsets.keys() | group.pending_txn_partitions()
                 entries = [(rec.encode_offset_key(rec.OffsetKey(group_id, t, p)), None) for t, p in sorted(gone)]
-                entries.append((rec.encode_group_key(rec.GroupKey(group_id)), None))
+                entries.extend((k, None) for k in group.deletion_keys())
                 try:
                     await self._append(partition, entries)
                 except Exception as exc:
-                    group.state = S.EMPTY  # not deleted after all (a direct reset: Dead is final otherwise)
+                    if is_consumer_group(group):
+                        group.dead = False
+                    else:
+                        group.state = S.EMPTY  # not deleted after all (a direct reset: Dead is final otherwise)
                     results[group_id] = self._write_error(exc, f"deleting group {group_id}")
                     continue
                 if self.groups.get(group_id) is group:

@@ -178,6 +178,12 @@ class Group(GroupOffsets):
             self.pending_sync.clear()
             self.sync_deadline = None
 
+    def deletion_keys(self) -> list[bytes]:
+        """The keys to tombstone when the (empty) group is deleted."""
+        from server.groups.records import GroupKey, encode_group_key
+
+        return [encode_group_key(GroupKey(self.group_id))]
+
     # -- members
     @property
     def is_empty(self) -> bool:

@@ -31,6 +31,7 @@ from wire.records import BatchHeader, ControlType, Record
 from server.coordinator_log import BadRecord, CoordinatorLog
 from server.groups.group_state import GroupState
 from server.groups import records as rec
+from server.groups.consumer import records as crec
 
 log = logging.getLogger("trafka.groups")
 
@@ -128,6 +129,9 @@ class OffsetReplay:
     def on_record(self, partition: int, header: BatchHeader, record: Record) -> None:
         if record.key is None:
             raise BadRecord("record without a key")
+        if crec.key_version(record.key) in crec.KEY_VERSIONS:
+            self.on_group_record(crec.decode_key(record.key), record)
+            return
         key = rec.decode_key(record.key)
         if not isinstance(key, rec.OffsetKey):
             self.on_group_record(key, record)
@@ -154,7 +158,8 @@ class OffsetReplay:
                 pending.pop((key.group, tp), None)
 
     def on_group_record(self, key, record: Record) -> None:
-        """A record that is not an offset (a group's metadata): the subclass's business."""
+        """A record that is not an offset (a classic group's metadata, a KIP-848 consumer
+        group's records): the subclass's business."""
 
     def on_marker(self, partition: int, header: BatchHeader, kind: ControlType) -> None:
         pending = self.pending.pop((partition, header.producer_id), None)
@@ -332,15 +337,21 @@ class OffsetStore:
             return set()
         return group.pending_txn_partitions()
 
-    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None
+    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None,
+                      member_id: str | None = None, member_epoch: int = -1
                       ) -> tuple[ErrorCode, dict[tuple[str, int], CommittedOffset | None]]:
         """Committed offsets of `partitions` (None: every partition with one). A group
         nobody knows has no offsets, which is not an error; a group coordinated elsewhere or
-        still loading is (`group_status`)."""
+        still loading is (`group_status`). OffsetFetch v9 names the member and its epoch,
+        checked by `_fetch_check` (a KIP-848 member: UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH)."""
         status = self.group_status(group_id)
         if status != E.NONE:
             return status, {}
         group = self.groups.get(group_id)
+        if group is not None and (member_id or member_epoch >= 0):
+            error = self._fetch_check(group, member_id, member_epoch)
+            if error != E.NONE:
+                return error, {}
         offsets = {} if group is None or group.is_(S.DEAD) else group.offsets
         if partitions is None:
             return E.NONE, dict(offsets)
@@ -450,7 +461,7 @@ class OffsetStore:
                     expired = [tp for tp in expired if not group.has_pending_txn_offset(tp)]
                 drop_group = (group.is_(S.EMPTY) and len(expired) == len(group.offsets)
                               and not group.pending_members and not group.pending_txn_offsets)
-                also = [(rec.encode_group_key(rec.GroupKey(group.group_id)), None)] if drop_group else []
+                also = [(k, None) for k in group.deletion_keys()] if drop_group else []
                 if not expired and not also:
                     continue
                 if await self._drop_offsets(group, partition, expired, f"offsets retention of group {group.group_id}",
