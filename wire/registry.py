@@ -5,7 +5,8 @@ The ranges follow ../shared/CLIENTS.md §10 ("what the broker should advertise")
   before 2.11.1 needs inside the range to turn on compression and groups (§9.2);
 - every minimum at or below aiokafka's maximum, which has no flexible versions;
 - Produce v0-2 are advertised but refused at request time, as Kafka 4 does (KAFKA-18659);
-- no telemetry (71/72), no KIP-848 heartbeat (68): advertising them makes clients use them.
+- no telemetry (71/72): advertising it makes clients use it;
+- KIP-848 consumer groups: ConsumerGroupHeartbeat (68) at v0-1 and ConsumerGroupDescribe (69).
 
 `INTER_BROKER_VERSIONS` holds the APIs brokers of a cluster send each other (controller to
 broker, leader to controller; ../shared/CLUSTER.md §3) at Kafka 3.9's full ranges. They
@@ -75,6 +76,8 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_CLUSTER = 60
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
 
 
 # api key -> (min version, max version) advertised and decoded.
@@ -130,6 +133,8 @@ API_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.ALTER_PARTITION: (0, 3),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),  # v1: Kafka 4.0 (wire.newer_versions), librdkafka 2.16's only version
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
 }
 
 # api key -> (min version, max version) decoded and encoded but not advertised (see above).

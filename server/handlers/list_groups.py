@@ -1,8 +1,8 @@
 """ListGroups (16): every group, with its protocol type (and state, v4+; type, v5+).
 
 Implements v0-5. states_filter (v4+) and types_filter (v5+) match case-insensitively, as
-Kafka does; every group here is a "classic" group, so a types filter without "classic"
-lists nothing. In a cluster each broker lists the groups it coordinates (clients ask
+Kafka does; a group is "classic" (JoinGroup/SyncGroup) or "consumer" (KIP-848,
+ConsumerGroupHeartbeat; its states are Empty, Assigning, Reconciling, Stable). In a cluster each broker lists the groups it coordinates (clients ask
 every broker), with COORDINATOR_LOAD_IN_PROGRESS while one of its partitions loads.
 """
 
@@ -12,10 +12,19 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.groups import is_consumer_group
 from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 API_KEY = ApiKey.LIST_GROUPS
 MAY_BLOCK = False
+
+
+def _entry(group) -> dict:
+    if is_consumer_group(group):
+        return {"group_id": group.group_id, "protocol_type": "consumer", "group_state": str(group.consumer_state),
+                "group_type": "consumer"}
+    return {"group_id": group.group_id, "protocol_type": group.protocol_type or "", "group_state": str(group.state),
+            "group_type": "classic"}
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
@@ -35,6 +44,5 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     return {
         "throttle_time_ms": 0,
         "error_code": code,
-        "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type or "",
-                    "group_state": str(g.state), "group_type": "classic"} for g in listed],
+        "groups": [_entry(g) for g in listed],
     }
