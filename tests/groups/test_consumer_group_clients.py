@@ -20,7 +20,7 @@ from collections import Counter
 
 import pytest
 
-from tests.brokerproc import BrokerProcess
+from tests.brokerproc import BrokerProcess, raw_request
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -60,6 +60,39 @@ def wait_until(check, what: str, timeout: float = DEADLINE_S) -> None:
             return
         time.sleep(0.2)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_raw_heartbeats_over_a_socket_survive_a_restart(broker):
+    """ApiVersions advertises the KIP-848 APIs; a member joins, and after a broker restart
+    (state replayed from __consumer_offsets) carries on at the same epoch."""
+    from wire.registry import ApiKey
+
+    versions = raw_request("127.0.0.1", broker.port, ApiKey.API_VERSIONS, 3,
+                           {"client_software_name": "t", "client_software_version": "1"})
+    advertised = {k["api_key"]: (k["min_version"], k["max_version"]) for k in versions["api_keys"]}
+    assert advertised[ApiKey.CONSUMER_GROUP_HEARTBEAT] == (0, 1)
+    assert advertised[ApiKey.CONSUMER_GROUP_DESCRIBE] == (0, 0)
+    create_topic(broker.bootstrap, "raw", 3)
+
+    def heartbeat(body: dict) -> dict:
+        return raw_request("127.0.0.1", broker.port, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1,
+                           {"group_id": "raw-group", "member_id": "m-1", "instance_id": None, "rack_id": None,
+                            "rebalance_timeout_ms": -1, "subscribed_topic_names": None,
+                            "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": None,
+                            **body})
+
+    joined = heartbeat({"member_epoch": 0, "rebalance_timeout_ms": 30000, "subscribed_topic_names": ["raw"],
+                        "server_assignor": "range", "topic_partitions": []})
+    assert joined["error_code"] == 0 and joined["member_epoch"] == 1
+    assert sorted(joined["assignment"]["topic_partitions"][0]["partitions"]) == [0, 1, 2]
+    broker.stop()
+    broker.start()
+    again = heartbeat({"member_epoch": 1})
+    assert again["error_code"] == 0 and again["member_epoch"] == 1
+    described = raw_request("127.0.0.1", broker.port, ApiKey.CONSUMER_GROUP_DESCRIBE, 0,
+                            {"group_ids": ["raw-group"], "include_authorized_operations": False})
+    group = described["groups"][0]
+    assert (group["group_state"], group["assignor_name"], group["group_epoch"]) == ("Stable", "range", 1)
 
 
 # --------------------------------------------------------------------------- members

@@ -389,3 +389,46 @@ def test_state_survives_a_restart(group_env):
         assert ra["member_epoch"] == state["epochs"][2]  # carries on, no rebalance
 
     env.run(second)
+
+
+def test_group_max_size(group_env):
+    env = group_env(group_consumer_max_size=1)
+    env.create_topic("t", 1)
+
+    async def main(env):
+        assert (await Member(env, "g", "a").heartbeat())["error_code"] == E.NONE
+        full = await Member(env, "g", "b").heartbeat()
+        assert full["error_code"] == E.GROUP_MAX_SIZE_REACHED
+
+    env.run(main)
+
+
+def test_classic_requests_for_a_consumer_group(group_env):
+    env = group_env()
+    env.create_topic("t", 1)
+
+    async def main(env):
+        await Member(env, "g", "a").heartbeat()
+        assert env.heartbeat("g", "a", 1) == E.UNKNOWN_MEMBER_ID
+        assert (await env.sync("g", "a", 1)).error == E.UNKNOWN_MEMBER_ID
+
+    env.run(main)
+
+
+def test_records_are_kafkas_formats():
+    import uuid
+
+    from server.groups.consumer import records as crec
+
+    key = crec.encode_key(crec.ConsumerKey(crec.MEMBER_METADATA, "g", "m"))
+    assert key == b"\x00\x05\x00\x01g\x00\x01m"
+    assert crec.encode_key(crec.ConsumerKey(crec.METADATA, "g")) == b"\x00\x03\x00\x01g"
+    assert crec.encode_epoch(7) == b"\x00\x00\x00\x00\x00\x07\x00"  # version 0, Epoch, no tagged fields
+    tid = uuid.uuid4()
+    value = crec.CurrentAssignmentValue(3, 2, 1, {tid: frozenset({0, 2})}, {tid: frozenset({1})})
+    assert crec.decode_current_assignment(crec.encode_current_assignment(value)) == value
+    meta = crec.MemberMetadataValue("i", None, "c", "/h", ["t", "u"], "x.*", 5000, "range")
+    assert crec.decode_member_metadata(crec.encode_member_metadata(meta)) == meta
+    topics = [crec.TopicMetadata(tid, "t", 4)]
+    assert crec.decode_partition_metadata(crec.encode_partition_metadata(topics)) == topics
+    assert crec.decode_key(key) == crec.ConsumerKey(crec.MEMBER_METADATA, "g", "m")
