@@ -293,3 +293,36 @@ def test_members_share_partitions_and_hand_them_over(broker, client):
         assert sorted(late.records()) == [(p, 2 * RECORDS // PARTITIONS) for p in range(PARTITIONS)]
     finally:
         late.kill()
+
+
+@pytest.mark.timeout(120)
+def test_confluent_regex_subscription_follows_new_topics(broker):
+    """librdkafka subscribes to `^re-.*` (ConsumerGroupHeartbeat v1's SubscribedTopicRegex):
+    a matching topic created later is assigned too, a topic that does not match never is."""
+    create_topic(broker.bootstrap, "re-a", 2)
+    create_topic(broker.bootstrap, "other", 1)
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap})
+    for topic in ("re-a", "other"):
+        producer.produce(topic, b"x")
+    producer.flush(10)
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "regex-group",
+                                         "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                                         "topic.metadata.refresh.interval.ms": 1000})
+    consumer.subscribe(["^re-.*"])
+    seen: set[str] = set()
+    created = False
+    try:
+        deadline = time.monotonic() + 60
+        while "re-b" not in seen and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and not msg.error():
+                seen.add(msg.topic())
+            if "re-a" in seen and not created:
+                create_topic(broker.bootstrap, "re-b", 1)
+                producer.produce("re-b", b"y")
+                producer.flush(10)
+                created = True
+        assert seen == {"re-a", "re-b"}
+        assert {tp.topic for tp in consumer.assignment()} == {"re-a", "re-b"}
+    finally:
+        consumer.close()

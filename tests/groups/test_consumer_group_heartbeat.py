@@ -432,3 +432,29 @@ def test_records_are_kafkas_formats():
     topics = [crec.TopicMetadata(tid, "t", 4)]
     assert crec.decode_partition_metadata(crec.encode_partition_metadata(topics)) == topics
     assert crec.decode_key(key) == crec.ConsumerKey(crec.MEMBER_METADATA, "g", "m")
+
+
+def test_coordinator_partition_moves_away_and_comes_back(group_env):
+    """A ZooKeeper cluster's leadership change of the group's __consumer_offsets partition:
+    NOT_COORDINATOR while led elsewhere (and the session timers stop), the consumer group
+    replayed when leadership comes back, its member carrying on at its epoch."""
+    env = group_env(offsets_topic_num_partitions=4)
+    env.create_topic("t", 2)
+
+    async def main(env):
+        a = Member(env, "g", "a")
+        await a.heartbeat()
+        p = env.groups.partition_for("g")
+        env.groups.unload_partition(p, 1)
+        assert "g" not in env.groups.groups
+        assert (await a.heartbeat())["error_code"] == E.NOT_COORDINATOR
+        d = await env.call_api(DESCRIBE, 0, {"group_ids": ["g"], "include_authorized_operations": False})
+        assert d["groups"][0]["error_code"] == E.NOT_COORDINATOR
+        await trio.sleep(120)  # no session timer fires for a group led elsewhere
+        await env.groups.load_partition(p, 2)
+        group = env.groups.groups["g"]
+        assert list(group.members) == ["a"] and group.members["a"].member_epoch == 1
+        resp = await a.heartbeat()
+        assert resp["error_code"] == E.NONE and resp["member_epoch"] == 1
+
+    env.run(main)
