@@ -59,8 +59,9 @@ from server.groups.consumer.group import (
     classic_deletion_keys,
     is_consumer_group,
 )
-from server.groups.group_state import GroupState
 from server.groups.consumer.reconcile import FencedMember, MemberAssignment, MemberState, Partitions, reconcile
+from server.groups.group_state import GroupState
+from server.topics import INTERNAL_TOPICS
 
 log = logging.getLogger("trafka.groups.consumer")
 E = ErrorCode
@@ -146,8 +147,6 @@ class ConsumerGroupCoordinator:
     def _member_topics(self, member: ConsumerMember, view: dict[str, tuple[uuid.UUID, int]]) -> set[str]:
         names = {n for n in member.subscribed_topic_names if n in view}
         if member.subscribed_topic_regex:
-            from server.topics import INTERNAL_TOPICS
-
             pattern = self._compile(member.subscribed_topic_regex)
             names |= {n for n in view if n not in INTERNAL_TOPICS and pattern.fullmatch(n)}
         return names
@@ -493,6 +492,8 @@ class ConsumerGroupCoordinator:
             member = group.members.get(member_id)
             if member is None:
                 return
+            if epoch is None and self.c._timers.due(("cg-session", group_id, member_id)) is not None:
+                return  # it heartbeated while this task waited for the lock
             if epoch is not None and (member.member_epoch != epoch
                                       or member.assignment.state != MemberState.UNREVOKED_PARTITIONS):
                 return
