@@ -95,6 +95,17 @@ def test_raw_heartbeats_over_a_socket_survive_a_restart(broker):
     assert (group["group_state"], group["assignor_name"], group["group_epoch"]) == ("Stable", "range", 1)
 
 
+def describe(bootstrap: str, group: str) -> list[set[int]]:
+    """Each member's partitions as an admin client sees them (librdkafka's
+    describe_consumer_groups, answered from ConsumerGroupDescribe)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    description = admin.describe_consumer_groups([group])[group].result(30)
+    assert str(description.state).endswith("STABLE"), description.state
+    return [{tp.partition for tp in m.assignment.topic_partitions} for m in description.members]
+
+
 # --------------------------------------------------------------------------- members
 class JavaMember:
     """test_groups_extended.py's Java worker with group.protocol=consumer: commits every
@@ -262,6 +273,8 @@ def test_members_share_partitions_and_hand_them_over(broker, client):
         time.sleep(1)
         counts = consumed()
         assert len(counts) == RECORDS and max(counts.values()) == 1, "a record was consumed twice"
+        described = describe(broker.bootstrap, group)
+        assert sorted(sorted(parts) for parts in described) == sorted(sorted(o) for o in owned)
 
         # One member leaves; the others take over its partitions while they keep consuming.
         leaving = members[0]
