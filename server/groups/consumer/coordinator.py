@@ -383,6 +383,13 @@ class ConsumerGroupCoordinator:
             records.append((crec.ConsumerKey(crec.CURRENT_ASSIGNMENT, group_id, member_id),
                             self._assignment_value(new_assignment)))
         await self._write(group, records, extra)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("group %s: member %s heartbeat at epoch %d owning %s -> epoch %d %s assigned %s revoking %s "
+                      "(target epoch %d)", group_id, member_id, member_epoch,
+                      None if owned is None else {str(t)[:8]: sorted(ps) for t, ps in owned.items()},
+                      new_assignment.member_epoch, new_assignment.state.label,
+                      {str(t)[:8]: sorted(ps) for t, ps in new_assignment.assigned.items()},
+                      {str(t)[:8]: sorted(ps) for t, ps in new_assignment.pending_revocation.items()}, target_epoch)
         self._arm_session(group_id, member_id)
         if replaced is not None:
             self._cancel_member_timers(group_id, replaced.member_id)
