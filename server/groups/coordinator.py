@@ -76,8 +76,13 @@ not written yet stay pending until the transaction coordinator completes them.
 Writes to one offsets partition are serialized by a lock held across the append and the
 in-memory update, so memory and log agree on order.
 
-Not implemented: the KIP-848 consumer protocol (ConsumerGroupHeartbeat is not
-advertised). Plain commits in flight are not reported as unstable to require_stable
+KIP-848 consumer groups (group.protocol=consumer, ConsumerGroupHeartbeat) live in the same
+`groups` map, log, locks and timers, driven by `self.consumer`
+(server/groups/consumer/coordinator.py): a group id is one type at a time, a JoinGroup for
+a consumer group with members answers INCONSISTENT_GROUP_PROTOCOL, and an empty one of
+either type may change type. The offsets of both kinds are server/groups/offsets.py's.
+
+Not implemented: plain commits in flight are not reported as unstable to require_stable
 fetches (Kafka's pendingOffsetCommits); only transactional ones are.
 """
 
