@@ -458,3 +458,53 @@ def test_coordinator_partition_moves_away_and_comes_back(group_env):
         assert resp["error_code"] == E.NONE and resp["member_epoch"] == 1
 
     env.run(main)
+
+
+def test_static_member_that_does_not_come_back_is_removed_after_its_session(group_env):
+    env = group_env()
+    env.create_topic("t", 2)
+
+    async def main(env):
+        a = Member(env, "g", "a", instance="inst-a")
+        b = Member(env, "g", "b")
+        await a.heartbeat()
+        await b.heartbeat()
+        await settle([a, b])
+        await env.call_api(HB, 1, {"group_id": "g", "member_id": "a", "member_epoch": -2, "instance_id": "inst-a"})
+        for _ in range(6):  # its partitions stay reserved for it meanwhile
+            await trio.sleep(5)
+            await b.heartbeat()
+        assert len(b.owned_partitions(topic_id(env, "t"))) == 1
+        for _ in range(6):
+            await trio.sleep(5)
+            await b.heartbeat()
+        assert "a" not in env.groups.groups["g"].members
+        assert b.owned_partitions(topic_id(env, "t")) == {0, 1}
+
+    env.run(main)
+
+
+def test_deleted_consumer_group_stays_deleted_after_a_restart(group_env):
+    env = group_env()
+    env.create_topic("t", 1)
+
+    async def main(env):
+        a = Member(env, "g", "a")
+        await a.heartbeat()
+        deleted = await env.call_api(ApiKey.DELETE_GROUPS, 2, {"groups_names": ["g"]})
+        assert deleted["results"][0]["error_code"] == E.NON_EMPTY_GROUP
+        await env.call_api(HB, 1, {"group_id": "g", "member_id": "a", "member_epoch": -1})
+        deleted = await env.call_api(ApiKey.DELETE_GROUPS, 2, {"groups_names": ["g"]})
+        assert deleted["results"][0]["error_code"] == E.NONE
+        assert "g" not in env.groups.groups
+
+    env.run(main)
+    env.restart()
+
+    async def after(env):
+        assert "g" not in env.groups.groups
+        # a new group of the same id starts from epoch 1
+        resp = await Member(env, "g", "b").heartbeat()
+        assert resp["member_epoch"] == 1
+
+    env.run(after)
