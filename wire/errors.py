@@ -154,6 +154,7 @@ class ErrorCode(enum.IntEnum):
     SHARE_SESSION_NOT_FOUND = (122, True)
     INVALID_SHARE_SESSION_EPOCH = (123, True)
     FENCED_STATE_EPOCH = (124, False)
+    INVALID_REGULAR_EXPRESSION = (128, False)  # Kafka 4.0: ConsumerGroupHeartbeat v1's SubscribedTopicRegex
 
 
 class ProtocolError(Exception):

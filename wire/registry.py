@@ -5,7 +5,8 @@ The ranges follow ../shared/CLIENTS.md §10 ("what the broker should advertise")
   before 2.11.1 needs inside the range to turn on compression and groups (§9.2);
 - every minimum at or below aiokafka's maximum, which has no flexible versions;
 - Produce v0-2 are advertised but refused at request time, as Kafka 4 does (KAFKA-18659);
-- no telemetry (71/72), no KIP-848 heartbeat (68): advertising them makes clients use them;
+- no telemetry (71/72): advertising it makes clients use it;
+- KIP-848 consumer groups: ConsumerGroupHeartbeat (68) at v0-1 and ConsumerGroupDescribe (69);
 - the share-group APIs (76-79) at v1 only, Kafka 4.1's stable version: only a share
   consumer (confluent-kafka's ShareConsumer) sends them.
 
@@ -82,6 +83,8 @@ class ApiKey(enum.IntEnum):
     SHARE_GROUP_DESCRIBE = 77
     SHARE_FETCH = 78
     SHARE_ACKNOWLEDGE = 79
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
 
 
 # api key -> (min version, max version) advertised and decoded.
@@ -143,6 +146,8 @@ API_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
     ApiKey.SHARE_FETCH: (1, 1),
     ApiKey.SHARE_ACKNOWLEDGE: (1, 1),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),  # v1: Kafka 4.0 (wire.newer_versions), librdkafka 2.16's only version
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
 }
 
 # api key -> (min version, max version) decoded and encoded but not advertised (see above).

@@ -129,14 +129,21 @@ def java_command() -> list[str]:
 
 
 def worker_argv(bootstrap: str, group: str, client_id: str, session_ms: int, instance: str | None,
-                assignor: str | None, topics: list[str]) -> list[str]:
-    """The group-member worker of test_groups_extended.py, as a Java process."""
+                assignor: str | None, topics: list[str], *, protocol: str = "classic",
+                remote_assignor: str | None = None) -> list[str]:
+    """The group-member worker of test_groups_extended.py, as a Java process;
+    protocol="consumer" joins with KIP-848's group.protocol=consumer (tests/groups/
+    test_consumer_group_clients.py), with the server-side `remote_assignor` if given."""
     argv = java_command() + ["worker", "--bootstrap", bootstrap, "--group", group,
                              "--client-id", client_id, "--session-ms", str(session_ms)]
     if instance:
         argv += ["--instance", instance]
     if assignor:
         argv += ["--assignor", assignor]
+    if protocol != "classic":
+        argv += ["--protocol", protocol]
+    if remote_assignor:
+        argv += ["--remote-assignor", remote_assignor]
     return argv + list(topics)
 
 

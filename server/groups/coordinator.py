@@ -76,8 +76,13 @@ not written yet stay pending until the transaction coordinator completes them.
 Writes to one offsets partition are serialized by a lock held across the append and the
 in-memory update, so memory and log agree on order.
 
-Not implemented: the KIP-848 consumer protocol (ConsumerGroupHeartbeat is not
-advertised). Plain commits in flight are not reported as unstable to require_stable
+KIP-848 consumer groups (group.protocol=consumer, ConsumerGroupHeartbeat) live in the same
+`groups` map, log, locks and timers, driven by `self.consumer`
+(server/groups/consumer/coordinator.py): a group id is one type at a time, a JoinGroup for
+a consumer group with members answers INCONSISTENT_GROUP_PROTOCOL, and an empty one of
+either type may change type. The offsets of both kinds are server/groups/offsets.py's.
+
+Not implemented: plain commits in flight are not reported as unstable to require_stable
 fetches (Kafka's pendingOffsetCommits); only transactional ones are.
 """
 
@@ -95,11 +100,14 @@ from dataclasses import dataclass
 import trio
 
 from wire.errors import ErrorCode
-from wire.records import BatchHeader, ControlType, Record
+from wire.records import Record
 
-from server.coordinator_log import BadRecord, CoordinatorLog, ReplayCounts, append_error, wall_ms
+from server.coordinator_log import CoordinatorLog, ReplayCounts, append_error, wall_ms
 from server.errors import error_code_for
 from server.groups import records as rec
+from server.groups.consumer import records as crec
+from server.groups.consumer.coordinator import ConsumerGroupCoordinator
+from server.groups.consumer.group import ConsumerGroup, is_consumer_group
 from server.groups.group import (
     CommittedOffset,
     Group,
@@ -109,13 +117,13 @@ from server.groups.group import (
     Reply,
     SyncResult,
 )
+from server.groups.offsets import OffsetReplay, OffsetStore
 
 log = logging.getLogger("trafka.groups")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 # Kafka's offsets topic uses 100 MiB segments (offsets.topic.segment.bytes).
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600"}
-MAX_METADATA_BYTES = 4096  # offset.metadata.max.bytes
 
 S = GroupState
 E = ErrorCode
@@ -185,65 +193,34 @@ class _Join:
     skip_assignment_ok: bool  # v9+ (KIP-814): a returning static leader can be told to skip
 
 
-class _Loader:
-    """Replay of __consumer_offsets, in log order, into the state `load()` builds groups from.
-
-    Records of a transactional batch are pending under (offsets partition, producer id)
-    until that producer's marker on the same partition: COMMIT makes them committed unless
-    a plain commit later in the log already replaced them, ABORT drops them, and without a
-    marker they stay pending (the transaction coordinator writes it later). A plain
-    tombstone deletes the committed offset and any pending one for the partition, as the
-    in-memory deletions do (Kafka's GroupMetadataManager.doLoadGroupsAndOffsets, with the
-    KIP-848 coordinator's rule for tombstones)."""
+class _Loader(OffsetReplay):
+    """Replay of __consumer_offsets, in log order: offsets (`OffsetReplay`) and the
+    classic groups' metadata records."""
 
     def __init__(self) -> None:
-        self.offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+        super().__init__()
         self.groups: dict[str, rec.GroupValue] = {}
-        self.pending: dict[tuple[int, int], dict[tuple[str, tuple[str, int]], CommittedOffset]] = {}
+        # KIP-848 consumer groups, rebuilt record by record as the live path applies them
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
 
-    def on_record(self, partition: int, header: BatchHeader, record: Record) -> None:
-        if record.key is None:
-            raise BadRecord("record without a key")
-        key = rec.decode_key(record.key)
-        if not isinstance(key, rec.OffsetKey):
-            if record.value is None:
-                self.groups.pop(key.group, None)
-            else:
-                self.groups[key.group] = rec.decode_group_value(record.value)
+    def on_group_record(self, key, record: Record) -> None:
+        if isinstance(key, crec.ConsumerKey):
+            group = self.consumer_groups.get(key.group)
+            if group is None:
+                if record.value is None:
+                    return
+                group = self.consumer_groups[key.group] = ConsumerGroup(key.group, -1)
+            group.apply(key, record.value)
+            if key.kind == crec.METADATA and record.value is None:
+                del self.consumer_groups[key.group]  # the group was deleted
             return
-        tp = (key.topic, key.partition)
-        committed = None
-        if record.value is not None:
-            v = rec.decode_offset_value(record.value)
-            committed = CommittedOffset(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, header.base_offset)
-        if header.is_transactional:
-            pending = self.pending.setdefault((partition, header.producer_id), {})
-            if committed is None:
-                pending.pop((key.group, tp), None)
-            else:
-                pending[(key.group, tp)] = committed
-            return
-        per_group = self.offsets.setdefault(key.group, {})
-        if committed is not None:
-            per_group[tp] = committed
-            return
-        per_group.pop(tp, None)
-        for (p, _producer_id), pending in self.pending.items():
-            if p == partition:
-                pending.pop((key.group, tp), None)
-
-    def on_marker(self, partition: int, header: BatchHeader, kind: ControlType) -> None:
-        pending = self.pending.pop((partition, header.producer_id), None)
-        if not pending or kind != ControlType.COMMIT:
-            return
-        for (group_id, tp), committed in pending.items():
-            per_group = self.offsets.setdefault(group_id, {})
-            current = per_group.get(tp)
-            if current is None or current.older_than(committed):
-                per_group[tp] = committed
+        if record.value is None:
+            self.groups.pop(key.group, None)
+        else:
+            self.groups[key.group] = rec.decode_group_value(record.value)
 
 
-class GroupCoordinator:
+class GroupCoordinator(OffsetStore):
     """The groups whose __consumer_offsets partition this broker leads (all of them on a
     single broker)."""
 
@@ -269,6 +246,8 @@ class GroupCoordinator:
         self._txn_groups: dict[int, set[str]] = {}
         # transaction markers written to a partition while it loads: applied after the load
         self._deferred_txn: dict[int, list[tuple[int, bool]]] = {}
+        # KIP-848 groups (group.protocol=consumer) share `groups`, the log, locks and timers
+        self.consumer = ConsumerGroupCoordinator(self)
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -388,13 +367,21 @@ class GroupCoordinator:
             for (group_id, tp), committed in pending.items():
                 pending_by_group.setdefault(group_id, {}).setdefault(producer_id, {})[tp] = committed
         offsets = loader.offsets
-        ids = {g for g, per_group in offsets.items() if per_group} | set(loader.groups) | set(pending_by_group)
+        ids = ({g for g, per_group in offsets.items() if per_group} | set(loader.groups) | set(pending_by_group)
+               | set(loader.consumer_groups))
         installed = []
         to_arm: list[tuple[Group, Member]] = []
+        consumer_groups = []
         for group_id in ids:
-            group = Group(group_id, now)
+            consumer_group = loader.consumer_groups.get(group_id)
+            if consumer_group is not None:
+                group = consumer_group
+                group.state_timestamp = now
+                consumer_groups.append(group)
+            else:
+                group = Group(group_id, now)
             value = loader.groups.get(group_id)
-            if value is not None:
+            if value is not None and consumer_group is None:
                 to_arm.extend((group, m) for m in self._restore_group(group, value))
             group.offsets.update(offsets.get(group_id, {}))
             for producer_id, pending in pending_by_group.get(group_id, {}).items():
@@ -409,6 +396,7 @@ class GroupCoordinator:
             for group, member in to_arm:
                 member.expires_at = deadline_base + member.session_timeout_ms / 1000
                 self._arm_session(group, member)
+        self.consumer.arm_loaded(consumer_groups)
         for producer_id, commit in self._deferred_txn.pop(partition, []):
             self.complete_txn(partition, producer_id, commit)
         return installed
@@ -440,6 +428,7 @@ class GroupCoordinator:
                 member.expires_at = now + member.session_timeout_ms / 1000
                 self._arm_session(group, member)
             self._members_to_arm.clear()
+            self.consumer.start()
             self._timers.set(("retention",), now + self.retention_check_ms / 1000)
             task_status.started()
             try:
@@ -470,6 +459,8 @@ class GroupCoordinator:
 
     @staticmethod
     def _answer_waiting(group: Group, error: ErrorCode) -> None:
+        if is_consumer_group(group):
+            return  # its members do not wait in a request
         for member in group.members.values():
             member.answer_join(JoinResult(error, member.member_id))
             member.answer_sync(SyncResult(error))
@@ -496,8 +487,11 @@ class GroupCoordinator:
             self._timers.set(("retention",), now + self.retention_check_ms / 1000)
             self._spawn(self.expire_offsets)
             return
+        if kind in ("cg-session", "cg-rebalance"):
+            self.consumer.on_timer(key)
+            return
         group = self.groups.get(key[1])
-        if group is None:
+        if group is None or is_consumer_group(group):
             return
         if kind == "session":
             member = group.members.get(key[2])
@@ -680,6 +674,15 @@ class GroupCoordinator:
         if rebalance_timeout_ms <= 0:  # JoinGroup v0 has no rebalance timeout
             rebalance_timeout_ms = session_timeout_ms
         group = self.groups.get(group_id)
+        if is_consumer_group(group):
+            if group.members:
+                log.info("group %s: JoinGroup from %s refused: it is a consumer group with members (mixed "
+                         "classic and consumer members are not supported)", group_id, member_id or client_id)
+                return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id)
+            error = await self._retire_consumer_group(group)
+            if error != E.NONE:
+                return JoinResult(error, member_id)
+            group = self.groups.get(group_id)
         if group is None:
             if member_id:
                 return JoinResult(E.UNKNOWN_MEMBER_ID, member_id)
@@ -699,6 +702,26 @@ class GroupCoordinator:
         if not member_id:
             return await self._join_unknown_member(group, group_instance_id, require_known_member_id, args)
         return await self._join_known_member(group, member_id, group_instance_id, args)
+
+    async def _retire_consumer_group(self, group: ConsumerGroup) -> ErrorCode:
+        """An empty KIP-848 group becomes a classic one (a JoinGroup for it): its records
+        are tombstoned, its offsets carried over to a new classic group."""
+        async with self._locked(group.group_id) as status:
+            if status != E.NONE:
+                return status
+            if self.groups.get(group.group_id) is not group or group.members:
+                return E.NONE if self.groups.get(group.group_id) is not group else E.INCONSISTENT_GROUP_PROTOCOL
+            try:
+                await self._append(self.partition_for(group.group_id), [(k, None) for k in group.deletion_keys()])
+            except Exception as exc:
+                return self._write_error(exc, f"converting group {group.group_id} to the classic protocol",
+                                         group_write=True)
+            classic = Group(group.group_id, self.now_ms())
+            classic.offsets = group.offsets
+            classic.pending_txn_offsets = group.pending_txn_offsets
+            self.groups[group.group_id] = classic
+            log.info("group %s: empty consumer group converted to a classic group", group.group_id)
+        return E.NONE
 
     def _accepts_new_member(self, group: Group) -> bool:
         if group.is_(S.EMPTY, S.DEAD):
@@ -837,7 +860,7 @@ class GroupCoordinator:
         if status != E.NONE:
             return SyncResult(status)
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or is_consumer_group(group):
             return SyncResult(E.UNKNOWN_MEMBER_ID)
         if group.is_(S.DEAD):
             return SyncResult(E.COORDINATOR_NOT_AVAILABLE)
@@ -893,7 +916,7 @@ class GroupCoordinator:
         if status != E.NONE:
             return status
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or is_consumer_group(group):
             return E.UNKNOWN_MEMBER_ID
         if group.is_(S.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE
@@ -919,7 +942,7 @@ class GroupCoordinator:
         if status != E.NONE:
             return status, [status] * len(leaving)
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or is_consumer_group(group):
             return E.NONE, [E.UNKNOWN_MEMBER_ID] * len(leaving)
         if group.is_(S.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE, [E.COORDINATOR_NOT_AVAILABLE] * len(leaving)
@@ -1024,6 +1047,8 @@ class GroupCoordinator:
                       instance_id: str | None) -> ErrorCode:
         if group is None:
             return E.NONE if generation_id < 0 else E.ILLEGAL_GENERATION
+        if is_consumer_group(group):
+            return self.consumer.commit_check(group, generation_id, member_id, transactional=False)
         if group.is_(S.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE
         if group.is_static_member_fenced(member_id, instance_id):
@@ -1041,75 +1066,18 @@ class GroupCoordinator:
         self._touch(group, member)
         return E.NONE
 
-    def _valid_offsets(self, offsets: dict[tuple[str, int], CommittedOffset]
-                       ) -> tuple[dict[tuple[str, int], ErrorCode], dict[tuple[str, int], CommittedOffset]]:
-        """Per-partition checks of a commit: the errors, and the offsets that passed."""
-        results: dict[tuple[str, int], ErrorCode] = {}
-        valid: dict[tuple[str, int], CommittedOffset] = {}
-        exists = self.broker.partition_exists
-        for tp, committed in offsets.items():
-            if not exists(*tp):
-                results[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
-            elif committed.metadata and len(committed.metadata.encode("utf-8")) > MAX_METADATA_BYTES:
-                results[tp] = E.OFFSET_METADATA_TOO_LARGE
-            else:
-                valid[tp] = committed
-        return results, valid
-
-    def _offset_entries(self, group_id: str, valid: dict[tuple[str, int], CommittedOffset]
-                        ) -> list[tuple[bytes, bytes]]:
-        """The records of a commit, stamped with the commit time."""
-        now = self.now_ms()
-        entries = []
-        for (topic, p), committed in valid.items():
-            committed.commit_timestamp = now
-            entries.append((rec.encode_offset_key(rec.OffsetKey(group_id, topic, p)),
-                            rec.encode_offset_value(rec.OffsetValue(committed.offset, committed.leader_epoch,
-                                                                    committed.metadata or "", now))))
-        return entries
-
-    async def commit_offsets(self, *, group_id: str, generation_id: int, member_id: str,
-                             group_instance_id: str | None,
-                             offsets: dict[tuple[str, int], CommittedOffset]) -> dict[tuple[str, int], ErrorCode]:
-        """Validate and durably store committed offsets; one error code per partition."""
-        results, valid = self._valid_offsets(offsets)
-        if not valid:
-            return results
-        partition = self.partition_for(group_id)
-        async with self._locked(group_id) as status:
-            if status != E.NONE:
-                results.update({tp: status for tp in valid})
-                return results
-            group = self.groups.get(group_id)
-            error = self._commit_check(group, generation_id, member_id, group_instance_id)
-            if error == E.NONE and group is None:
-                group = self._new_group(group_id)
-            if error != E.NONE:
-                log.debug("group %s: commit from %s (generation %d) refused: %s", group_id, member_id or "-",
-                          generation_id, error.name)
-                for tp in valid:
-                    results[tp] = error
-                return results
-            entries = self._offset_entries(group_id, valid)
-            try:
-                base_offset = await self._append(partition, entries)
-            except Exception as exc:
-                code = self._write_error(exc, f"commit of group {group_id}")
-                for tp in valid:
-                    results[tp] = code
-                return results
-            for committed in valid.values():
-                committed.log_offset = base_offset
-            group.offsets.update(valid)
-            for tp in valid:
-                results[tp] = E.NONE
-        return results
-
-    def _txn_commit_check(self, group: Group, generation_id: int, member_id: str,
+    def _txn_commit_check(self, group: Group | None, group_id: str, generation_id: int, member_id: str,
                           instance_id: str | None) -> ErrorCode:
         """Kafka's validateOffsetCommit for transactional commits: v3+ producers send the
         consumer's group metadata (KIP-447) and are checked like members (without the
-        heartbeat and the rebalance check); older ones send none and are not checked."""
+        heartbeat and the rebalance check); older ones send none and are not checked. A
+        group nobody joined yet is checked as an empty one (the commit creates it)."""
+        if group is None:
+            group = Group(group_id, self.now_ms())
+        if is_consumer_group(group):
+            if generation_id < 0 and not member_id:
+                return E.COORDINATOR_NOT_AVAILABLE if group.dead else E.NONE
+            return self.consumer.commit_check(group, generation_id, member_id, transactional=True)
         if group.is_(S.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE
         if generation_id < 0 and group.is_(S.EMPTY):
@@ -1126,230 +1094,12 @@ class GroupCoordinator:
             if generation_id != group.generation_id:
                 return E.ILLEGAL_GENERATION
         return E.NONE
-
-    async def commit_txn_offsets(self, *, group_id: str, producer_id: int, producer_epoch: int, generation_id: int,
-                                 member_id: str, group_instance_id: str | None,
-                                 offsets: dict[tuple[str, int], CommittedOffset]) -> dict[tuple[str, int], ErrorCode]:
-        """TxnOffsetCommit: store offsets as part of the producer's transaction, in one
-        transactional batch; they stay pending (invisible to OffsetFetch) until
-        `complete_txn` is told the transaction's marker was written. One error code per
-        partition. The caller has checked that the offsets partition is in the
-        producer's transaction."""
-        results, valid = self._valid_offsets(offsets)
-        if not valid:
-            return results
-        partition = self.partition_for(group_id)
-        async with self._locked(group_id) as status:
-            if status != E.NONE:
-                results.update({tp: status for tp in valid})
-                return results
-            group = self.groups.get(group_id)
-            # Kafka creates the group for a transactional commit: a producer may commit
-            # for a group no consumer has joined yet.
-            error = self._txn_commit_check(group or Group(group_id, self.now_ms()), generation_id, member_id,
-                                           group_instance_id)
-            if error != E.NONE:
-                log.debug("group %s: transactional commit from producer %d (member %s, generation %d) refused: %s",
-                          group_id, producer_id, member_id or "-", generation_id, error.name)
-                for tp in valid:
-                    results[tp] = error
-                return results
-            if group is None:
-                group = self._new_group(group_id)
-            entries = self._offset_entries(group_id, valid)
-            # Pending before the append, as Kafka's prepareTxnOffsetCommit: require_stable
-            # fetches see the partition as unstable while the write is in flight.
-            pending = group.pending_txn_offsets.setdefault(producer_id, {})
-            pending.update(valid)
-            self._txn_groups.setdefault(producer_id, set()).add(group_id)
-            try:
-                base_offset = await self.log.append(partition, entries, producer_id=producer_id,
-                                                    producer_epoch=producer_epoch)
-            except Exception as exc:
-                code = self._write_error(exc, f"transactional commit of group {group_id}")
-                mine = group.pending_txn_offsets.get(producer_id)
-                if mine is not None:
-                    for tp, committed in valid.items():
-                        if mine.get(tp) is committed:
-                            del mine[tp]
-                    if not mine:
-                        del group.pending_txn_offsets[producer_id]
-                for tp in valid:
-                    results[tp] = code
-                return results
-            for committed in valid.values():
-                committed.log_offset = base_offset
-            for tp in valid:
-                results[tp] = E.NONE
-        return results
-
-    def complete_txn(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
-        """A COMMIT or ABORT marker of `producer_id` was written to
-        __consumer_offsets-`offsets_partition`: the producer's pending offsets of the
-        groups on that partition become committed (unless a later plain commit replaced
-        them) or are dropped (Kafka's handleTxnCompletion)."""
-        if offsets_partition in self.log.loading:
-            # The replay may already have passed the marker's offset: apply it once loaded.
-            self._deferred_txn.setdefault(offsets_partition, []).append((producer_id, commit))
-        group_ids = self._txn_groups.pop(producer_id, None)
-        if not group_ids:
-            return
-        elsewhere = set()
-        for group_id in group_ids:
-            if self.partition_for(group_id) != offsets_partition:
-                elsewhere.add(group_id)
-                continue
-            group = self.groups.get(group_id)
-            if group is None or group.is_(S.DEAD):
-                continue
-            applied = group.complete_txn(producer_id, commit)
-            log.debug("group %s: transaction of producer %d %s (%d offsets committed)", group_id, producer_id,
-                      "committed" if commit else "aborted", applied)
-        if elsewhere:
-            self._txn_groups[producer_id] = elsewhere
-
-    def pending_txn_partitions(self, group_id: str) -> set[tuple[str, int]]:
-        """Partitions of the group with a transactional offset not committed or aborted
-        yet: OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for them."""
-        if self.group_status(group_id) != E.NONE:
-            return set()
-        group = self.groups.get(group_id)
-        if group is None or group.is_(S.DEAD):
-            return set()
-        return group.pending_txn_partitions()
-
-    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None
-                      ) -> tuple[ErrorCode, dict[tuple[str, int], CommittedOffset | None]]:
-        """Committed offsets of `partitions` (None: every partition with one). A group
-        nobody knows has no offsets, which is not an error; a group coordinated elsewhere or
-        still loading is (`group_status`)."""
-        status = self.group_status(group_id)
-        if status != E.NONE:
-            return status, {}
-        group = self.groups.get(group_id)
-        offsets = {} if group is None or group.is_(S.DEAD) else group.offsets
-        if partitions is None:
-            return E.NONE, dict(offsets)
-        return E.NONE, {tp: offsets.get(tp) for tp in partitions}
-
-    async def _drop_offsets(self, group: Group, partition: int, tps: list[tuple[str, int]], what: str,
-                            also: list[tuple[bytes, None]] | None = None) -> ErrorCode:
-        """Tombstone ``tps`` of ``group`` (and the records in ``also``) in __consumer_offsets,
-        then forget them; the caller holds the offsets partition's lock. NONE, or the write's
-        error code, in which case nothing was forgotten."""
-        entries = [(rec.encode_offset_key(rec.OffsetKey(group.group_id, t, p)), None) for t, p in tps]
-        entries.extend(also or ())
-        try:
-            await self._append(partition, entries)
-        except Exception as exc:
-            return self._write_error(exc, what)
-        for tp in tps:
-            group.offsets.pop(tp, None)
-        group.drop_pending_txn_offsets(tps)
+    def _fetch_check(self, group: Group | ConsumerGroup, member_id: str | None, member_epoch: int) -> ErrorCode:
+        """OffsetFetch v9's member id and epoch: checked for KIP-848 groups, as Kafka does;
+        a classic group's members do not send them."""
+        if is_consumer_group(group):
+            return self.consumer.fetch_check(group, member_id, member_epoch)
         return E.NONE
-
-    async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]
-                             ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
-        """OffsetDelete: only for partitions the group does not consume right now."""
-        partition = self.partition_for(group_id)
-        async with self._locked(group_id) as status:
-            if status != E.NONE:
-                return status, {}
-            group = self.groups.get(group_id)
-            if group is None or group.is_(S.DEAD):
-                return E.GROUP_ID_NOT_FOUND, {}
-            results: dict[tuple[str, int], ErrorCode] = {}
-            deletable = []
-            if group.is_(S.EMPTY):
-                deletable = list(partitions)
-            elif group.protocol_type == "consumer":
-                for tp in partitions:
-                    if group.is_subscribed_to(tp[0]):
-                        results[tp] = E.GROUP_SUBSCRIBED_TO_TOPIC
-                    else:
-                        deletable.append(tp)
-            else:
-                return E.NON_EMPTY_GROUP, {}
-            present = [tp for tp in deletable if tp in group.offsets or group.has_pending_txn_offset(tp)]
-            if present:
-                code = await self._drop_offsets(group, partition, present, f"offset delete of group {group_id}")
-                if code != E.NONE:
-                    return code, {}
-            for tp in deletable:
-                results[tp] = E.NONE
-            return E.NONE, results
-
-    async def forget_topic(self, topic: str) -> int:
-        """A topic was deleted: drop every group's committed offsets for it, with tombstones
-        (Kafka's cleanupGroupMetadata on deleted partitions), so a topic created again under
-        the same name does not hand its consumers the old positions. Returns how many went."""
-        removed = 0
-        def offsets_of_topic(group: Group) -> list[tuple[str, int]]:
-            return [tp for tp in group.offsets.keys() | group.pending_txn_partitions() if tp[0] == topic]
-
-        for group in list(self.groups.values()):
-            if not offsets_of_topic(group):
-                continue
-            partition = self.partition_for(group.group_id)
-            async with self._lock(partition):
-                if self.groups.get(group.group_id) is not group:
-                    continue  # unloaded or deleted meanwhile
-                gone = offsets_of_topic(group)
-                if not gone:
-                    continue
-                what = f"dropping offsets of deleted topic {topic} in group {group.group_id}"
-                if await self._drop_offsets(group, partition, gone, what) == E.NONE:
-                    removed += len(gone)
-        if removed:
-            log.info("deleted topic %s: removed %d committed offsets", topic, removed)
-        return removed
-
-    async def expire_offsets(self) -> int:
-        """Offsets retention (offsets.retention.minutes); returns how many offsets went."""
-        now = self.now_ms()
-        retention = self.retention_ms
-        removed = 0
-        for group in list(self.groups.values()):
-            if group.is_(S.DEAD):
-                continue
-            partition = self.partition_for(group.group_id)
-            async with self._lock(partition):
-                if group.is_(S.DEAD) or self.groups.get(group.group_id) is not group:
-                    continue
-                if group.is_(S.EMPTY):
-                    if group.protocol_type:
-                        # Kafka 2.1+ (KIP-211): retention counts from when the group became Empty.
-                        expired = list(group.offsets) if group.state_timestamp + retention <= now else []
-                    else:
-                        expired = [tp for tp, o in group.offsets.items() if o.commit_timestamp + retention <= now]
-                elif group.is_(S.STABLE) and group.protocol_type == "consumer":
-                    topics = group.subscribed_topics()
-                    expired = [] if topics is None else [
-                        tp for tp, o in group.offsets.items()
-                        if tp[0] not in topics and o.commit_timestamp + retention <= now]
-                else:
-                    expired = []
-                # An offset a transaction is about to replace is kept, and so is a group
-                # with an open transaction (the KIP-848 coordinator's rule; Kafka's
-                # classic one keeps the group via hasOffsets).
-                if group.pending_txn_offsets:
-                    expired = [tp for tp in expired if not group.has_pending_txn_offset(tp)]
-                drop_group = (group.is_(S.EMPTY) and len(expired) == len(group.offsets)
-                              and not group.pending_members and not group.pending_txn_offsets)
-                also = [(rec.encode_group_key(rec.GroupKey(group.group_id)), None)] if drop_group else []
-                if not expired and not also:
-                    continue
-                if await self._drop_offsets(group, partition, expired, f"offsets retention of group {group.group_id}",
-                                            also) != E.NONE:
-                    continue
-                removed += len(expired)
-                if expired:
-                    log.info("group %s: %d committed offsets expired", group.group_id, len(expired))
-                if drop_group and group.is_(S.EMPTY) and not group.offsets:
-                    group.transition(S.DEAD, now)
-                    del self.groups[group.group_id]
-                    log.info("group %s: removed (empty, no offsets)", group.group_id)
-        return removed
 
     # ------------------------------------------------------------------ admin
     def describe_group(self, group_id: str) -> tuple[ErrorCode, Group | None]:
@@ -1366,13 +1116,15 @@ class GroupCoordinator:
         (case-insensitive, as Kafka); the code is COORDINATOR_LOAD_IN_PROGRESS while a
         partition loads (its groups are not listed yet), as Kafka answers."""
         code = E.COORDINATOR_LOAD_IN_PROGRESS if self.log.loading else E.NONE
-        if types is not None and "classic" not in types:
-            return code, []
         out = []
         for group in self.groups.values():
             if group.is_(S.DEAD):
                 continue
-            if states is not None and str(group.state).lower() not in states:
+            consumer = is_consumer_group(group)
+            if types is not None and ("consumer" if consumer else "classic") not in types:
+                continue
+            state = group.consumer_state if consumer else group.state
+            if states is not None and str(state).lower() not in states:
                 continue
             out.append(group)
         return code, out
@@ -1398,11 +1150,14 @@ class GroupCoordinator:
                 # marker does not bring them back on replay), as Kafka's DeleteGroups does.
                 gone = group.offsets.keys() | group.pending_txn_partitions()
                 entries = [(rec.encode_offset_key(rec.OffsetKey(group_id, t, p)), None) for t, p in sorted(gone)]
-                entries.append((rec.encode_group_key(rec.GroupKey(group_id)), None))
+                entries.extend((k, None) for k in group.deletion_keys())
                 try:
                     await self._append(partition, entries)
                 except Exception as exc:
-                    group.state = S.EMPTY  # not deleted after all (a direct reset: Dead is final otherwise)
+                    if is_consumer_group(group):
+                        group.dead = False
+                    else:
+                        group.state = S.EMPTY  # not deleted after all (a direct reset: Dead is final otherwise)
                     results[group_id] = self._write_error(exc, f"deleting group {group_id}")
                     continue
                 if self.groups.get(group_id) is group:

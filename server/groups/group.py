@@ -18,23 +18,16 @@ ListGroups report)::
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 
 import trio
 
 from wire.errors import ErrorCode
 
+from server.groups.group_state import GroupState
+from server.groups.offsets import CommittedOffset, GroupOffsets
 
-class GroupState(enum.Enum):
-    EMPTY = "Empty"
-    PREPARING_REBALANCE = "PreparingRebalance"
-    COMPLETING_REBALANCE = "CompletingRebalance"
-    STABLE = "Stable"
-    DEAD = "Dead"
-
-    def __str__(self) -> str:
-        return self.value
+__all__ = ["CommittedOffset", "Group", "GroupState", "JoinResult", "Member", "Reply", "SyncResult"]
 
 
 S = GroupState
@@ -93,22 +86,6 @@ class SyncResult:
     protocol_name: str | None = None
 
 
-@dataclass(slots=True)
-class CommittedOffset:
-    offset: int
-    leader_epoch: int = -1
-    metadata: str = ""
-    commit_timestamp: int = -1
-    # Where in __consumer_offsets the batch that stored it starts (-1: not written yet).
-    # A transactional commit becomes visible at its COMMIT marker, which may come after a
-    # later plain commit of the same partition; the log position says which one is newer
-    # (Kafka's CommitRecordMetadataAndOffset), in memory and when the log is replayed.
-    log_offset: int = field(default=-1, compare=False)
-
-    def older_than(self, other: "CommittedOffset") -> bool:
-        return self.log_offset < other.log_offset
-
-
 @dataclass(eq=False)
 class Member:
     member_id: str
@@ -162,8 +139,9 @@ class IllegalTransition(RuntimeError):
     pass
 
 
-class Group:
+class Group(GroupOffsets):
     def __init__(self, group_id: str, now_ms: int, state: GroupState = S.EMPTY) -> None:
+        GroupOffsets.__init__(self)
         self.group_id = group_id
         self.state = state
         self.state_timestamp = now_ms  # wall ms of the last transition (offset retention)
@@ -177,11 +155,6 @@ class Group:
         self.pending_members: dict[str, float] = {}  # member_id -> trio expiry
         # members that got this generation's JoinGroup answer but have not synced yet
         self.pending_sync: set[str] = set()
-        self.offsets: dict[tuple[str, int], CommittedOffset] = {}
-        # Transactional offset commits (TxnOffsetCommit) waiting for their producer's
-        # COMMIT or ABORT marker: producer id -> partition -> offset. Not visible to
-        # OffsetFetch until committed (Kafka's pendingTransactionalOffsetCommits).
-        self.pending_txn_offsets: dict[int, dict[tuple[str, int], CommittedOffset]] = {}
         # trio deadline of the running join phase (rebalance or initial delay), or None
         self.join_deadline: float | None = None
         self.in_initial_delay = False  # the join phase is the initial delay (KIP-134)
@@ -205,44 +178,11 @@ class Group:
             self.pending_sync.clear()
             self.sync_deadline = None
 
-    # -- transactional offsets
-    def has_pending_txn_offset(self, tp: tuple[str, int]) -> bool:
-        """A transaction has an offset for `tp` that is not committed or aborted yet:
-        OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for it."""
-        return any(tp in pending for pending in self.pending_txn_offsets.values())
+    def deletion_keys(self) -> list[bytes]:
+        """The keys to tombstone when the (empty) group is deleted."""
+        from server.groups.records import GroupKey, encode_group_key
 
-    def pending_txn_partitions(self) -> set[tuple[str, int]]:
-        return {tp for pending in self.pending_txn_offsets.values() for tp in pending}
-
-    def complete_txn(self, producer_id: int, commit: bool) -> int:
-        """The producer's transaction ended: on commit its offsets replace the committed
-        ones they are newer than (a plain commit written after the transactional batch
-        wins, as in Kafka's completePendingTxnOffsetCommit); on abort they are dropped.
-        Returns how many offsets became committed."""
-        pending = self.pending_txn_offsets.pop(producer_id, None)
-        if not pending or not commit:
-            return 0
-        applied = 0
-        for tp, committed in pending.items():
-            if committed.log_offset < 0:
-                # Its append had not returned, so the producer cannot have been told it
-                # succeeded, and EndTxn comes after that answer (Kafka treats this as a bug).
-                continue
-            current = self.offsets.get(tp)
-            if current is None or current.older_than(committed):
-                self.offsets[tp] = committed
-                applied += 1
-        return applied
-
-    def drop_pending_txn_offsets(self, tps) -> None:
-        """Offsets deleted (OffsetDelete, a deleted topic, the group deleted): a pending
-        transactional offset for them must not come back at its COMMIT marker."""
-        for producer_id in list(self.pending_txn_offsets):
-            pending = self.pending_txn_offsets[producer_id]
-            for tp in tps:
-                pending.pop(tp, None)
-            if not pending:
-                del self.pending_txn_offsets[producer_id]
+        return [encode_group_key(GroupKey(self.group_id))]
 
     # -- members
     @property

@@ -18,7 +18,7 @@ from wire.registry import ApiKey
 from server.authorized_operations import NOT_REQUESTED, group_operations
 from server.context import RequestContext
 from server.security.acls import AclOperation, ResourceType
-from server.groups import GroupState
+from server.groups import GroupState, is_consumer_group
 
 API_KEY = ApiKey.DESCRIBE_GROUPS
 MAY_BLOCK = False
@@ -37,7 +37,9 @@ def _describe(ctx: RequestContext, group_id: str, with_operations: bool) -> dict
     if code != ErrorCode.NONE:
         return {"error_code": code, "group_id": group_id, "group_state": "", "protocol_type": "",
                 "protocol_data": "", "members": [], "authorized_operations": operations}
-    if group is None:
+    if group is None or is_consumer_group(group):
+        # A KIP-848 group is not a classic group: Kafka 3.9 describes it as Dead (its
+        # members are seen with ConsumerGroupDescribe).
         return {"error_code": ErrorCode.NONE, "group_id": group_id, "group_state": str(GroupState.DEAD),
                 "protocol_type": "", "protocol_data": "", "members": [], "authorized_operations": operations}
     stable = group.state == GroupState.STABLE

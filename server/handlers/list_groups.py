@@ -1,10 +1,11 @@
 """ListGroups (16): every group, with its protocol type (and state, v4+; type, v5+).
 
 Implements v0-5. states_filter (v4+) and types_filter (v5+) match case-insensitively, as
-Kafka does. Groups are "classic", or "share" (KIP-932, protocol type "share", state
-Empty or Stable; from the share coordinator, server/groups/share/). In a cluster each
-broker lists the groups it coordinates (clients ask every broker), with
-COORDINATOR_LOAD_IN_PROGRESS while one of its partitions loads.
+Kafka does; a group is "classic" (JoinGroup/SyncGroup), "consumer" (KIP-848,
+ConsumerGroupHeartbeat; states Empty, Assigning, Reconciling, Stable) or "share" (KIP-932,
+protocol type "share", states Empty or Stable; from the share coordinator,
+server/groups/share/). In a cluster each broker lists the groups it coordinates (clients ask
+every broker), with COORDINATOR_LOAD_IN_PROGRESS while one of its partitions loads.
 """
 
 from __future__ import annotations
@@ -13,10 +14,19 @@ from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
+from server.groups import is_consumer_group
 from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 API_KEY = ApiKey.LIST_GROUPS
 MAY_BLOCK = False
+
+
+def _entry(group) -> dict:
+    if is_consumer_group(group):
+        return {"group_id": group.group_id, "protocol_type": "consumer", "group_state": str(group.consumer_state),
+                "group_type": "consumer"}
+    return {"group_id": group.group_id, "protocol_type": group.protocol_type or "", "group_state": str(group.state),
+            "group_type": "classic"}
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
@@ -33,8 +43,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         # Kafka: without DESCRIBE on the cluster, the groups the principal may DESCRIBE.
         listed = [g for g in listed
                   if ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id, log_denied=False)]
-    entries = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "",
-                "group_state": str(g.state), "group_type": "classic"} for g in listed]
+    entries = [_entry(g) for g in listed]
     if types is None or "share" in {t.lower() for t in types}:
         wanted = {s.lower() for s in states} if states else None
         for group in ctx.broker.share.groups.values():

@@ -23,7 +23,8 @@ MAY_BLOCK = False
 
 
 def _fetch_group(ctx: RequestContext, group_id: str, topics: list[dict] | None,
-                 require_stable: bool) -> tuple[ErrorCode, list[dict]]:
+                 require_stable: bool, member_id: str | None = None,
+                 member_epoch: int = -1) -> tuple[ErrorCode, list[dict]]:
     groups = ctx.broker.groups
     if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
         code = ErrorCode.GROUP_AUTHORIZATION_FAILED
@@ -35,7 +36,7 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics: list[dict] | None,
     if groups is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
     wanted = None if topics is None else [(t["name"], p) for t in topics for p in t["partition_indexes"]]
-    code, offsets = groups.fetch_offsets(group_id, wanted)
+    code, offsets = groups.fetch_offsets(group_id, wanted, member_id, member_epoch)
     if code != ErrorCode.NONE:
         if ctx.api_version >= 2:
             return code, []
@@ -77,7 +78,9 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     if ctx.api_version >= 8:
         out = []
         for group in request["groups"]:
-            code, topics = _fetch_group(ctx, group["group_id"], group.get("topics"), require_stable)
+            # v9: a KIP-848 member names itself and its epoch (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID)
+            code, topics = _fetch_group(ctx, group["group_id"], group.get("topics"), require_stable,
+                                        group.get("member_id"), group.get("member_epoch", -1))
             out.append({"group_id": group["group_id"], "topics": topics, "error_code": code})
         return {"throttle_time_ms": 0, "groups": out}
     code, topics = _fetch_group(ctx, request["group_id"], request.get("topics"), require_stable)

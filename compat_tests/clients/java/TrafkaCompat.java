@@ -1085,6 +1085,15 @@ public final class TrafkaCompat {
                     "cooperative-sticky", "org.apache.kafka.clients.consumer.CooperativeStickyAssignor");
                 p.put("partition.assignment.strategy", assignors.get(opts.get("assignor")));
             }
+            if ("consumer".equals(opts.get("protocol"))) {
+                // KIP-848: the broker assigns and sets the session and heartbeat timing; the
+                // client refuses these classic settings with group.protocol=consumer.
+                p.remove("session.timeout.ms");
+                p.remove("heartbeat.interval.ms");
+                p.remove("partition.assignment.strategy");
+                p.put("group.protocol", "consumer");
+                if (opts.containsKey("remote-assignor")) p.put("group.remote.assignor", opts.get("remote-assignor"));
+            }
             Worker w = new Worker(consumer(p));
             CountDownLatch done = new CountDownLatch(1);
             Runtime.getRuntime().addShutdownHook(new Thread(() -> {
