@@ -194,7 +194,7 @@ def start_broker(name: str, *, port: int | None = None, data_dir: str | None = N
                "--advertised", f"127.0.0.1:{port}", "--data-dir", data_dir, "--log-level", "WARNING"]
         for key, value in (settings or {}).items():
             cmd += ["--set", f"{key}={value}"]
-        env = {**os.environ, "PYTHONPATH": str(checkout)}
+        env = {**os.environ, "PYTHONPATH": str(checkout), "TRAFKA_SCHEMA_REGISTRY_LISTENERS": ""}  # no registry port
         popen = subprocess.Popen(cmd, cwd=checkout, stdout=logf, stderr=subprocess.STDOUT, env=env)
     elif name == "tansu":
         url = f"tcp://127.0.0.1:{port}"

@@ -105,7 +105,10 @@ async def run_broker(config, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
     from server.network import Server
 
     broker = Broker(config)
+    registry = _schema_registry(broker, config)  # binds its port first: a taken port stops start-up here
     await trio.to_thread.run_sync(broker.open)
+    if registry is not None:
+        await trio.to_thread.run_sync(registry.load)
     # The start-up heap (definitions, recovered state) lives as long as the process: keep
     # it out of the cyclic collector's full passes.
     gc.freeze()
@@ -119,6 +122,8 @@ async def run_broker(config, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
             if broker.cluster is not None:
                 await root.start(broker.cluster.run)
             await root.start(broker.run_background)
+            if registry is not None:
+                await root.start(registry.serve)
             addresses = await root.start(server.serve_listeners, config.listener_list, connections.nursery)
             host, port = config.advertised
             listening = ", ".join(f"{a[0]}:{a[1]}" for a in addresses)
@@ -150,6 +155,26 @@ async def run_broker(config, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(broker.close)
         log.info("stopped; logs flushed")
+
+
+def _schema_registry(broker, config):
+    """The Schema Registry (server/schema_registry/) when schema.registry.listeners is set,
+    its port bound; a port that cannot be bound is logged and ends the process (exit 1)."""
+    listener = config.get("schema.registry.listeners")
+    if not listener:
+        return None
+    if broker.cluster is not None:
+        log.warning("schema registry: not served by ZooKeeper-mode cluster members yet (single broker only); "
+                    "set schema.registry.listeners= to silence this")
+        return None
+    from server.schema_registry import RegistryBindError, RegistryServer
+
+    try:
+        return RegistryServer(broker, listener)
+    except RegistryBindError as exc:
+        log.error("%s", exc)
+        print(f"trafka: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
 
 
 class _ConnectionNursery:
