@@ -26,6 +26,7 @@ log = logging.getLogger("trafka.schema_registry")
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 MAX_BODY = 16 * 1024 * 1024
+DRAIN_LIMIT = 8 * MAX_BODY
 
 
 class RegistryJSON(JSONResponse):
@@ -43,10 +44,17 @@ def _flag(request: Request, name: str, default: bool = False) -> bool:
 async def _body(request: Request) -> Any:
     """The request's JSON body, at most MAX_BODY bytes (413 beyond; 400 when not JSON)."""
     data = bytearray()
+    seen = 0
     async for chunk in request.stream():
-        data += chunk
-        if len(data) > MAX_BODY:
-            raise errors.RegistryError(413, 413, f"request body larger than {MAX_BODY} bytes")
+        seen += len(chunk)
+        if seen <= MAX_BODY:
+            data += chunk
+        elif seen > DRAIN_LIMIT:
+            break  # answer now; the server closes the connection after it
+    if seen > MAX_BODY:
+        # Read (and dropped) to its end when not absurd, so the client reads the answer and
+        # its keep-alive connection stays usable.
+        raise errors.RegistryError(413, 413, f"request body larger than {MAX_BODY} bytes")
     if not data:
         return {}
     try:
