@@ -208,7 +208,8 @@ class SchemaRegistry:
         """DELETE /subjects/{subject}/versions/{version}: soft, or hard after soft."""
         async with self._lock:
             self._check_writable(subject)
-            target = self.version(subject, version, deleted=True)
+            # "latest" is the latest live version for a soft delete, any version for a hard one
+            target = self.version(subject, version, deleted=permanent or parse_version(version) != -1)
             if permanent and not target.deleted:
                 raise errors.version_not_soft_deleted(subject, target.version)
             if not permanent and target.deleted:
