@@ -163,10 +163,6 @@ def _schema_registry(broker, config):
     listener = config.get("schema.registry.listeners")
     if not listener:
         return None
-    if broker.cluster is not None:
-        log.warning("schema registry: not served by ZooKeeper-mode cluster members yet (single broker only); "
-                    "set schema.registry.listeners= to silence this")
-        return None
     from server.schema_registry import RegistryBindError, RegistryServer
 
     try:

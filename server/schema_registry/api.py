@@ -41,8 +41,8 @@ def _flag(request: Request, name: str, default: bool = False) -> bool:
     return default if value is None else value.strip().lower() == "true"
 
 
-async def _body(request: Request) -> Any:
-    """The request's JSON body, at most MAX_BODY bytes (413 beyond; 400 when not JSON)."""
+async def _raw_body(request: Request) -> bytes:
+    """The request's body, at most MAX_BODY bytes (413 beyond)."""
     data = bytearray()
     seen = 0
     async for chunk in request.stream():
@@ -55,6 +55,12 @@ async def _body(request: Request) -> Any:
         # Read (and dropped) to its end when not absurd, so the client reads the answer and
         # its keep-alive connection stays usable.
         raise errors.RegistryError(413, 413, f"request body larger than {MAX_BODY} bytes")
+    return bytes(data)
+
+
+async def _body(request: Request) -> Any:
+    """The request's JSON body (413 when too large; 400 when not JSON)."""
+    data = await _raw_body(request)
     if not data:
         return {}
     try:
@@ -63,8 +69,9 @@ async def _body(request: Request) -> Any:
         raise errors.bad_request(f"Unrecognized JSON in the request body: {exc}") from None
 
 
-def build_app(registry: SchemaRegistry) -> Starlette:
-    """The ASGI application serving `registry`."""
+def build_app(registry: SchemaRegistry, link=None) -> Starlette:
+    """The ASGI application serving `registry`; in a cluster `link` (cluster.ClusterLink)
+    says which requests go to the leader of `_schemas`."""
 
     async def root(request: Request) -> Response:
         return RegistryJSON({})
@@ -193,6 +200,20 @@ def build_app(registry: SchemaRegistry) -> Starlette:
         would re-raise it to the server after answering)."""
         async def run(request: Request) -> Response:
             try:
+                if link is not None:
+                    from server.schema_registry.cluster import FORWARDED_HEADER, OFFSET_HEADER
+
+                    if link.must_forward(request.method, request.url.path):
+                        path_qs = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+                        status, content, headers = await link.forward(
+                            request.method, path_qs, await _raw_body(request), request.headers.get("content-type"),
+                            FORWARDED_HEADER in request.headers)
+                        return Response(content, status_code=status, headers=headers)
+                    before = registry.last_write_end
+                    answer = await endpoint(request)
+                    if registry.last_write_end != before:
+                        answer.headers[OFFSET_HEADER] = str(registry.last_write_end)
+                    return answer
                 return await endpoint(request)
             except (errors.RegistryError, HTTPException):
                 raise

@@ -11,6 +11,7 @@ the same id or version; memory changes only after the append succeeded.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
@@ -35,6 +36,8 @@ class SchemaRegistry:
         self.store = Store()
         self.log = CoordinatorLog(broker, TOPIC, 1, {"cleanup.policy": "compact"})
         self._lock = trio.Lock()
+        self.link = None  # cluster.ClusterLink in a ZooKeeper cluster
+        self.last_write_end = -1  # the `_schemas` offset after the latest write
 
     # ---- start-up ------------------------------------------------------------------
     def load(self) -> None:
@@ -55,12 +58,26 @@ class SchemaRegistry:
     async def _write(self, entries: list[tuple[bytes, bytes | None]]) -> None:
         """Append records to `_schemas` and then apply them (caller holds the lock)."""
         try:
-            await self.log.append(0, entries)
+            first = await self.log.append(0, entries)
         except KafkaError as exc:
             log.error("schema registry: writing %s failed: %s", TOPIC, exc)
             raise errors.store_error(str(exc)) from None
+        self.last_write_end = first + len(entries)
+        if self.link is not None:
+            # a cluster: the tail applies committed records in log order, this one included
+            await self.link.wait_applied(self.last_write_end)
+            return
         for key, value in entries:
             self.store.apply(*records.decode(key, value))
+
+    @contextlib.asynccontextmanager
+    async def _writing(self):
+        """The write lock; in a cluster also the leader's whole log applied first, so
+        checks, ids and versions see every committed record."""
+        async with self._lock:
+            if self.link is not None:
+                await self.link.wait_caught_up()
+            yield
 
     # ---- lookups -------------------------------------------------------------------
     def subject_versions(self, subject: str, *, deleted: bool = False) -> list[Version]:
@@ -157,7 +174,7 @@ class SchemaRegistry:
     async def register(self, subject: str, body: Any, *, normalize: bool = False) -> int:
         """POST /subjects/{subject}/versions: the schema's id, registering a new version
         when the subject does not hold it yet (409, 42201, 42205)."""
-        async with self._lock:
+        async with self._writing():
             mode = self.store.mode(subject)
             if mode == "READONLY":
                 raise errors.not_permitted(f"Subject {subject} is in read-only mode")
@@ -206,7 +223,7 @@ class SchemaRegistry:
 
     async def delete_version(self, subject: str, version: str | int, *, permanent: bool = False) -> int:
         """DELETE /subjects/{subject}/versions/{version}: soft, or hard after soft."""
-        async with self._lock:
+        async with self._writing():
             self._check_writable(subject)
             # "latest" is the latest live version for a soft delete, any version for a hard one
             target = self.version(subject, version, deleted=permanent or parse_version(version) != -1)
@@ -228,7 +245,7 @@ class SchemaRegistry:
     async def delete_subject(self, subject: str, *, permanent: bool = False) -> list[int]:
         """DELETE /subjects/{subject}: soft (a DELETE_SUBJECT record), or hard after soft
         (tombstones for every version, the deletion marker, the subject's config and mode)."""
-        async with self._lock:
+        async with self._writing():
             self._check_writable(subject)
             every = self.store.versions(subject, deleted=True)
             if not every:
@@ -262,13 +279,13 @@ class SchemaRegistry:
     async def set_config(self, subject: str | None, level: Any) -> str:
         if not isinstance(level, str) or level.upper() not in compatibility.LEVELS:
             raise errors.invalid_compatibility(level)
-        async with self._lock:
+        async with self._writing():
             self._check_writable(subject)
             await self._write([(records.config_key(subject), records.config_value(level.upper()))])
         return level.upper()
 
     async def delete_config(self, subject: str | None) -> str:
-        async with self._lock:
+        async with self._writing():
             previous = self.store.level(subject)
             if subject is not None and subject not in self.store.configs:
                 if not self.store.versions(subject, deleted=True):
@@ -281,7 +298,7 @@ class SchemaRegistry:
         if not isinstance(mode, str) or mode.upper() not in MODES:
             raise errors.invalid_mode(mode)
         mode = mode.upper()
-        async with self._lock:
+        async with self._writing():
             if mode == "IMPORT" and not force:
                 holds = self.store.versions(subject) if subject is not None else self.store.subject_names()
                 if holds:
@@ -290,7 +307,7 @@ class SchemaRegistry:
         return mode
 
     async def delete_mode(self, subject: str) -> str:
-        async with self._lock:
+        async with self._writing():
             if subject not in self.store.modes:
                 raise errors.subject_mode_not_found(subject)
             previous = self.store.modes[subject]

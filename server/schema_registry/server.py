@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import socket
+from functools import partial
 
 import trio
 from hypercorn.config import Config
@@ -59,9 +60,20 @@ class RegistryServer:
         self.sock = bind(listener)
         self.address = self.sock.getsockname()[:2]
 
+        self.link = None
+        if broker.cluster is not None:
+            from server.schema_registry.cluster import ClusterLink
+
+            host, port = self.address
+            if host in ("0.0.0.0", "::", ""):
+                host = broker.config.advertised[0]
+            self.link = self.registry.link = ClusterLink(self.registry, f"http://{host}:{port}")
+
     def load(self) -> None:
-        """Blocking: replay `_schemas` (after the broker opened its logs)."""
-        self.registry.load()
+        """Blocking: replay `_schemas` (after the broker opened its logs); a cluster member
+        tails it instead (cluster.py)."""
+        if self.link is None:
+            self.registry.load()
 
     async def serve(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         config = Config()
@@ -73,4 +85,8 @@ class RegistryServer:
         config.h11_max_incomplete_size = 64 * 1024
         log.info("schema registry: listening on http://%s:%d", *self.address)
         print(f"trafka: schema registry on http://{self.address[0]}:{self.address[1]}", flush=True)
-        await hypercorn_serve(build_app(self.registry), config, task_status=task_status)
+        async with trio.open_nursery() as nursery:
+            if self.link is not None:
+                await nursery.start(self.link.run)
+            await nursery.start(partial(hypercorn_serve, build_app(self.registry, self.link), config))
+            task_status.started()
