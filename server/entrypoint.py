@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from server.cluster.launcher import StopSignal, start_broker, stop_brokers
+from server.cluster.launcher import StopSignal, registry_listener, start_broker, stop_brokers
 from server.config import ConfigError, load_config
 
 ENV = "TRAFKA_BROKERS_PER_HOST"
@@ -74,7 +74,9 @@ def main(argv: list[str] | None = None) -> int:
             advertised = f"{advertised_host}:{advertised_port + i}" if advertised_host else None
             print(f"trafka: starting broker {node} on {listen}" + (f" (advertised {advertised})" if advertised else ""),
                   flush=True)
-            brokers.append((node, config.listen_port + i, start_broker(Path(root), node, listen, {}, advertised,
+            # each broker its own Schema Registry port (schema.registry.listeners + i)
+            registry = {"schema.registry.listeners": registry_listener(config.raw("schema.registry.listeners"), i)}
+            brokers.append((node, config.listen_port + i, start_broker(Path(root), node, listen, registry, advertised,
                                                                        log_file=False)))
         while stop.signum is None:
             exited = [(node, proc.returncode) for node, _port, proc in brokers if proc.poll() is not None]

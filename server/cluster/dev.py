@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from server.cluster.launcher import StopSignal, start_broker, stop_brokers
+from server.cluster.launcher import StopSignal, registry_listener, start_broker, stop_brokers
 from server.config import ConfigError, parse_set_options
 from server.cluster.zookeeper_server import ZooKeeperServer, free_port, recv_exact
 
@@ -102,7 +102,12 @@ def run(args: argparse.Namespace) -> int:
         settings["zookeeper.connect"] = connect
         for node in range(1, count + 1):
             port = args.base_port + node - 1
-            brokers.append((node, port, start_broker(root, node, f"127.0.0.1:{port}", settings)))
+            # each broker its own Schema Registry port: 8081, 8082, ... (or from the --set/env base)
+            registry = registry_listener(settings.get("schema.registry.listeners",
+                                                      os.environ.get("TRAFKA_SCHEMA_REGISTRY_LISTENERS",
+                                                                     "127.0.0.1:8081")), node - 1)
+            brokers.append((node, port, start_broker(root, node, f"127.0.0.1:{port}",
+                                                     {**settings, "schema.registry.listeners": registry})))
         ports = [port for _node, port, _proc in brokers]
         failed = _wait_registered(brokers, ports, stop)
         if failed:

@@ -32,6 +32,15 @@ class StopSignal:
             signal.signal(sig, handler)
 
 
+def registry_listener(base: str, offset: int) -> str:
+    """The Schema Registry listener of the broker `offset` places after the first on one
+    host: the same host, the port `offset` higher (8081, 8082, ...); empty stays empty (off)."""
+    if not base:
+        return ""
+    host, _, port = base.removeprefix("http://").rpartition(":")
+    return f"{host}:{int(port) + offset}"
+
+
 def start_broker(root: Path, node: int, listen: str, settings: dict[str, str],
                  advertised: str | None = None, log_file: bool = True) -> subprocess.Popen:
     """`trafka serve` as broker `node` on `listen`, data in root/broker-<node>, its output

@@ -126,3 +126,13 @@ def test_taken_port_stops_the_broker(tmp_path):
                                                                                          "PATH": "/usr/bin:/bin"})
     assert done.returncode == 1, done.stderr
     assert f"cannot listen on 127.0.0.1:{port}" in done.stderr and "schema.registry.listeners" in done.stderr
+
+
+def test_brokers_on_one_host_get_their_own_registry_ports():
+    """`trafka dev cluster` and the Docker entrypoint give broker i the port base + i."""
+    from server.cluster.launcher import registry_listener
+
+    assert [registry_listener("127.0.0.1:8081", i) for i in range(3)] == \
+        ["127.0.0.1:8081", "127.0.0.1:8082", "127.0.0.1:8083"]
+    assert registry_listener("http://0.0.0.0:9000", 2) == "0.0.0.0:9002"
+    assert registry_listener("", 1) == ""
