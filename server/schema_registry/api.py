@@ -143,6 +143,20 @@ def build_app(registry: SchemaRegistry, link=None) -> Starlette:
         return RegistryJSON([{"subject": v.subject, "version": v.version} for v in registry.store.by_id(schema_id)
                              if deleted or not v.deleted])
 
+    async def list_schemas(request: Request) -> Response:
+        deleted = _flag(request, "deleted")
+        latest_only = _flag(request, "latestOnly")
+        prefix = request.query_params.get("subjectPrefix", "")
+        out = []
+        for name in registry.store.subject_names(deleted=deleted):
+            if name.startswith(prefix):
+                versions = registry.store.versions(name, deleted=deleted)
+                out += [v.to_json() for v in (versions[-1:] if latest_only else versions)]
+        return RegistryJSON(out)
+
+    async def contexts(request: Request) -> Response:
+        return RegistryJSON(["."])
+
     async def schema_types(request: Request) -> Response:
         return RegistryJSON(sorted(TYPES))
 
@@ -229,6 +243,8 @@ def build_app(registry: SchemaRegistry, link=None) -> Starlette:
         Route("/subjects/{subject}/versions/{version}", subject_version, methods=["GET", "DELETE"]),
         Route("/subjects/{subject}/versions/{version}/schema", subject_version_schema, methods=["GET"]),
         Route("/subjects/{subject}/versions/{version}/referencedby", referenced_by, methods=["GET"]),
+        Route("/schemas", list_schemas, methods=["GET"]),
+        Route("/contexts", contexts, methods=["GET"]),
         Route("/schemas/types", schema_types, methods=["GET"]),
         Route("/schemas/ids/{id}", schema_by_id, methods=["GET"]),
         Route("/schemas/ids/{id}/schema", schema_text_by_id, methods=["GET"]),

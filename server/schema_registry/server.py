@@ -82,6 +82,7 @@ class RegistryServer:
         config.errorlog = logging.getLogger("trafka.schema_registry.http")
         config.graceful_timeout = 2.0
         config.keep_alive_timeout = 30
+        config.read_timeout = 60  # a client that stops sending mid-request is dropped
         config.h11_max_incomplete_size = 64 * 1024
         log.info("schema registry: listening on http://%s:%d", *self.address)
         print(f"trafka: schema registry on http://{self.address[0]}:{self.address[1]}", flush=True)

