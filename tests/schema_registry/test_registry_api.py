@@ -179,5 +179,3 @@ def test_normalize_makes_key_order_irrelevant(http):
     assert first == again and http.get("/subjects/norm/versions").json() == [1]
     found = http.post("/subjects/norm", params={"normalize": "true"}, json={"schema": other}).json()
     assert found["version"] == 1
-    # without normalize a different key order is a different text (a new version, compatible)
-    assert http.post("/subjects/plain/versions", json={"schema": one}).json()["id"] != first or True
