@@ -9,6 +9,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     TRAFKA_LISTENERS=0.0.0.0:9092 \
     TRAFKA_HTTP_LISTENERS=0.0.0.0:8080 \
+    TRAFKA_SCHEMA_REGISTRY_LISTENERS=0.0.0.0:8081 \
     TRAFKA_LOG_DIRS=/data
 
 WORKDIR /app
@@ -23,8 +24,9 @@ RUN pip install --no-cache-dir . \
 
 USER trafka
 VOLUME ["/data"]
-# 8080: /metrics (Prometheus), /healthz, /readyz (server/http/); brokers per host: 8080, 8081, ...
-EXPOSE 9092 8080
+# 8080: /metrics (Prometheus), /healthz, /readyz (server/http/); 8081: the Schema Registry
+# (server/schema_registry/); brokers per host: 8080/8081, 8090/8091, ...
+EXPOSE 9092 8080 8081
 
 # An ApiVersions round trip against the broker itself, not just an open port.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=10s --retries=3 \

@@ -208,6 +208,7 @@ class TrafkaBroker(ProcessBroker):
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
         env.setdefault("PYTHONUNBUFFERED", "1")
+        env["TRAFKA_SCHEMA_REGISTRY_LISTENERS"] = ""  # no registry port (8081) per test broker
         return env
 
 

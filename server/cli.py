@@ -131,7 +131,10 @@ async def _run_broker(config, http, *, task_status=trio.TASK_STATUS_IGNORED) -> 
     broker = Broker(config)
     if http is not None:
         http.attach(broker)
+    registry = _schema_registry(broker, config)  # binds its port first: a taken port stops start-up here
     await trio.to_thread.run_sync(broker.open)
+    if registry is not None:
+        await trio.to_thread.run_sync(registry.load)
     if http is not None:
         http.opened = True
     # The start-up heap (definitions, recovered state) lives as long as the process: keep
@@ -148,6 +151,8 @@ async def _run_broker(config, http, *, task_status=trio.TASK_STATUS_IGNORED) -> 
             if broker.cluster is not None:
                 await root.start(broker.cluster.run)
             await root.start(broker.run_background)
+            if registry is not None:
+                await root.start(registry.serve)
             addresses = await root.start(server.serve_listeners, config.listener_list, connections.nursery)
             if http is not None:
                 http.attach_server(server)
@@ -181,6 +186,22 @@ async def _run_broker(config, http, *, task_status=trio.TASK_STATUS_IGNORED) -> 
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(broker.close)
         log.info("stopped; logs flushed")
+
+
+def _schema_registry(broker, config):
+    """The Schema Registry (server/schema_registry/) when schema.registry.listeners is set,
+    its port bound; a port that cannot be bound is logged and ends the process (exit 1)."""
+    listener = config.get("schema.registry.listeners")
+    if not listener:
+        return None
+    from server.schema_registry import RegistryBindError, RegistryServer
+
+    try:
+        return RegistryServer(broker, listener)
+    except RegistryBindError as exc:
+        log.error("%s", exc)
+        print(f"trafka: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
 
 
 class _ConnectionNursery:

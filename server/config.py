@@ -62,6 +62,17 @@ def _authorizer_class(text: str) -> str:
     return text
 
 
+def _registry_listener(text: str) -> str:
+    """schema.registry.listeners: one HOST:PORT (an http:// prefix is allowed, as in
+    Confluent's `listeners`); empty turns the registry off."""
+    text = text.strip()
+    if text:
+        host, sep, port = text.removeprefix("http://").rpartition(":")
+        if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ValueError("must be HOST:PORT or empty")
+    return text
+
+
 def _fsync(text: str) -> str:
     if text not in ("never", "interval", "always"):
         raise ValueError("must be never, interval or always")
@@ -159,6 +170,8 @@ SETTINGS: dict[str, Setting] = {
         _s("max.connections", int, "2147483647", "Connections accepted at once; further ones are closed at accept."),
         _s("connections.max.idle.ms", int, "600000", "Close connections idle (or stuck mid-frame) this long."),
         _s("trafka.max.partitions", int, "100000", "Total partitions the broker accepts across topics."),
+        _s("schema.registry.listeners", _registry_listener, "127.0.0.1:8081",
+           "Where the Schema Registry (Confluent's REST API, server/schema_registry/) listens: HOST:PORT; empty: off."),
         _s("group.min.session.timeout.ms", int, "6000", "Smallest session.timeout.ms a group member may ask for."),
         _s("group.max.session.timeout.ms", int, "1800000", "Largest session.timeout.ms a group member may ask for."),
         _s("group.initial.rebalance.delay.ms", int, "0", "Wait for more members before the first rebalance of an empty group."),

@@ -13,7 +13,8 @@ single broker's), broker i (0-based) gets:
 - listeners: the port of TRAFKA_LISTENERS (default 9092) + i, same host;
 - advertised.listeners: the host of TRAFKA_ADVERTISED_LISTENERS, its port + i;
 - log.dirs: TRAFKA_LOG_DIRS/broker-<node.id>;
-- http.listeners: the port of TRAFKA_HTTP_LISTENERS (default 8080) + i (empty: none).
+- http.listeners: the port of TRAFKA_HTTP_LISTENERS (default 8080) + 10 i (empty: none);
+- schema.registry.listeners: the port of TRAFKA_SCHEMA_REGISTRY_LISTENERS (default 8081) + 10 i.
 
 Every broker's output goes to the container's log. SIGTERM stops them one at a time with
 a controlled shutdown; if one broker exits on its own the others are stopped and the
@@ -27,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from server.cluster.launcher import StopSignal, http_listener_for, start_broker, stop_brokers
+from server.cluster.launcher import StopSignal, offset_listener, start_broker, stop_brokers
 from server.config import ConfigError, load_config
 
 ENV = "TRAFKA_BROKERS_PER_HOST"
@@ -75,8 +76,10 @@ def main(argv: list[str] | None = None) -> int:
             advertised = f"{advertised_host}:{advertised_port + i}" if advertised_host else None
             print(f"trafka: starting broker {node} on {listen}" + (f" (advertised {advertised})" if advertised else ""),
                   flush=True)
-            http = {"http.listeners": http_listener_for(config.get("http.listeners"), i)}  # 8080, 8081, ...
-            brokers.append((node, config.listen_port + i, start_broker(Path(root), node, listen, http, advertised,
+            # each broker its own HTTP and Schema Registry ports: PORT + 10 i (8080, 8090, ... / 8081, 8091, ...)
+            own = {"http.listeners": offset_listener(config.get("http.listeners"), i),
+                   "schema.registry.listeners": offset_listener(config.raw("schema.registry.listeners"), i)}
+            brokers.append((node, config.listen_port + i, start_broker(Path(root), node, listen, own, advertised,
                                                                        log_file=False)))
         while stop.signum is None:
             exited = [(node, proc.returncode) for node, _port, proc in brokers if proc.poll() is not None]

@@ -48,7 +48,9 @@ class BrokerProcess:
     def start(self, timeout: float = 30.0) -> "BrokerProcess":
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
-        env = dict(os.environ, PYTHONPATH=str(REPO), **self.env)
+        # The Schema Registry (port 8081 by default) stays off unless a test asks for it
+        # (--set schema.registry.listeners=... or this env): brokers share the host.
+        env = {**os.environ, "PYTHONPATH": str(REPO), "TRAFKA_SCHEMA_REGISTRY_LISTENERS": "", **self.env}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "server", "serve", "--listen", self.bootstrap, "--data-dir", str(self.data_dir),
              "--set", f"http.listeners=127.0.0.1:{self.http_port}" if self.http_port else "http.listeners=",

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from server.cluster.launcher import StopSignal, http_listener_for, start_broker, stop_brokers
+from server.cluster.launcher import StopSignal, offset_listener, start_broker, stop_brokers
 from server.config import ConfigError, parse_set_options
 from server.cluster.zookeeper_server import ZooKeeperServer, free_port, recv_exact
 
@@ -100,12 +100,16 @@ def run(args: argparse.Namespace) -> int:
             connect = zookeeper.connect_string
             print(f"trafka: ZooKeeper on {connect} (data and log in {zk_dir})", flush=True)
         settings["zookeeper.connect"] = connect
-        # No HTTP listeners unless --set http.listeners=HOST:PORT asks (then PORT, PORT+1, ...):
+        # No HTTP listeners unless --set http.listeners=HOST:PORT asks (then PORT, PORT+10, ...):
         # a try-out should not fail on a taken 8080.
         http = settings.pop("http.listeners", "")
         for node in range(1, count + 1):
             port = args.base_port + node - 1
-            own = {**settings, "http.listeners": http_listener_for(http, node - 1)}
+            # each broker its own HTTP and Schema Registry ports: PORT, PORT+10, ... (8080, 8090 / 8081, 8091, ...)
+            registry = settings.get("schema.registry.listeners",
+                                    os.environ.get("TRAFKA_SCHEMA_REGISTRY_LISTENERS", "127.0.0.1:8081"))
+            own = {**settings, "http.listeners": offset_listener(http, node - 1),
+                   "schema.registry.listeners": offset_listener(registry, node - 1)}
             brokers.append((node, port, start_broker(root, node, f"127.0.0.1:{port}", own)))
         ports = [port for _node, port, _proc in brokers]
         failed = _wait_registered(brokers, ports, stop)

@@ -32,14 +32,19 @@ class StopSignal:
             signal.signal(sig, handler)
 
 
-def http_listener_for(address: str, index: int) -> str:
-    """http.listeners of the `index`-th (from 0) broker started on one host: the port plus
-    `index`, as the Kafka ports are, so brokers started together never compete for one
-    HTTP port; empty (no HTTP listener) and port 0 stay as they are."""
+HTTP_PORT_STRIDE = 10
+
+
+def offset_listener(address: str, index: int) -> str:
+    """An HTTP listener setting (http.listeners, schema.registry.listeners) for the
+    `index`-th (from 0) broker started on one host: the port plus 10 x `index` (8080, 8090,
+    ... and 8081, 8091, ...), so brokers started together never compete for a port, and
+    one broker's registry (8081) never meets the next broker's metrics (8080 + 1); empty
+    (off) and port 0 stay as they are."""
     if not address:
         return ""
-    host, _, port = address.rpartition(":")
-    return f"{host}:{int(port) + index}" if int(port) else address
+    host, _, port = address.removeprefix("http://").rpartition(":")
+    return f"{host}:{int(port) + HTTP_PORT_STRIDE * index}" if int(port) else address
 
 
 def start_broker(root: Path, node: int, listen: str, settings: dict[str, str],

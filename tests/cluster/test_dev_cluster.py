@@ -61,7 +61,8 @@ def read_line_matching(proc: subprocess.Popen, pattern: str, timeout: float, see
 def test_dev_cluster_serves_replicated_topics_and_stops_on_ctrl_c(tmp_path):
     base = consecutive_free_ports(2)
     proc = subprocess.Popen([sys.executable, "-m", "server", "dev", "cluster", "--brokers", "2",
-                             "--base-port", str(base), "--data-dir", str(tmp_path)],
+                             "--base-port", str(base), "--data-dir", str(tmp_path),
+                             "--set", "schema.registry.listeners="],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
     seen: list[str] = []
     try:

@@ -32,6 +32,7 @@ def test_two_brokers_per_host_from_one_set_of_settings(tmp_path, zk_connect):
     proc = entrypoint({"TRAFKA_BROKERS_PER_HOST": "2", "TRAFKA_ZOOKEEPER_CONNECT": zk_connect,
                        "TRAFKA_LISTENERS": f"127.0.0.1:{base}", "TRAFKA_NODE_ID": "11",
                        "TRAFKA_LOG_DIRS": str(tmp_path), "TRAFKA_DEFAULT_REPLICATION_FACTOR": "2",
+                       "TRAFKA_SCHEMA_REGISTRY_LISTENERS": "",
                        "TRAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": "2", "TRAFKA_OFFSETS_TOPIC_NUM_PARTITIONS": "2"})
     seen: list[str] = []
     try:

@@ -1,0 +1,93 @@
+"""Serving the registry's HTTP API from the broker's own trio process (hypercorn's trio
+worker).
+
+Why bind first, ourselves: a broker whose registry port is taken must say so and not
+start, before it serves Kafka clients; so `bind` opens the socket at start-up (an OSError
+names the address) and hypercorn is handed the bound socket (`fd://`).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from functools import partial
+
+import trio
+from hypercorn.config import Config
+from hypercorn.trio import serve as hypercorn_serve
+
+from server.schema_registry.api import build_app
+from server.schema_registry.registry import SchemaRegistry
+
+log = logging.getLogger("trafka.schema_registry")
+
+
+class RegistryBindError(OSError):
+    """The registry's listener address cannot be bound."""
+
+
+def parse_listener(text: str) -> tuple[str, int]:
+    host, _, port = text.strip().removeprefix("http://").rpartition(":")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def bind(listener: str) -> socket.socket:
+    """A listening socket on `listener` (HOST:PORT); RegistryBindError when it cannot be."""
+    host, port = parse_listener(listener)
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        family, _, _, _, address = infos[0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+            sock.listen(128)
+        except OSError:
+            sock.close()
+            raise
+    except OSError as exc:
+        raise RegistryBindError(f"schema registry: cannot listen on {listener} "
+                                f"(schema.registry.listeners): {exc.strerror or exc}") from None
+    return sock
+
+
+class RegistryServer:
+    """The registry of one broker: bound at start-up, loaded from `_schemas`, then served."""
+
+    def __init__(self, broker, listener: str) -> None:
+        self.listener = listener
+        self.registry = SchemaRegistry(broker)
+        self.sock = bind(listener)
+        self.address = self.sock.getsockname()[:2]
+
+        self.link = None
+        if broker.cluster is not None:
+            from server.schema_registry.cluster import ClusterLink
+
+            host, port = self.address
+            if host in ("0.0.0.0", "::", ""):
+                host = broker.config.advertised[0]
+            self.link = self.registry.link = ClusterLink(self.registry, f"http://{host}:{port}")
+
+    def load(self) -> None:
+        """Blocking: replay `_schemas` (after the broker opened its logs); a cluster member
+        tails it instead (cluster.py)."""
+        if self.link is None:
+            self.registry.load()
+
+    async def serve(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        config = Config()
+        config.bind = [f"fd://{self.sock.detach()}"]
+        config.accesslog = None
+        config.errorlog = logging.getLogger("trafka.schema_registry.http")
+        config.graceful_timeout = 2.0
+        config.keep_alive_timeout = 30
+        config.read_timeout = 60  # a client that stops sending mid-request is dropped
+        config.h11_max_incomplete_size = 64 * 1024
+        log.info("schema registry: listening on http://%s:%d", *self.address)
+        print(f"trafka: schema registry on http://{self.address[0]}:{self.address[1]}", flush=True)
+        async with trio.open_nursery() as nursery:
+            if self.link is not None:
+                await nursery.start(self.link.run)
+            await nursery.start(partial(hypercorn_serve, build_app(self.registry, self.link), config))
+            task_status.started()
