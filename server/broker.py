@@ -437,7 +437,12 @@ class Broker:
         `appends_only`, a follower's fetch, its log end offset: `Partition.replica_waiters`),
         the timeout passes, or shutdown begins. `purgatory` says whose wait it is (Kafka's
         delayed Fetch or Produce) for the purgatory gauges of /metrics."""
-        if timeout_s <= 0 or self.shutting_down:
+        if timeout_s <= 0:
+            return
+        if self.shutting_down:
+            # Still a checkpoint: a task that loops on this wait (the registry's tail of
+            # `_schemas`) would otherwise spin without ever letting its cancellation in.
+            await trio.lowlevel.checkpoint()
             return
         event = trio.Event()
         kind = "replica_waiters" if appends_only else "waiters"

@@ -79,6 +79,12 @@ class BrokerProcess:
         self.proc.send_signal(signal.SIGTERM)
         try:
             return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            # Never leave a broker behind the test (it would hold its ports and a core): kill
+            # it, then let the caller see that the clean stop failed.
+            self.proc.kill()
+            self.proc.wait()
+            raise
         finally:
             self.proc = None
 

@@ -89,3 +89,9 @@ def test_registered_on_one_read_from_another(registry_cluster):
     assert new_id not in (schema_id, second)
     assert httpx.get(urls[other] + "/subjects", timeout=10).json() == ["s", "t", "u"] or \
         _wait(lambda: httpx.get(urls[other] + "/subjects", timeout=10).json() == ["s", "t", "u"], 15, "subjects")
+    # SIGTERM stops every live broker cleanly and promptly: the registry's tail of `_schemas`
+    # once spun on a wait that returned at once during shutdown, and the brokers never exited.
+    for node in (n for n in urls if n != leader):
+        started = time.monotonic()
+        assert cluster.brokers[node].stop(timeout=15) == 0, cluster.brokers[node].log_tail()
+        assert time.monotonic() - started < 15
