@@ -1,6 +1,6 @@
 """ShareGroupDescribe (77): share groups' members, epochs and assignments (KIP-932).
 
-Implements v1 (Kafka 4.1). A group id that is not a share group — unknown, or a classic
+Implements v1 (Kafka 4.1) and v0 (Kafka 3.9's early access; the same fields). A group id that is not a share group — unknown, or a classic
 group's — is GROUP_ID_NOT_FOUND for that group, as Kafka answers; in a cluster every group is
 UNSUPPORTED_VERSION (share groups work on a single broker).
 """

@@ -6,8 +6,9 @@ and its share coordinator (`__share_group_state`) is one object here, because a 
 broker leads every partition: `broker.share`. The handlers (share_group_heartbeat,
 share_group_describe, share_fetch, share_acknowledge) call it.
 
-Membership follows GroupMetadataManager.shareGroupHeartbeat: MemberEpoch 0 joins (the
-client makes up its member id, KIP-1082), -1 leaves, anything else must equal the member's
+Membership follows GroupMetadataManager.shareGroupHeartbeat: MemberEpoch 0 joins (at v1 the
+client makes up its member id, KIP-1082; at v0, Kafka 3.9's early access, a join with an
+empty member id gets one from the coordinator, as 3.9 did), -1 leaves, anything else must equal the member's
 epoch (FENCED_MEMBER_EPOCH) of a known member (UNKNOWN_MEMBER_ID). A change of members,
 subscriptions or subscribed topics' partitions bumps the group epoch and recomputes the
 assignment (server/groups/share/assignor.py), which members get on their next heartbeat
@@ -212,10 +213,15 @@ class ShareCoordinator:
             raise GroupIdNotFound(f"Group {group_id} is not a share group.")
 
     async def heartbeat(self, *, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
-                        subscribed_topic_names: list[str] | None, client_id: str, client_host: str) -> dict:
+                        subscribed_topic_names: list[str] | None, client_id: str, client_host: str,
+                        version: int = 1) -> dict:
         """ShareGroupHeartbeat: the response body (errors raised as KafkaError)."""
         if not group_id:
             raise InvalidRequest("GroupId can't be empty.")
+        if version == 0 and member_epoch == 0 and not member_id:
+            # Kafka 3.9 (v0): the coordinator names a joining member; kafka-clients 3.9's
+            # KafkaShareConsumer joins with an empty id and keeps the one answered.
+            member_id = str(uuid.uuid4())
         if not member_id:
             raise InvalidRequest("MemberId can't be empty.")
         if member_epoch < -1:
