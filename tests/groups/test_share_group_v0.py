@@ -9,6 +9,8 @@ has no AcquisitionLockTimeoutMs.
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from tests.brokerproc import BrokerProcess, raw_request
@@ -40,7 +42,9 @@ def test_v0_join_gets_a_member_id_fetch_and_acknowledge(broker):
     client = ShareClient(broker, "g0", member="", version=0)
     joined = client.heartbeat(0, ["q0"])
     assert joined["error_code"] == 0, joined
-    assert joined["member_id"] and joined["member_epoch"] == 1
+    # A Kafka Uuid string: 3.9's client parses it with Uuid.fromString.
+    assert len(joined["member_id"]) == 22 and joined["member_epoch"] == 1
+    assert base64.urlsafe_b64decode(joined["member_id"] + "==")
     client.member = joined["member_id"]
     client.member_epoch = joined["member_epoch"]
     assert client.heartbeat()["error_code"] == 0

@@ -34,6 +34,7 @@ state with partition leadership is not done.
 
 from __future__ import annotations
 
+import base64
 import logging
 import uuid
 
@@ -65,6 +66,15 @@ GROUP_CONFIG_DEFAULTS = {AUTO_OFFSET_RESET: "latest", ISOLATION_LEVEL: "read_unc
 GROUP_CONFIG_VALUES = {AUTO_OFFSET_RESET: ("latest", "earliest"),
                        ISOLATION_LEVEL: ("read_uncommitted", "read_committed")}
 SWEEP_S = 0.1
+
+
+def kafka_uuid() -> str:
+    """A random id as Kafka's Uuid.randomUuid().toString() spells it: URL-safe base64 of 16
+    bytes without padding, never starting with '-' (Kafka avoids that, it reads as an option)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 class ShareCoordinator:
@@ -220,8 +230,9 @@ class ShareCoordinator:
             raise InvalidRequest("GroupId can't be empty.")
         if version == 0 and member_epoch == 0 and not member_id:
             # Kafka 3.9 (v0): the coordinator names a joining member; kafka-clients 3.9's
-            # KafkaShareConsumer joins with an empty id and keeps the one answered.
-            member_id = str(uuid.uuid4())
+            # KafkaShareConsumer joins with an empty id and parses the one answered as a
+            # Kafka Uuid (Uuid.fromString: 22 characters of URL-safe base64), so it must be one.
+            member_id = kafka_uuid()
         if not member_id:
             raise InvalidRequest("MemberId can't be empty.")
         if member_epoch < -1:
