@@ -156,6 +156,8 @@ SETTINGS: dict[str, Setting] = {
         _s("group.share.max.size", int, "200", "KIP-932: members a share group may hold."),
         _s("group.share.partition.max.record.locks", int, "2000", "KIP-932: acquired records a share partition holds at once."),
         _s("share.coordinator.state.topic.num.partitions", int, "1", "Partitions of __share_group_state."),
+        _s("share.coordinator.snapshot.update.records.per.snapshot", int, "500",
+           "ShareUpdate records written after a share partition's ShareSnapshot before the next snapshot."),
         _s("offsets.retention.minutes", int, "10080", "Keep committed offsets of empty groups this long."),
         _s("offsets.retention.check.interval.ms", int, "600000", "How often expired offsets are removed."),
         _s("offsets.topic.num.partitions", int, "1", "Partitions of __consumer_offsets."),

@@ -88,6 +88,11 @@ class SharePartition:
         self.records: dict[int, InFlight] = {}
         self.state_epoch = 0
 
+    @property
+    def key(self) -> tuple[str, uuid.UUID, int]:
+        """(group id, topic id, partition): the share coordinator's key for it."""
+        return (self.group_id, self.topic_id, self.index)
+
     def __repr__(self) -> str:
         return f"SharePartition({self.group_id} {self.topic}-{self.index} [{self.start_offset}, {self.end_offset}))"
 
@@ -284,29 +289,37 @@ class SharePartition:
         return min((r.deadline for r in self.records.values() if r.state == RecordState.ACQUIRED), default=math.inf)
 
     # ------------------------------------------------------------------ persisted state
-    def state_batches(self) -> list[tuple[int, int, int, int]]:
-        """The unsettled records as (first, last, state, delivery count) ranges, ACQUIRED
-        written as AVAILABLE (Kafka's ShareSnapshot does the same: a lock does not survive
-        a restart, the delivery does)."""
-        out: list[list[int]] = []
-        for offset in sorted(self.records):
-            entry = self.records[offset]
-            state = RecordState.AVAILABLE if entry.state == RecordState.ACQUIRED else entry.state
-            if state != RecordState.AVAILABLE:
-                continue  # settled
-            if out and out[-1][1] == offset - 1 and out[-1][3] == entry.delivery_count:
-                out[-1][1] = offset
+    def state_map(self) -> dict[int, tuple[int, int]]:
+        """Every offset of [start, end) as (delivery state, delivery count), what the
+        ShareSnapshot / ShareUpdate StateBatches say: ACQUIRED is written as AVAILABLE (as
+        Kafka's share coordinator does: a lock does not survive a restart, the delivery
+        does), and an offset with no entry (a transaction marker, a compacted gap, aborted
+        records under read_committed) as ARCHIVED with no delivery."""
+        out = {}
+        records = self.records
+        for offset in range(self.start_offset, self.end_offset):
+            entry = records.get(offset)
+            if entry is None:
+                out[offset] = (int(RecordState.ARCHIVED), 0)
+            elif entry.state == RecordState.ACQUIRED:
+                out[offset] = (int(RecordState.AVAILABLE), entry.delivery_count)
             else:
-                out.append([offset, offset, int(state), entry.delivery_count])
-        return [tuple(b) for b in out]
+                out[offset] = (int(entry.state), entry.delivery_count)
+        return out
 
-    def restore(self, start_offset: int, end_offset: int, batches: Iterable[tuple[int, int, int, int]]) -> None:
+    def restore(self, start_offset: int, batches: Iterable[tuple[int, int, int, int]]) -> None:
+        """The state a replayed snapshot (with its update applied) describes: the end offset
+        is past the last state batch; AVAILABLE records can be acquired again, settled ones
+        keep their state until the start offset moves past them."""
         self.start_offset = start_offset
-        self.end_offset = max(end_offset, start_offset)
         self.records = {}
+        end = start_offset
         for first, last, state, count in batches:
-            if state != RecordState.AVAILABLE:
-                continue
-            for offset in range(max(first, start_offset), min(last + 1, self.end_offset)):
-                self.records[offset] = InFlight(RecordState.AVAILABLE, count)
+            end = max(end, last + 1)
+            kind = RecordState(state) if state in (0, 2, 4) else RecordState.ARCHIVED
+            if kind == RecordState.ACQUIRED:
+                kind = RecordState.AVAILABLE
+            for offset in range(max(first, start_offset), last + 1):
+                self.records[offset] = InFlight(kind, count)
+        self.end_offset = end
         self._advance_start()
