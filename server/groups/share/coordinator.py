@@ -275,6 +275,8 @@ class ShareCoordinator:
             member_id = kafka_uuid()
         if not member_id:
             raise InvalidRequest("MemberId can't be empty.")
+        if rack_id == "":
+            raise InvalidRequest("RackId can't be empty.")  # null (unchanged) or a rack, as Kafka checks
         if member_epoch < -1:
             raise InvalidRequest(f"MemberEpoch is {member_epoch}, must be -1, 0 or positive.")
         if member_epoch == 0 and not subscribed_topic_names:

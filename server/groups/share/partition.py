@@ -227,17 +227,29 @@ class SharePartition:
     # ------------------------------------------------------------------ acknowledge
     def acknowledge(self, member_id: str, batches: Iterable[dict]) -> None:
         """Apply one partition's AcknowledgementBatches for `member_id`, all or nothing.
-        InvalidRequest for a malformed batch; InvalidRecordState when a record is not
+        InvalidRequest for a malformed batch (empty, overlapping or out of order, the wrong
+        number of acknowledge types, an unknown type); InvalidRecordState when a record is not
         acquired by this member (never acquired, settled, lock expired, another's)."""
         plan: list[tuple[int, int, list[int]]] = []
+        previous_last = -1
+        # The request's shape first, all batches (Kafka checks it before any record state).
         for batch in batches:
             first, last, types = batch["first_offset"], batch["last_offset"], batch["acknowledge_types"]
             if first > last or first < 0:
                 raise InvalidRequest(f"acknowledgement batch [{first}, {last}] is empty")
+            if first <= previous_last:
+                # Kafka's validateAcknowledgementBatches: batches ascend and do not overlap,
+                # so no offset is acknowledged twice in one request.
+                raise InvalidRequest(f"acknowledgement batch [{first}, {last}] overlaps or precedes the one "
+                                     f"ending at {previous_last}")
+            previous_last = last
             if len(types) not in (1, last - first + 1):
                 raise InvalidRequest(f"acknowledgement batch [{first}, {last}] has {len(types)} acknowledge types")
             if any(t not in (0, 1, 2, 3) for t in types):
                 raise InvalidRequest(f"acknowledge types {sorted(set(types))}: only 0-3 exist at version 1")
+            plan.append((first, last, types))
+        # Then the records: every one must be acquired by this member.
+        for first, last, _types in plan:
             if first < self.start_offset or last >= self.end_offset:
                 raise InvalidRecordState(f"{self.topic}-{self.index}: offsets [{first}, {last}] are not in flight "
                                          f"(share partition [{self.start_offset}, {self.end_offset}))")
@@ -247,7 +259,6 @@ class SharePartition:
                     state = "settled" if entry is None else entry.state.name
                     raise InvalidRecordState(f"{self.topic}-{self.index} offset {offset} is {state}, not acquired "
                                              f"by {member_id}")
-            plan.append((first, last, types))
         for first, last, types in plan:
             for offset in range(first, last + 1):
                 kind = types[0] if len(types) == 1 else types[offset - first]
