@@ -6,8 +6,8 @@ order, the wrong number of types, unknown types, offsets not in flight or not he
 small model says which code each must get: INVALID_REQUEST for a malformed partition,
 INVALID_RECORD_STATE for offsets this member does not hold acquired, NONE otherwise — and
 then nothing of a refused partition is applied. Every refusal leaves a line in the log.
-The fixed cases cover ShareGroupHeartbeat's checks (RackId "", MemberEpoch < -1) and the
-session epochs of ShareFetch / ShareAcknowledge.
+The fixed cases cover ShareGroupHeartbeat's checks (RackId "", MemberEpoch < -1), the
+session epochs of ShareFetch / ShareAcknowledge and ShareGroupDescribe's group ids.
 """
 
 from __future__ import annotations
@@ -118,6 +118,9 @@ def test_heartbeat_and_session_bad_input(broker):
     assert m.acknowledge(broker.topic_id, {0: [(0, 0, [1])]}, epoch=5)["error_code"] == E.SHARE_SESSION_NOT_FOUND
     assert m.fetch(broker.topic_id)["error_code"] == 0  # opens the session (epoch 0 -> 1)
     assert m.fetch(broker.topic_id, epoch=7)["error_code"] == E.INVALID_SHARE_SESSION_EPOCH
+    described = m.describe("", "no-such-group")["groups"]
+    assert [g["error_code"] for g in described] == [E.INVALID_GROUP_ID, E.GROUP_ID_NOT_FOUND]
     text = broker.log_path.read_text(errors="replace")
+    assert "ShareGroupDescribe no-such-group from share-tests: GROUP_ID_NOT_FOUND" in text
     assert f"ShareGroupHeartbeat {m.group}/{m.member}@0" in text and "RackId can't be empty." in text
     assert f"ShareFetch {m.group}/{m.member}@7" in text and "INVALID_SHARE_SESSION_EPOCH" in text
