@@ -7,8 +7,9 @@ The ranges follow ../shared/CLIENTS.md §10 ("what the broker should advertise")
 - Produce v0-2 are advertised but refused at request time, as Kafka 4 does (KAFKA-18659);
 - no telemetry (71/72): advertising it makes clients use it;
 - KIP-848 consumer groups: ConsumerGroupHeartbeat (68) at v0-1 and ConsumerGroupDescribe (69);
-- the share-group APIs (76-79) at v1 only, Kafka 4.1's stable version: only a share
-  consumer (confluent-kafka's ShareConsumer) sends them.
+- the share-group APIs (76-79) at v0-1: v1 is Kafka 4.1's stable version (confluent-kafka's
+  ShareConsumer), v0 the early access of Kafka 3.9 that kafka-clients 3.9's
+  KafkaShareConsumer sends; only share consumers send them.
 
 `INTER_BROKER_VERSIONS` holds the APIs brokers of a cluster send each other (controller to
 broker, leader to controller; ../shared/CLUSTER.md §3) at Kafka 3.9's full ranges. They
@@ -141,11 +142,12 @@ API_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
-    # Share groups (KIP-932): v1 only, as Kafka 4.1 (v0 was 4.0's early access; wire.newer_versions).
-    ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1),
-    ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
-    ApiKey.SHARE_FETCH: (1, 1),
-    ApiKey.SHARE_ACKNOWLEDGE: (1, 1),
+    # Share groups (KIP-932): v1 as Kafka 4.1, and 3.9's early-access v0 for kafka-clients
+    # 3.9's KafkaShareConsumer (wire.newer_versions; Kafka 4.1 itself dropped v0).
+    ApiKey.SHARE_GROUP_HEARTBEAT: (0, 1),
+    ApiKey.SHARE_GROUP_DESCRIBE: (0, 1),
+    ApiKey.SHARE_FETCH: (0, 1),
+    ApiKey.SHARE_ACKNOWLEDGE: (0, 1),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),  # v1: Kafka 4.0 (wire.newer_versions), librdkafka 2.16's only version
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
 }

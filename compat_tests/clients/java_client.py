@@ -147,6 +147,13 @@ def worker_argv(bootstrap: str, group: str, client_id: str, session_ms: int, ins
     return argv + list(topics)
 
 
+def share_worker_argv(bootstrap: str, group: str, client_id: str, topics: list[str]) -> list[str]:
+    """A share-group member (kafka-clients 3.9's KafkaShareConsumer, share APIs v0) as a Java
+    process: one JSON line per record it accepts; "stop" (or EOF) on stdin closes it."""
+    return java_command() + ["share_worker", "--bootstrap", bootstrap, "--group", group,
+                             "--client-id", client_id, *topics]
+
+
 def _escape_property(text: str) -> str:
     """A key or value as java.util.Properties.load reads it back (backslashes, separators,
     line breaks and leading blanks escaped)."""

@@ -1,6 +1,6 @@
 """ShareAcknowledge (79): settle records a share consumer acquired (KIP-932).
 
-Implements v1 (Kafka 4.1). Each AcknowledgementBatch gives one acknowledge type for all its
+Implements v1 (Kafka 4.1) and v0 (Kafka 3.9's early access; the same fields). Each AcknowledgementBatch gives one acknowledge type for all its
 offsets or one per offset: 0 GAP (no record there), 1 ACCEPT, 2 RELEASE (deliver again),
 3 REJECT (never deliver). Acknowledgements travel in a share session: epoch 0 cannot carry
 them (INVALID_SHARE_SESSION_EPOCH), -1 applies them and closes the session (releasing what

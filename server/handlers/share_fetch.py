@@ -1,9 +1,15 @@
 """ShareFetch (78): acquire records for a share consumer, and settle earlier ones (KIP-932).
 
-Implements v1 (Kafka 4.1). In a share session (ShareSessionEpoch 0 opens it and may not
-carry acknowledgements, INVALID_REQUEST; -1 applies the acknowledgements and closes it,
-releasing what the member still holds, and fetches nothing; other epochs must be the
-session's next: SHARE_SESSION_NOT_FOUND / INVALID_SHARE_SESSION_EPOCH at the top level).
+Implements v1 (Kafka 4.1) and v0 (Kafka 3.9's early access, kafka-clients 3.9's
+KafkaShareConsumer): v0 has no MaxRecords (DEFAULT_MAX_RECORDS applies) but a
+PartitionMaxBytes per partition, which caps what that partition adds to the answer (kept
+in the share session, as Kafka's share session keeps it); the v0 response has no
+AcquisitionLockTimeoutMs (the codec leaves it out).
+
+In a share session (ShareSessionEpoch 0 opens it and may not carry acknowledgements,
+INVALID_REQUEST; -1 applies the acknowledgements and closes it, releasing what the member
+still holds, and fetches nothing; other epochs must be the session's next:
+SHARE_SESSION_NOT_FOUND / INVALID_SHARE_SESSION_EPOCH at the top level).
 Topics add partitions to the session, ForgottenTopicsData removes them; the fetch covers
 every partition of the session. The session ends too when the connection that opened it
 closes (server/groups/share/sessions.py).
@@ -82,7 +88,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         return _error(exc.code, str(exc))
     for topic in topics:
         for part in topic["partitions"]:
-            session.partitions[(topic["topic_id"], part["partition_index"])] = None
+            # v0's PartitionMaxBytes (None at v1: only MaxBytes / MaxRecords bound it).
+            session.partitions[(topic["topic_id"], part["partition_index"])] = part.get("partition_max_bytes")
     for topic in request.get("forgotten_topics_data") or []:
         for index in topic["partitions"]:
             session.partitions.pop((topic["topic_id"], index), None)
@@ -118,7 +125,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             entry = entries.setdefault(key, _entry(index))
             entry["error_code"], entry["error_message"] = code, str(exc)
             continue
-        sources.append((key, partition, sp))
+        sources.append((key, partition, sp, session.partitions.get(key)))
 
     read_committed = share.group_config(group_id, ISOLATION_LEVEL) == "read_committed"
     max_records = request.get("max_records") or DEFAULT_MAX_RECORDS
@@ -128,12 +135,13 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         got = 0
         budget_records, budget_bytes = max_records, max_bytes
         lock_deadline = share.lock_deadline()
-        for key, partition, sp in sources:
+        for key, partition, sp, partition_max_bytes in sources:
             if budget_records <= 0 or budget_bytes <= 0:
                 break
+            limit = budget_bytes if partition_max_bytes is None else min(budget_bytes, max(partition_max_bytes, 1))
             try:
                 upto = partition.last_stable_offset if read_committed else partition.high_watermark
-                found = sp.acquire(partition.log, upto, member_id, budget_records, budget_bytes, lock_deadline,
+                found = sp.acquire(partition.log, upto, member_id, budget_records, limit, lock_deadline,
                                    read_committed=read_committed)
             except Exception as exc:
                 code = error_code_for(exc)
@@ -151,7 +159,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         remaining = deadline - trio.current_time()
         if got or remaining <= 0 or broker.shutting_down or not sources:
             break
-        await broker.wait_for_data([p for _k, p, _s in sources], remaining)
+        await broker.wait_for_data([p for _k, p, _s, _m in sources], remaining)
     return _answer(share, entries)
 
 

@@ -1,4 +1,4 @@
-"""Raw share-group requests (KIP-932, v1) over a real socket, for the share-group tests.
+"""Raw share-group requests (KIP-932, v1, or 3.9's early-access v0 with `version=0`) over a real socket, for the share-group tests.
 
 A `ShareClient` keeps one connection, as a consumer does: a share session ends when the
 connection that opened it closes (then the member's records are released). After a broker
@@ -18,8 +18,9 @@ from wire.registry import ApiKey as K
 
 
 class ShareClient:
-    def __init__(self, broker: BrokerProcess, group: str, member: str | None = None) -> None:
+    def __init__(self, broker: BrokerProcess, group: str, member: str | None = None, *, version: int = 1) -> None:
         self.broker = broker
+        self.version = version
         self.group = group
         self.member = uuid.uuid4().hex[:22] if member is None else member
         self.member_epoch = 0
@@ -35,9 +36,9 @@ class ShareClient:
                 self.sock = socket.create_connection(("127.0.0.1", self.broker.port), timeout=15)
             correlation = next(self._correlation)
             try:
-                self.sock.sendall(encode_request(key, 1, correlation, body, client_id="share-tests"))
+                self.sock.sendall(encode_request(key, self.version, correlation, body, client_id="share-tests"))
                 size = struct.unpack(">i", recv_exact(self.sock, 4))[0]
-                got, response = decode_response(key, 1, recv_exact(self.sock, size))
+                got, response = decode_response(key, self.version, recv_exact(self.sock, size))
             except (ConnectionError, OSError):
                 self.close()
                 if attempt:
@@ -70,7 +71,8 @@ class ShareClient:
 
     def fetch(self, topic_id: uuid.UUID, partitions=(0,), *,
               acks: dict[int, list[tuple[int, int, list[int]]]] | None = None,
-              epoch: int | None = None, max_wait_ms: int = 0, max_records: int = 500, forget=()) -> dict:
+              epoch: int | None = None, max_wait_ms: int = 0, max_records: int = 500, forget=(),
+              partition_max_bytes: int = 1048576) -> dict:
         acks = acks or {}
         parts = sorted(set(partitions) | set(acks))
         body = {"group_id": self.group, "member_id": self.member,
@@ -78,7 +80,8 @@ class ShareClient:
                 "max_wait_ms": max_wait_ms, "min_bytes": 1, "max_bytes": 52428800, "max_records": max_records,
                 "batch_size": max_records,
                 "topics": [{"topic_id": topic_id, "partitions": [
-                    {"partition_index": p, "acknowledgement_batches": [
+                    {"partition_index": p, "partition_max_bytes": partition_max_bytes,  # v0 only
+                     "acknowledgement_batches": [
                         {"first_offset": f, "last_offset": last, "acknowledge_types": types}
                         for f, last, types in acks.get(p, [])]} for p in parts]}] if parts else [],
                 "forgotten_topics_data": [{"topic_id": topic_id, "partitions": list(forget)}] if forget else []}

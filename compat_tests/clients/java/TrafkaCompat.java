@@ -57,6 +57,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.common.TopicIdPartition;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.ConfigEntry;
@@ -141,6 +142,8 @@ public final class TrafkaCompat {
             new Server(args[1]).run();
         } else if (args.length > 0 && args[0].equals("worker")) {
             Worker.main(Arrays.copyOfRange(args, 1, args.length));
+        } else if (args.length > 0 && args[0].equals("share_worker")) {
+            ShareWorker.main(Arrays.copyOfRange(args, 1, args.length));
         } else {
             System.err.println("usage: TrafkaCompat serve BOOTSTRAP | worker --bootstrap B --group G ... TOPIC...");
             System.exit(2);
@@ -1218,6 +1221,74 @@ public final class TrafkaCompat {
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
             }
+        }
+    }
+
+    /**
+     * A share-group member (KIP-932) in a process of its own: kafka-clients 3.9's early-access
+     * KafkaShareConsumer, which speaks the v0 share APIs. It accepts every record by implicit
+     * acknowledgement, sent by a commitSync after each poll (3.9 settles on implicit mode when
+     * its first two polls find nothing, which acknowledge() cannot undo), printing one JSON line per
+     * record ({"partition", "offset", "value"}) and one per acknowledgement failure
+     * ({"error"}), so a test can tell that every record was delivered and accepted once.
+     * It stops and closes (sending its last acknowledgements) when stdin closes or says "stop".
+     */
+    static final class ShareWorker {
+        static void main(String[] args) throws Exception {
+            Map<String, String> opts = new HashMap<>();
+            List<String> topics = new ArrayList<>();
+            for (int i = 0; i < args.length; i++) {
+                if (args[i].startsWith("--")) opts.put(args[i].substring(2), args[++i]);
+                else topics.add(args[i]);
+            }
+            Properties p = new Properties();
+            p.put("bootstrap.servers", opts.get("bootstrap"));
+            p.put("group.id", opts.get("group"));
+            p.put("client.id", opts.getOrDefault("client-id", "compat-share"));
+            p.put("enable.metrics.push", "false");
+            p.put("key.deserializer", "org.apache.kafka.common.serialization.ByteArrayDeserializer");
+            p.put("value.deserializer", "org.apache.kafka.common.serialization.ByteArrayDeserializer");
+            final java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+            Thread stdin = new Thread(() -> {
+                try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
+                    String line;
+                    while ((line = in.readLine()) != null && !line.trim().equals("stop")) { }
+                } catch (Exception e) { }
+                stop.set(true);
+            }, "stdin");
+            stdin.setDaemon(true);
+            stdin.start();
+            try (org.apache.kafka.clients.consumer.KafkaShareConsumer<byte[], byte[]> consumer =
+                     new org.apache.kafka.clients.consumer.KafkaShareConsumer<>(p)) {
+                consumer.subscribe(topics);
+                emit("{\"ready\":true}");
+                while (!stop.get()) {
+                    org.apache.kafka.clients.consumer.ConsumerRecords<byte[], byte[]> records =
+                        consumer.poll(Duration.ofMillis(200));
+                    List<String> lines = new ArrayList<>();
+                    for (org.apache.kafka.clients.consumer.ConsumerRecord<byte[], byte[]> r : records) {
+                        JsonObject o = new JsonObject();
+                        o.addProperty("partition", r.partition());
+                        o.addProperty("offset", r.offset());
+                        o.addProperty("value", new String(r.value(), StandardCharsets.UTF_8));
+                        lines.add(o.toString());
+                    }
+                    if (!records.isEmpty()) {
+                        Map<TopicIdPartition, java.util.Optional<org.apache.kafka.common.KafkaException>> result =
+                            consumer.commitSync(Duration.ofSeconds(30));
+                        for (Map.Entry<TopicIdPartition, java.util.Optional<org.apache.kafka.common.KafkaException>> e
+                                : result.entrySet()) {
+                            if (e.getValue() != null && e.getValue().isPresent()) {
+                                JsonObject o = new JsonObject();
+                                o.addProperty("error", e.getKey() + ": " + e.getValue().get());
+                                lines.add(o.toString());
+                            }
+                        }
+                    }
+                    emitAll(lines);
+                }
+            }
+            emit("{\"closed\":true}");
         }
     }
 }

@@ -6,8 +6,9 @@ and its share coordinator (`__share_group_state`) is one object here, because a 
 broker leads every partition: `broker.share`. The handlers (share_group_heartbeat,
 share_group_describe, share_fetch, share_acknowledge) call it.
 
-Membership follows GroupMetadataManager.shareGroupHeartbeat: MemberEpoch 0 joins (the
-client makes up its member id, KIP-1082), -1 leaves, anything else must equal the member's
+Membership follows GroupMetadataManager.shareGroupHeartbeat: MemberEpoch 0 joins (at v1 the
+client makes up its member id, KIP-1082; at v0, Kafka 3.9's early access, a join with an
+empty member id gets one from the coordinator, as 3.9 did), -1 leaves, anything else must equal the member's
 epoch (FENCED_MEMBER_EPOCH) of a known member (UNKNOWN_MEMBER_ID). A change of members,
 subscriptions or subscribed topics' partitions bumps the group epoch and recomputes the
 assignment (server/groups/share/assignor.py), which members get on their next heartbeat
@@ -19,12 +20,16 @@ request for a classic group's id is GROUP_ID_NOT_FOUND ("not a share group"), an
 JoinGroup for a share group's id UNKNOWN_MEMBER_ID, as Kafka answers.
 
 Durability: a share partition's state is appended to `__share_group_state`
-(server/coordinator_log.py, records.py) when it is initialised and on every
-acknowledgement before the answer goes out; releases and expired locks are written in the
-background. It is replayed at start-up: accepted (and rejected) records are never
-delivered again after a restart, records only acquired come back as available. Group
-membership and share sessions are not persisted: after a restart members get
-UNKNOWN_MEMBER_ID / SHARE_SESSION_NOT_FOUND and join and open sessions again, as clients do.
+(server/coordinator_log.py) as Kafka's share coordinator records (records.py): a
+ShareSnapshot when it is initialised and after every
+`share.coordinator.snapshot.update.records.per.snapshot` ShareUpdates, a ShareUpdate on
+every acknowledgement before the answer goes out; releases and expired locks are written in
+the background. At start-up the newest snapshot of each share partition with the newest
+update of its snapshot epoch is replayed: accepted (and rejected) records are never
+delivered again after a restart, records only acquired come back as available (with the
+deliveries they had). Group membership and share sessions are not persisted: after a
+restart members get UNKNOWN_MEMBER_ID / SHARE_SESSION_NOT_FOUND and join and open sessions
+again, as clients do.
 
 Single broker only: in a cluster (ZooKeeper mode) the share APIs answer UNSUPPORTED_VERSION,
 Kafka's answer when share groups are turned off; placing share coordinators and moving share
@@ -33,8 +38,10 @@ state with partition leadership is not done.
 
 from __future__ import annotations
 
+import base64
 import logging
 import uuid
+from dataclasses import dataclass
 
 import trio
 
@@ -66,6 +73,31 @@ GROUP_CONFIG_VALUES = {AUTO_OFFSET_RESET: ("latest", "earliest"),
 SWEEP_S = 0.1
 
 
+@dataclass(slots=True)
+class _Written:
+    """A share partition's newest ShareSnapshot as written (epoch, offset -> (state, count),
+    start offset) and how many ShareUpdates followed it."""
+
+    snapshot_epoch: int
+    states: dict[int, tuple[int, int]]
+    start_offset: int
+    updates: int
+
+
+def _expand(snapshot: rec.ShareSnapshot) -> dict[int, tuple[int, int]]:
+    return {o: (state, count) for first, last, state, count in snapshot.batches
+            for o in range(max(first, snapshot.start_offset), last + 1)}
+
+
+def kafka_uuid() -> str:
+    """A random id as Kafka's Uuid.randomUuid().toString() spells it: URL-safe base64 of 16
+    bytes without padding, never starting with '-' (Kafka avoids that, it reads as an option)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
 class ShareCoordinator:
     def __init__(self, broker) -> None:
         cfg = broker.config
@@ -76,10 +108,13 @@ class ShareCoordinator:
         self.delivery_limit = cfg.get("group.share.delivery.count.limit")
         self.max_size = cfg.get("group.share.max.size")
         self.max_locks = cfg.get("group.share.partition.max.record.locks")
+        self.updates_per_snapshot = cfg.get("share.coordinator.snapshot.update.records.per.snapshot")
         self.log = CoordinatorLog(broker, rec.STATE_TOPIC, cfg.get("share.coordinator.state.topic.num.partitions"),
                                   rec.STATE_TOPIC_CONFIGS)
         self.groups: dict[str, ShareGroup] = {}
         self.partitions: dict[tuple[str, uuid.UUID, int], SharePartition] = {}
+        # What `__share_group_state` holds per share partition: the snapshot updates diff against.
+        self._written: dict[tuple[str, uuid.UUID, int], _Written] = {}
         self.sessions = ShareSessionCache()
         # Group configs (Kafka's GROUP config resource): share.auto.offset.reset, share.isolation.level.
         self.group_configs: dict[str, dict[str, str]] = {}
@@ -95,7 +130,8 @@ class ShareCoordinator:
             return
         self.log.ensure_topic()
         self._topic_ready = True
-        snapshots: dict[rec.ShareStateKey, rec.ShareSnapshot | None] = {}
+        # share partition -> [its newest snapshot, the newest update of that snapshot, updates since]
+        found: dict[tuple[str, uuid.UUID, int], list] = {}
 
         def on_record(_partition, _header, record) -> None:
             key = rec.decode_key(record.key)
@@ -105,17 +141,32 @@ class ShareCoordinator:
                 else:
                     self.group_configs[key.group_id] = rec.decode_configs(record.value)
                 return
-            snapshots[key] = None if record.value is None else rec.decode_value(record.value)
+            if record.value is None:  # a tombstone: the share partition's state is gone
+                found.pop(key.share_partition, None)
+                return
+            if not key.update:
+                found[key.share_partition] = [rec.decode_snapshot(record.value), None, 0]
+                return
+            update = rec.decode_update(record.value)
+            entry = found.get(key.share_partition)
+            # An update applies to the snapshot of its SnapshotEpoch, written before it;
+            # one of an older snapshot (compaction keeps it ahead of the newer snapshot) is stale.
+            if entry is not None and update.snapshot_epoch == entry[0].snapshot_epoch % rec.SNAPSHOT_EPOCH_MODULO:
+                entry[1] = update
+                entry[2] += 1
 
         counts = self.log.replay(on_record)
-        for key, snap in snapshots.items():
-            topic = self.broker.topic_name_for_id(key.topic_id)
-            if snap is None or topic is None:
+        for (group_id, topic_id, index), (snapshot, update, updates) in found.items():
+            topic = self.broker.topic_name_for_id(topic_id)
+            if topic is None:
                 continue
-            sp = self._new_partition(key.group_id, topic, key.topic_id, key.partition, snap.start_offset)
-            sp.restore(snap.start_offset, snap.end_offset, snap.batches)
-            sp.state_epoch = snap.state_epoch
-        if snapshots:
+            state = snapshot if update is None else rec.apply_update(snapshot, update)
+            sp = self._new_partition(group_id, topic, topic_id, index, state.start_offset)
+            sp.restore(state.start_offset, state.batches)
+            sp.state_epoch = snapshot.state_epoch
+            self._written[sp.key] = _Written(snapshot.snapshot_epoch, _expand(snapshot), snapshot.start_offset,
+                                             updates)
+        if found:
             log.info("share state loaded: %d share partitions from %d records (%d skipped)", len(self.partitions),
                      counts.records, counts.skipped)
 
@@ -212,12 +263,20 @@ class ShareCoordinator:
             raise GroupIdNotFound(f"Group {group_id} is not a share group.")
 
     async def heartbeat(self, *, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
-                        subscribed_topic_names: list[str] | None, client_id: str, client_host: str) -> dict:
+                        subscribed_topic_names: list[str] | None, client_id: str, client_host: str,
+                        version: int = 1) -> dict:
         """ShareGroupHeartbeat: the response body (errors raised as KafkaError)."""
         if not group_id:
             raise InvalidRequest("GroupId can't be empty.")
+        if version == 0 and member_epoch == 0 and not member_id:
+            # Kafka 3.9 (v0): the coordinator names a joining member; kafka-clients 3.9's
+            # KafkaShareConsumer joins with an empty id and parses the one answered as a
+            # Kafka Uuid (Uuid.fromString: 22 characters of URL-safe base64), so it must be one.
+            member_id = kafka_uuid()
         if not member_id:
             raise InvalidRequest("MemberId can't be empty.")
+        if rack_id == "":
+            raise InvalidRequest("RackId can't be empty.")  # null (unchanged) or a rack, as Kafka checks
         if member_epoch < -1:
             raise InvalidRequest(f"MemberEpoch is {member_epoch}, must be -1, 0 or positive.")
         if member_epoch == 0 and not subscribed_topic_names:
@@ -386,19 +445,33 @@ class ShareCoordinator:
 
     async def persist(self, sp: SharePartition) -> None:
         """Write the share partition's state to `__share_group_state` (under the partition's
-        write lock, so the newest state is written last)."""
+        write lock, so the newest state is written last): a ShareUpdate with what changed
+        since the last ShareSnapshot, or a new ShareSnapshot when there is none yet or
+        `share.coordinator.snapshot.update.records.per.snapshot` updates followed the last."""
         if not self._topic_ready:
             self.log.ensure_topic()  # the broker's own registry call, brief
             self._topic_ready = True
-        key = rec.ShareStateKey(sp.group_id, sp.topic_id, sp.index)
         partition = self.log.partition_for(sp.group_id)
         async with self.log.lock(partition):
-            snapshot = rec.ShareSnapshot(sp.state_epoch, sp.start_offset, sp.end_offset, sp.state_batches())
+            states = sp.state_map()
+            written = self._written.get(sp.key)
+            if written is None or written.updates >= self.updates_per_snapshot:
+                epoch = 0 if written is None else (written.snapshot_epoch + 1) % rec.SNAPSHOT_EPOCH_MODULO
+                key = rec.ShareStateKey(sp.group_id, sp.topic_id, sp.index)
+                value = rec.encode_snapshot(rec.ShareSnapshot(epoch, sp.state_epoch, sp.start_offset, rec.runs(states)))
+                after = _Written(epoch, states, sp.start_offset, 0)
+            else:
+                changed = {o: v for o, v in states.items() if written.states.get(o) != v}
+                start = rec.NO_START_OFFSET if sp.start_offset == written.start_offset else sp.start_offset
+                key = rec.ShareStateKey(sp.group_id, sp.topic_id, sp.index, update=True)
+                value = rec.encode_update(rec.ShareUpdate(written.snapshot_epoch, start, rec.runs(changed)))
+                after = _Written(written.snapshot_epoch, written.states, written.start_offset, written.updates + 1)
             try:
-                await self.log.append(partition, [(rec.encode_key(key), rec.encode_value(snapshot))])
+                await self.log.append(partition, [(rec.encode_key(key), value)])
             except KafkaError as exc:
                 code = append_error(exc.code) or exc.code
                 raise KafkaError(f"{sp!r}: share state not written ({exc})", code) from exc
+            self._written[sp.key] = after
 
     async def acknowledge_topics(self, group_id: str, member_id: str,
                                  topics: list[dict]) -> dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]]:

@@ -88,6 +88,11 @@ class SharePartition:
         self.records: dict[int, InFlight] = {}
         self.state_epoch = 0
 
+    @property
+    def key(self) -> tuple[str, uuid.UUID, int]:
+        """(group id, topic id, partition): the share coordinator's key for it."""
+        return (self.group_id, self.topic_id, self.index)
+
     def __repr__(self) -> str:
         return f"SharePartition({self.group_id} {self.topic}-{self.index} [{self.start_offset}, {self.end_offset}))"
 
@@ -222,17 +227,29 @@ class SharePartition:
     # ------------------------------------------------------------------ acknowledge
     def acknowledge(self, member_id: str, batches: Iterable[dict]) -> None:
         """Apply one partition's AcknowledgementBatches for `member_id`, all or nothing.
-        InvalidRequest for a malformed batch; InvalidRecordState when a record is not
+        InvalidRequest for a malformed batch (empty, overlapping or out of order, the wrong
+        number of acknowledge types, an unknown type); InvalidRecordState when a record is not
         acquired by this member (never acquired, settled, lock expired, another's)."""
         plan: list[tuple[int, int, list[int]]] = []
+        previous_last = -1
+        # The request's shape first, all batches (Kafka checks it before any record state).
         for batch in batches:
             first, last, types = batch["first_offset"], batch["last_offset"], batch["acknowledge_types"]
             if first > last or first < 0:
                 raise InvalidRequest(f"acknowledgement batch [{first}, {last}] is empty")
+            if first <= previous_last:
+                # Kafka's validateAcknowledgementBatches: batches ascend and do not overlap,
+                # so no offset is acknowledged twice in one request.
+                raise InvalidRequest(f"acknowledgement batch [{first}, {last}] overlaps or precedes the one "
+                                     f"ending at {previous_last}")
+            previous_last = last
             if len(types) not in (1, last - first + 1):
                 raise InvalidRequest(f"acknowledgement batch [{first}, {last}] has {len(types)} acknowledge types")
             if any(t not in (0, 1, 2, 3) for t in types):
                 raise InvalidRequest(f"acknowledge types {sorted(set(types))}: only 0-3 exist at version 1")
+            plan.append((first, last, types))
+        # Then the records: every one must be acquired by this member.
+        for first, last, _types in plan:
             if first < self.start_offset or last >= self.end_offset:
                 raise InvalidRecordState(f"{self.topic}-{self.index}: offsets [{first}, {last}] are not in flight "
                                          f"(share partition [{self.start_offset}, {self.end_offset}))")
@@ -242,7 +259,6 @@ class SharePartition:
                     state = "settled" if entry is None else entry.state.name
                     raise InvalidRecordState(f"{self.topic}-{self.index} offset {offset} is {state}, not acquired "
                                              f"by {member_id}")
-            plan.append((first, last, types))
         for first, last, types in plan:
             for offset in range(first, last + 1):
                 kind = types[0] if len(types) == 1 else types[offset - first]
@@ -284,29 +300,37 @@ class SharePartition:
         return min((r.deadline for r in self.records.values() if r.state == RecordState.ACQUIRED), default=math.inf)
 
     # ------------------------------------------------------------------ persisted state
-    def state_batches(self) -> list[tuple[int, int, int, int]]:
-        """The unsettled records as (first, last, state, delivery count) ranges, ACQUIRED
-        written as AVAILABLE (Kafka's ShareSnapshot does the same: a lock does not survive
-        a restart, the delivery does)."""
-        out: list[list[int]] = []
-        for offset in sorted(self.records):
-            entry = self.records[offset]
-            state = RecordState.AVAILABLE if entry.state == RecordState.ACQUIRED else entry.state
-            if state != RecordState.AVAILABLE:
-                continue  # settled
-            if out and out[-1][1] == offset - 1 and out[-1][3] == entry.delivery_count:
-                out[-1][1] = offset
+    def state_map(self) -> dict[int, tuple[int, int]]:
+        """Every offset of [start, end) as (delivery state, delivery count), what the
+        ShareSnapshot / ShareUpdate StateBatches say: ACQUIRED is written as AVAILABLE (as
+        Kafka's share coordinator does: a lock does not survive a restart, the delivery
+        does), and an offset with no entry (a transaction marker, a compacted gap, aborted
+        records under read_committed) as ARCHIVED with no delivery."""
+        out = {}
+        records = self.records
+        for offset in range(self.start_offset, self.end_offset):
+            entry = records.get(offset)
+            if entry is None:
+                out[offset] = (int(RecordState.ARCHIVED), 0)
+            elif entry.state == RecordState.ACQUIRED:
+                out[offset] = (int(RecordState.AVAILABLE), entry.delivery_count)
             else:
-                out.append([offset, offset, int(state), entry.delivery_count])
-        return [tuple(b) for b in out]
+                out[offset] = (int(entry.state), entry.delivery_count)
+        return out
 
-    def restore(self, start_offset: int, end_offset: int, batches: Iterable[tuple[int, int, int, int]]) -> None:
+    def restore(self, start_offset: int, batches: Iterable[tuple[int, int, int, int]]) -> None:
+        """The state a replayed snapshot (with its update applied) describes: the end offset
+        is past the last state batch; AVAILABLE records can be acquired again, settled ones
+        keep their state until the start offset moves past them."""
         self.start_offset = start_offset
-        self.end_offset = max(end_offset, start_offset)
         self.records = {}
+        end = start_offset
         for first, last, state, count in batches:
-            if state != RecordState.AVAILABLE:
-                continue
-            for offset in range(max(first, start_offset), min(last + 1, self.end_offset)):
-                self.records[offset] = InFlight(RecordState.AVAILABLE, count)
+            end = max(end, last + 1)
+            kind = RecordState(state) if state in (0, 2, 4) else RecordState.ARCHIVED
+            if kind == RecordState.ACQUIRED:
+                kind = RecordState.AVAILABLE
+            for offset in range(max(first, start_offset), last + 1):
+                self.records[offset] = InFlight(kind, count)
+        self.end_offset = end
         self._advance_start()

@@ -34,7 +34,8 @@ class ShareSession:
     member_id: str
     epoch: int = 1  # the epoch the next request must carry
     connection_id: int = -1  # the connection that opened it
-    partitions: dict[tuple[uuid.UUID, int], None] = field(default_factory=dict)  # ordered set
+    # (topic id, partition) -> v0's PartitionMaxBytes (None at v1), in the order added.
+    partitions: dict[tuple[uuid.UUID, int], int | None] = field(default_factory=dict)
 
 
 class ShareSessionCache:
