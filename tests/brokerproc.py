@@ -139,3 +139,14 @@ def raw_request(host: str, port: int, api_key: int, version: int, body: dict, cl
         got, response = decode_response(api_key, version, recv_exact(sock, size))
     assert got == correlation
     return response
+
+
+def create_topic(port: int, topic: str, partitions: int):
+    """CreateTopics v7 for one topic on the broker at 127.0.0.1:`port`; its topic id."""
+    from wire.registry import ApiKey
+
+    body = {"topics": [{"name": topic, "num_partitions": partitions, "replication_factor": 1, "assignments": [],
+                        "configs": []}], "timeout_ms": 10000, "validate_only": False}
+    answer = raw_request("127.0.0.1", port, ApiKey.CREATE_TOPICS, 7, body)
+    assert answer["topics"][0]["error_code"] == 0, answer
+    return answer["topics"][0]["topic_id"]

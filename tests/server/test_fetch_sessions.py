@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from tests.brokerproc import BrokerProcess, raw_request, recv_exact
+from tests.brokerproc import BrokerProcess, create_topic, raw_request, recv_exact
 from wire import ApiKey, decode_response, encode_request
 from wire.errors import ErrorCode
 from wire.records import Record, build_batch
@@ -29,11 +29,7 @@ def broker(tmp_path_factory):
 
 
 def _create(broker, topic: str, partitions: int) -> uuid.UUID:
-    body = {"topics": [{"name": topic, "num_partitions": partitions, "replication_factor": 1, "assignments": [],
-                        "configs": []}], "timeout_ms": 10000, "validate_only": False}
-    answer = raw_request("127.0.0.1", broker.port, ApiKey.CREATE_TOPICS, 7, body)
-    assert answer["topics"][0]["error_code"] == 0, answer
-    return answer["topics"][0]["topic_id"]
+    return create_topic(broker.port, topic, partitions)
 
 
 def _produce(broker, topic: str, partition: int, count: int = 1) -> None:
