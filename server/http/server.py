@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import trio
 
+from server.http import listen
 from server.http.metrics import BrokerCollector, RequestMetrics, build_registry
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -43,12 +44,6 @@ class _LateCollector:
             yield from self.target.collect()
 
 
-def split_address(address: str) -> tuple[str, int]:
-    """HOST:PORT (IPv6 hosts in brackets or not) as (host, port)."""
-    host, _, port = address.rpartition(":")
-    return host.strip("[]") or "0.0.0.0", int(port)
-
-
 class HttpEndpoint:
     """One broker's HTTP listener: bind, attach the broker as it comes up, serve."""
 
@@ -65,18 +60,8 @@ class HttpEndpoint:
 
     def bind(self) -> tuple[str, int]:
         """Bind and listen on http.listeners; HttpBindError if the address cannot be had."""
-        host, port = split_address(self.address)
         try:
-            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-            family, kind, proto, _name, sockaddr = infos[0]
-            sock = socket.socket(family, kind, proto)
-            try:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                sock.bind(sockaddr)
-                sock.listen(128)
-            except BaseException:
-                sock.close()
-                raise
+            sock = listen.bind(self.address)
         except OSError as exc:
             raise HttpBindError(f"cannot listen for HTTP on {self.address} (http.listeners): {exc}") from None
         self.sock = sock

@@ -16,6 +16,7 @@ import trio
 from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
 
+from server.http import listen
 from server.schema_registry.api import build_app
 from server.schema_registry.registry import SchemaRegistry
 
@@ -26,29 +27,13 @@ class RegistryBindError(OSError):
     """The registry's listener address cannot be bound."""
 
 
-def parse_listener(text: str) -> tuple[str, int]:
-    host, _, port = text.strip().removeprefix("http://").rpartition(":")
-    return host.strip("[]") or "0.0.0.0", int(port)
-
-
 def bind(listener: str) -> socket.socket:
     """A listening socket on `listener` (HOST:PORT); RegistryBindError when it cannot be."""
-    host, port = parse_listener(listener)
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        family, _, _, _, address = infos[0]
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(address)
-            sock.listen(128)
-        except OSError:
-            sock.close()
-            raise
+        return listen.bind(listener)
     except OSError as exc:
         raise RegistryBindError(f"schema registry: cannot listen on {listener} "
                                 f"(schema.registry.listeners): {exc.strerror or exc}") from None
-    return sock
 
 
 class RegistryServer:
