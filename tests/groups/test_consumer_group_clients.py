@@ -180,7 +180,7 @@ class ConfluentMember:
     synchronously every 300 ms and when partitions are revoked."""
 
     def __init__(self, bootstrap: str, group: str, topic: str, name: str, protocol: str = "consumer",
-                 on_change=None) -> None:
+                 on_change=None, config: dict | None = None) -> None:
         self.name = name
         self.on_change = on_change  # (member, gained, lost), called from its rebalance callbacks
         self.values: list[tuple[int, int]] = []
@@ -193,7 +193,8 @@ class ConfluentMember:
             "bootstrap.servers": bootstrap, "group.id": group, "group.protocol": protocol,
             "client.id": name, "enable.auto.commit": False, "auto.offset.reset": "earliest",
             "fetch.wait.max.ms": 100,
-            **({"session.timeout.ms": 10000, "heartbeat.interval.ms": 500} if protocol == "classic" else {})})
+            **({"session.timeout.ms": 10000, "heartbeat.interval.ms": 500} if protocol == "classic" else {}),
+            **(config or {})})
         self.pending: dict[int, int] = {}
         self.topic = topic
         self.thread = threading.Thread(target=self._run, daemon=True)

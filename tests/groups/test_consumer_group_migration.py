@@ -101,6 +101,14 @@ def test_upgrade_then_downgrade(group_env):
         assert a.error == b.error == E.NONE and a.generation_id > leader.generation_id
         listed = await env.call_api(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
         assert [(g["group_id"], g["group_type"]) for g in listed["groups"]] == [("g", "classic")]
+        # the log says so too: after a restart the group is classic, its offsets kept
+        env.restart()
+        group = env.groups.groups["g"]
+        assert not is_consumer_group(group) and set(group.members) == {leader.member_id, follower.member_id}
+        fetched = await env.call_api(ApiKey.OFFSET_FETCH, 7, {"group_id": "g", "topics": None,
+                                                              "require_stable": False})
+        assert [(t["name"], p["partition_index"], p["committed_offset"]) for t in fetched["topics"]
+                for p in t["partitions"]] == [("t", 0, 5)]
 
     env.run(main)
 

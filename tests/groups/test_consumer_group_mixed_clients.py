@@ -74,11 +74,13 @@ def group_type(port: int, group: str) -> str | None:
     return types.get(group)
 
 
-def run_upgrade_and_downgrade(broker, classic_kind, classic_names: tuple[str, str], topic: str, group: str) -> None:
+def run_upgrade_and_downgrade(broker, classic_kind, classic_names: tuple[str, str], topic: str, group: str,
+                              **classic_kw) -> None:
     create_topic(broker.bootstrap, topic)
     produce(broker.bootstrap, topic, 0, RECORDS)
     ownership = Ownership()
-    classic = [classic_kind(broker.bootstrap, group, topic, name, "classic", ownership) for name in classic_names]
+    classic = [classic_kind(broker.bootstrap, group, topic, name, "classic", ownership, **classic_kw)
+               for name in classic_names]
     members = list(classic)
 
     def consumed() -> Counter:
@@ -130,6 +132,14 @@ def run_upgrade_and_downgrade(broker, classic_kind, classic_names: tuple[str, st
 @pytest.mark.timeout(400)
 def test_confluent_classic_members_upgrade_and_downgrade(broker):
     run_upgrade_and_downgrade(broker, ConfluentMember, ("classic-0", "classic-1"), "mixed-cf", "mixed-cf-group")
+
+
+@pytest.mark.timeout(400)
+def test_confluent_cooperative_classic_members_upgrade_and_downgrade(broker):
+    """cooperative-sticky classic members keep their partitions across a rejoin and report
+    them in their subscription: the coordinator asks them to revoke only what moves."""
+    run_upgrade_and_downgrade(broker, ConfluentMember, ("coop-0", "coop-1"), "mixed-coop", "mixed-coop-group",
+                              config={"partition.assignment.strategy": "cooperative-sticky"})
 
 
 @pytest.mark.timeout(400)
