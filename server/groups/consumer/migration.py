@@ -128,6 +128,7 @@ class Migration:
         converted.pending_txn_offsets = group.pending_txn_offsets
         epoch = group.generation_id
         records: list[tuple[crec.ConsumerKey, bytes]] = []
+        members: list[ConsumerMember] = []
         for m in group.members.values():
             sub = cp.decode_subscription(m.metadata_for(group.protocol_name))
             assigned = self._ids(cp.decode_assignment(m.assignment))
@@ -135,16 +136,14 @@ class Migration:
                                     list(sub.topics), None, m.rebalance_timeout_ms, None,
                                     MemberAssignment(epoch, epoch, MemberState.STABLE, assigned, {}),
                                     crec.ClassicMemberMetadata(m.session_timeout_ms, tuple(m.protocols)))
+            members.append(member)
             records.append((crec.ConsumerKey(crec.MEMBER_METADATA, gid, m.member_id),
                             crec.encode_member_metadata(member.metadata_value())))
             records.append((crec.ConsumerKey(crec.TARGET_MEMBER, gid, m.member_id),
                             crec.encode_target_member(assigned)))
             records.append((crec.ConsumerKey(crec.CURRENT_ASSIGNMENT, gid, m.member_id),
                             self.cc._assignment_value(member.assignment)))
-        view = self.cc._topic_view()
-        members = [ConsumerMember("", subscribed_topic_names=list(cp.decode_subscription(
-            m.metadata_for(group.protocol_name)).topics)) for m in group.members.values()]
-        metadata = self.cc._subscription_metadata(members, view)
+        metadata = self.cc._subscription_metadata(members, self.cc._topic_view())
         records.append((crec.ConsumerKey(crec.PARTITION_METADATA, gid),
                         crec.encode_partition_metadata(list(metadata.values()))))
         records.append((crec.ConsumerKey(crec.METADATA, gid), crec.encode_epoch(epoch)))
