@@ -193,6 +193,7 @@ SETTINGS: dict[str, Setting] = {
         _s("group.consumer.max.size", int, "2147483647", "Members a KIP-848 consumer group may hold."),
         _s("share.coordinator.snapshot.update.records.per.snapshot", int, "500",
            "ShareUpdate records written after a share partition's ShareSnapshot before the next snapshot."),
+        _s("group.consumer.migration.policy", str, "bidirectional", "Classic and consumer members in one group (KIP-848 online upgrade/downgrade): bidirectional (Kafka 4.0's default), upgrade, downgrade or disabled (Kafka 3.9's default)."),
         _s("offsets.retention.minutes", int, "10080", "Keep committed offsets of empty groups this long."),
         _s("offsets.retention.check.interval.ms", int, "600000", "How often expired offsets are removed."),
         _s("offsets.topic.num.partitions", int, "1", "Partitions of __consumer_offsets."),

@@ -675,9 +675,16 @@ class GroupCoordinator(OffsetStore):
             rebalance_timeout_ms = session_timeout_ms
         group = self.groups.get(group_id)
         if is_consumer_group(group):
+            if group.members and self.consumer.migration.mixed_allowed:
+                # A classic member in a consumer group (KIP-848 online upgrade, migration.py).
+                return await self.consumer.migration.join(
+                    group, member_id=member_id, instance_id=group_instance_id, client_id=client_id,
+                    client_host=client_host, session_timeout_ms=session_timeout_ms,
+                    rebalance_timeout_ms=rebalance_timeout_ms, protocol_type=protocol_type, protocols=protocols,
+                    require_known_member_id=require_known_member_id)
             if group.members:
-                log.info("group %s: JoinGroup from %s refused: it is a consumer group with members (mixed "
-                         "classic and consumer members are not supported)", group_id, member_id or client_id)
+                log.info("group %s: JoinGroup from %s refused: it is a consumer group with members "
+                         "(group.consumer.migration.policy=disabled)", group_id, member_id or client_id)
                 return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id)
             error = await self._retire_consumer_group(group)
             if error != E.NONE:
@@ -860,6 +867,10 @@ class GroupCoordinator(OffsetStore):
         if status != E.NONE:
             return SyncResult(status)
         group = self.groups.get(group_id)
+        if is_consumer_group(group) and group.members:
+            return self.consumer.migration.sync(group, generation_id=generation_id, member_id=member_id,
+                                                instance_id=group_instance_id, protocol_type=protocol_type,
+                                                protocol_name=protocol_name)
         if group is None or is_consumer_group(group):
             return SyncResult(E.UNKNOWN_MEMBER_ID)
         if group.is_(S.DEAD):
@@ -916,6 +927,9 @@ class GroupCoordinator(OffsetStore):
         if status != E.NONE:
             return status
         group = self.groups.get(group_id)
+        if is_consumer_group(group) and group.members:
+            return self.consumer.migration.heartbeat(group, generation_id=generation_id, member_id=member_id,
+                                                     instance_id=group_instance_id)
         if group is None or is_consumer_group(group):
             return E.UNKNOWN_MEMBER_ID
         if group.is_(S.DEAD):
@@ -931,6 +945,14 @@ class GroupCoordinator(OffsetStore):
         if group.is_(S.PREPARING_REBALANCE):
             return E.REBALANCE_IN_PROGRESS
         return E.NONE
+
+    def consumer_group_with_members(self, group_id: str) -> ConsumerGroup | None:
+        """A non-empty KIP-848 group, whose classic members leave through
+        `consumer.migration.leave` (it writes records, so it is async; this path is not)."""
+        group = self.groups.get(group_id)
+        if is_consumer_group(group) and group.members and self.group_status(group_id) == E.NONE:
+            return group
+        return None
 
     def leave_group(self, group_id: str, leaving: list[tuple[str, str | None]]
                     ) -> tuple[ErrorCode, list[ErrorCode]]:

@@ -35,6 +35,9 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         top, errors = ErrorCode.GROUP_AUTHORIZATION_FAILED, [ErrorCode.GROUP_AUTHORIZATION_FAILED] * len(leaving)
     elif groups is None:
         top, errors = ErrorCode.COORDINATOR_NOT_AVAILABLE, [ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(leaving)
+    elif (mixed := groups.consumer_group_with_members(group_id)) is not None:
+        # Classic members of a KIP-848 consumer group (the online upgrade).
+        top, errors = await groups.consumer.migration.leave(mixed, leaving)
     else:
         top, errors = groups.leave_group(group_id, leaving)
     if ctx.api_version < 3:

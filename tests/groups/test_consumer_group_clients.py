@@ -111,12 +111,15 @@ class JavaMember:
     """test_groups_extended.py's Java worker with group.protocol=consumer: commits every
     300 ms and on revocation, reports records and assignment changes as JSON lines."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str, name: str) -> None:
+    def __init__(self, bootstrap: str, group: str, topic: str, name: str, protocol: str = "consumer",
+                 on_change=None) -> None:
         from compat_tests.clients.base import NotSupportedByClient
         from compat_tests.clients.java_client import worker_argv
 
+        self.on_change = on_change  # (member, gained, lost), called in the reader thread
         try:
-            argv = worker_argv(bootstrap, group, name, 45000, None, None, [topic], protocol="consumer")
+            argv = worker_argv(bootstrap, group, name, 45000 if protocol == "consumer" else 10000, None, None,
+                               [topic], protocol=protocol)
         except NotSupportedByClient as exc:
             pytest.skip(str(exc))
         self.name = name
@@ -141,8 +144,12 @@ class JavaMember:
                     self.values.append((ev["p"], ev["o"]))
                 elif kind == "assigned":
                     self.assigned |= set(ev["parts"])
+                    if self.on_change is not None:
+                        self.on_change(self, set(ev["parts"]), set())
                 elif kind in ("revoked", "lost"):
                     self.assigned -= set(ev["parts"])
+                    if self.on_change is not None:
+                        self.on_change(self, set(), set(ev["parts"]))
                 elif kind in ("error", "fatal"):
                     self.errors.append(ev.get("msg", ""))
                 if kind != "rec":
@@ -172,8 +179,10 @@ class ConfluentMember:
     """confluent-kafka's Consumer with group.protocol=consumer in a thread: commits
     synchronously every 300 ms and when partitions are revoked."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str, name: str) -> None:
+    def __init__(self, bootstrap: str, group: str, topic: str, name: str, protocol: str = "consumer",
+                 on_change=None, config: dict | None = None) -> None:
         self.name = name
+        self.on_change = on_change  # (member, gained, lost), called from its rebalance callbacks
         self.values: list[tuple[int, int]] = []
         self.assigned: set[int] = set()
         self.errors: list[str] = []
@@ -181,9 +190,11 @@ class ConfluentMember:
         self.stop = threading.Event()
         self.closed = threading.Event()
         self.consumer = confluent_kafka.Consumer({
-            "bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+            "bootstrap.servers": bootstrap, "group.id": group, "group.protocol": protocol,
             "client.id": name, "enable.auto.commit": False, "auto.offset.reset": "earliest",
-            "fetch.wait.max.ms": 100})
+            "fetch.wait.max.ms": 100,
+            **({"session.timeout.ms": 10000, "heartbeat.interval.ms": 500} if protocol == "classic" else {}),
+            **(config or {})})
         self.pending: dict[int, int] = {}
         self.topic = topic
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -200,6 +211,8 @@ class ConfluentMember:
                     self.errors.append(str(exc))
 
     def _on_assign(self, consumer, partitions) -> None:
+        if self.on_change is not None:
+            self.on_change(self, {tp.partition for tp in partitions}, set())
         with self.lock:
             self.assigned |= {tp.partition for tp in partitions}
 
@@ -210,6 +223,8 @@ class ConfluentMember:
             self.pending.pop(p, None)
         with self.lock:
             self.assigned -= gone
+        if self.on_change is not None:
+            self.on_change(self, set(), gone)
 
     def _run(self) -> None:
         self.consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,

@@ -289,8 +289,10 @@ def test_partition_growth_and_topic_deletion_change_the_target(group_env):
     env.run(main)
 
 
-def test_group_types_do_not_mix(group_env):
-    env = group_env()
+def test_group_types_do_not_mix_when_migration_is_disabled(group_env):
+    """group.consumer.migration.policy=disabled (Kafka 3.9's default): a non-empty group is
+    one type (test_consumer_group_migration.py has the other policies)."""
+    env = group_env(group_consumer_migration_policy="disabled")
     env.create_topic("t", 1)
 
     async def main(env):

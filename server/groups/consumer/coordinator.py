@@ -6,7 +6,8 @@ clients (Java 3.9 `group.protocol=consumer`, librdkafka 2.16) are written agains
 1. Validate the request (INVALID_REQUEST with Kafka's messages, UNSUPPORTED_ASSIGNOR,
    INVALID_REGULAR_EXPRESSION).
 2. Find the group (created by a member epoch 0; an empty classic group changes type, a
-   non-empty one answers GROUP_ID_NOT_FOUND) and the member: epoch 0 joins (v0: the
+   non-empty one is upgraded (migration.py) or, when the policy forbids it or its members
+   do not use the consumer protocol, answers GROUP_ID_NOT_FOUND) and the member: epoch 0 joins (v0: the
    coordinator makes the member id; v1, KIP-1082: the client sends its own), a static
    member (instance id) may replace its previous incarnation only if that one left with
    epoch -2 (else UNRELEASED_INSTANCE_ID); an unknown member is UNKNOWN_MEMBER_ID, a wrong
@@ -31,8 +32,8 @@ and bumps the group epoch, so the others get a new target at their next heartbea
 Leaving: epoch -1 fences the member at once; a static member's -2 keeps its assignment
 (epoch -2) for its session timeout, so it can come back under a new member id and carry on.
 
-Not implemented: mixed groups (classic members joining a consumer group, Kafka 4.0's
-online upgrade and downgrade) — a non-empty group is one type; rack-aware assignment
+Mixed groups (classic members in a consumer group, Kafka 4.0's online upgrade and
+downgrade) are migration.py's. Not implemented: rack-aware assignment
 (the assignors ignore racks, see assignors.py); Kafka 4.0's asynchronous regex
 resolution (ours is resolved on each heartbeat against the topics the broker knows).
 """
@@ -49,8 +50,10 @@ import trio
 
 from wire.errors import ErrorCode
 
+from server.coordinator_log import BadRecord
 from server.groups.consumer import records as crec
 from server.groups.consumer.assignors import ASSIGNORS, MemberSubscription, TopicInfo
+from server.groups.consumer.coordinator_errors import Reject as _Reject
 from server.groups.consumer.group import (
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
@@ -59,6 +62,7 @@ from server.groups.consumer.group import (
     classic_deletion_keys,
     is_consumer_group,
 )
+from server.groups.consumer.migration import Migration
 from server.groups.consumer.reconcile import FencedMember, MemberAssignment, MemberState, Partitions, reconcile
 from server.groups.group_state import GroupState
 from server.topics import INTERNAL_TOPICS
@@ -78,13 +82,6 @@ class HeartbeatResult:
     assignment: Partitions | None = None
 
 
-class _Reject(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
 def _bounded(cfg, name: str) -> int:
     """A group.consumer.* setting within its min/max settings (Kafka refuses to start
     otherwise; we take the nearest bound and say so)."""
@@ -99,6 +96,8 @@ def _bounded(cfg, name: str) -> int:
 class ConsumerGroupCoordinator:
     """KIP-848 groups, kept in the classic coordinator's `groups` (one id, one type), its
     log, locks and timers."""
+
+    Reject = _Reject
 
     def __init__(self, coordinator) -> None:
         self.c = coordinator
@@ -115,6 +114,7 @@ class ConsumerGroupCoordinator:
         self._regex_cache: dict[str, object] = {}
         self._rebalance_epochs: dict[tuple[str, str], int] = {}
         self._to_arm: list[tuple[str, str]] = []
+        self.migration = Migration(self)
 
     # ------------------------------------------------------------------ topics
     def _topic_view(self) -> dict[str, tuple[uuid.UUID, int]]:
@@ -243,11 +243,19 @@ class ConsumerGroupCoordinator:
                         member_id or "-", member_epoch, r.code.name, r.message)
                 return HeartbeatResult(r.code, r.message, member_id or None, member_epoch)
 
-    def _group_for(self, group_id: str, create: bool) -> tuple[ConsumerGroup, list[tuple[bytes, None]]]:
+    def _group_for(self, group_id: str, create: bool) -> tuple[ConsumerGroup, list[tuple[bytes, bytes | None]]]:
         """The consumer group (a new one, not installed yet, when `create`), and the records
-        that retire an empty classic group of the same id."""
+        that retire a classic group of the same id (an empty one, or a live one the online
+        upgrade converts, migration.py)."""
         group = self.c.groups.get(group_id)
         if group is not None and not is_consumer_group(group):
+            if create and not group.is_empty and not group.is_(GroupState.DEAD) \
+                    and self.migration.can_upgrade(group):
+                try:
+                    return self.migration.upgrade(group)
+                except BadRecord as exc:
+                    raise _Reject(E.GROUP_ID_NOT_FOUND, f"Cannot upgrade the classic group {group_id} to consumer "
+                                  f"group because the embedded consumer protocol is malformed: {exc}.") from None
             if not group.is_empty or not group.is_(GroupState.EMPTY) or group.pending_members or not create:
                 raise _Reject(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
             converted = ConsumerGroup(group_id, self.c.now_ms())
@@ -263,7 +271,8 @@ class ConsumerGroupCoordinator:
     async def _heartbeat(self, group_id: str, member_id: str, member_epoch: int, instance_id: str | None,
                          rack_id: str | None, rebalance_timeout_ms: int, names: list[str] | None, regex: str | None,
                          assignor: str | None, owned: dict | None, client_id: str,
-                         client_host: str) -> HeartbeatResult:
+                         client_host: str, classic: crec.ClassicMemberMetadata | None = None) -> HeartbeatResult:
+        """One heartbeat (or, with `classic`, a classic member's JoinGroup, migration.py)."""
         joining = member_epoch == 0
         group, extra = self._group_for(group_id, joining)
         records: list[Record] = []
@@ -307,6 +316,8 @@ class ConsumerGroupCoordinator:
             self._check_epoch(member, member_epoch, owned)
             base = member
         updated = replace(base, client_id=client_id, client_host=client_host)
+        if classic is not None:
+            updated.classic = classic
         if instance_id is not None:
             updated.instance_id = instance_id
         if rack_id is not None:
@@ -430,7 +441,8 @@ class ConsumerGroupCoordinator:
                 (crec.ConsumerKey(crec.TARGET_MEMBER, group_id, member_id), None),
                 (crec.ConsumerKey(crec.MEMBER_METADATA, group_id, member_id), None)]
 
-    async def _write(self, group: ConsumerGroup, records: list[Record], extra: list[tuple[bytes, None]]) -> None:
+    async def _write(self, group: ConsumerGroup, records: list[Record],
+                     extra: list[tuple[bytes, bytes | None]]) -> None:
         """Append the records (the caller holds the partition's lock), then apply them and
         install the group if it is new. A failed write changes nothing in memory."""
         entries = list(extra) + [(crec.encode_key(k), v) for k, v in records]
@@ -443,8 +455,11 @@ class ConsumerGroupCoordinator:
                               "writing to __consumer_offsets failed") from None
         for key, value in records:
             group.apply(key, value)
-        if self.c.groups.get(group.group_id) is not group:
+        old = self.c.groups.get(group.group_id)
+        if old is not group:
             self.c.groups[group.group_id] = group
+            if old is not None and not is_consumer_group(old) and not old.is_empty:
+                self.migration.upgraded(old, group)
 
     # ------------------------------------------------------------------ leaving, fencing
     async def _leave(self, group_id: str, member_id: str, epoch: int, instance_id: str | None) -> HeartbeatResult:
@@ -474,8 +489,13 @@ class ConsumerGroupCoordinator:
         return HeartbeatResult(E.NONE, None, member_id, LEAVE_EPOCH, 0)
 
     async def _fence(self, group: ConsumerGroup, member: ConsumerMember, reason: str) -> None:
-        """Kafka's consumerGroupFenceMember: remove the member, bump the group epoch."""
+        """Kafka's consumerGroupFenceMember: remove the member, bump the group epoch — or,
+        when everyone left speaks the classic protocol, downgrade to a classic group."""
         group_id = group.group_id
+        if self.migration.can_downgrade(group, member.member_id):
+            await self.migration.downgrade(group, member.member_id)
+            log.info("group %s: member %s %s", group_id, member.member_id, reason)
+            return
         records = self._removal_records(group_id, member.member_id)
         others = [m for mid, m in group.members.items() if mid != member.member_id]
         metadata = self._subscription_metadata(others, self._topic_view())
@@ -511,7 +531,13 @@ class ConsumerGroupCoordinator:
 
     # ------------------------------------------------------------------ timers
     def _arm_session(self, group_id: str, member_id: str) -> None:
-        self.c._timers.set(("cg-session", group_id, member_id), trio.current_time() + self.session_timeout_ms / 1000)
+        """A classic member (migration.py) keeps the session timeout of its JoinGroup."""
+        timeout_ms = self.session_timeout_ms
+        group = self.c.groups.get(group_id)
+        member = group.members.get(member_id) if is_consumer_group(group) else None
+        if member is not None and member.classic is not None:
+            timeout_ms = member.classic.session_timeout_ms
+        self.c._timers.set(("cg-session", group_id, member_id), trio.current_time() + timeout_ms / 1000)
 
     def _cancel_rebalance(self, group_id: str, member_id: str) -> None:
         self.c._timers.cancel(("cg-rebalance", group_id, member_id))
@@ -571,7 +597,8 @@ class ConsumerGroupCoordinator:
         if member is None:
             return E.UNKNOWN_MEMBER_ID if (member_id or group.members) else E.NONE
         if member_epoch != member.member_epoch:
-            return E.ILLEGAL_GENERATION if transactional else E.STALE_MEMBER_EPOCH
+            classic = member.classic is not None  # a classic client knows generations, not epochs
+            return E.ILLEGAL_GENERATION if transactional or classic else E.STALE_MEMBER_EPOCH
         return E.NONE
 
     @staticmethod

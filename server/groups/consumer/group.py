@@ -18,8 +18,9 @@ Offsets are kept as for any group (`GroupOffsets`); the offset store (offsets.py
 why `state` is a classic `GroupState` (Empty while there are no members, Stable otherwise)
 and `consumer_state` is the real one.
 
-Mixed groups (classic members in a consumer group, Kafka 4.0's online upgrade) are out of
-scope: a group id is one type at a time, and only an empty group changes type.
+A member with `classic` metadata speaks JoinGroup/SyncGroup/Heartbeat/LeaveGroup: Kafka
+4.0's online upgrade keeps a classic group's members when the first consumer-protocol
+member arrives (server/groups/consumer/migration.py).
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ class ConsumerMember:
     rebalance_timeout_ms: int = -1
     server_assignor: str | None = None
     assignment: MemberAssignment = field(default_factory=MemberAssignment)
+    # Set for a member that speaks the classic protocol (an upgraded group's old members).
+    classic: crec.ClassicMemberMetadata | None = None
 
     @property
     def member_epoch(self) -> int:
@@ -69,7 +72,7 @@ class ConsumerMember:
     def metadata_value(self) -> crec.MemberMetadataValue:
         return crec.MemberMetadataValue(self.instance_id, self.rack_id, self.client_id, self.client_host,
                                         list(self.subscribed_topic_names), self.subscribed_topic_regex,
-                                        self.rebalance_timeout_ms, self.server_assignor)
+                                        self.rebalance_timeout_ms, self.server_assignor, self.classic)
 
 
 class ConsumerGroup(GroupOffsets):
@@ -186,6 +189,7 @@ class ConsumerGroup(GroupOffsets):
             member.subscribed_topic_names = list(v.subscribed_topic_names)
             member.subscribed_topic_regex = v.subscribed_topic_regex
             member.rebalance_timeout_ms, member.server_assignor = v.rebalance_timeout_ms, v.server_assignor
+            member.classic = v.classic
             if v.instance_id is not None:
                 self.static_members[v.instance_id] = key.member
         elif kind == crec.CURRENT_ASSIGNMENT:

@@ -41,6 +41,16 @@ class ConsumerKey:
     member: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """A member that speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat) inside a
+    consumer group: its session timeout and the protocols of its last JoinGroup (name,
+    ConsumerProtocol subscription bytes). Tag 0 of ConsumerGroupMemberMetadataValue."""
+
+    session_timeout_ms: int
+    supported_protocols: tuple[tuple[str, bytes], ...]
+
+
 @dataclass(slots=True)
 class MemberMetadataValue:
     instance_id: str | None
@@ -51,6 +61,7 @@ class MemberMetadataValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    classic: ClassicMemberMetadata | None = None
 
 
 @dataclass(slots=True)
@@ -253,7 +264,20 @@ def encode_member_metadata(v: MemberMetadataValue) -> bytes:
     for name in v.subscribed_topic_names:
         w.cstring(name)
     w.cstring(v.subscribed_topic_regex).i32(v.rebalance_timeout_ms).cstring(v.server_assignor)
-    return bytes(w.no_tags().buf)
+    if v.classic is None:
+        return bytes(w.no_tags().buf)
+    # Tagged field 0, ClassicMemberMetadata: SessionTimeoutMs, SupportedProtocols [Name, Metadata].
+    c = _W(0)
+    del c.buf[:]
+    c.i32(v.classic.session_timeout_ms).array(len(v.classic.supported_protocols))
+    for name, metadata in v.classic.supported_protocols:
+        c.cstring(name).uvarint(len(metadata) + 1)
+        c.buf += metadata
+        c.no_tags()
+    c.no_tags()
+    w.uvarint(1).uvarint(0).uvarint(len(c.buf))
+    w.buf += c.buf
+    return bytes(w.buf)
 
 
 def decode_member_metadata(raw: bytes) -> MemberMetadataValue:
@@ -262,9 +286,23 @@ def decode_member_metadata(raw: bytes) -> MemberMetadataValue:
     instance_id, rack_id, client_id, client_host = r.cstring(), r.cstring(), r.cstring() or "", r.cstring() or ""
     names = [r.cstring() or "" for _ in range(r.array())]
     regex, rebalance_timeout, assignor = r.cstring(), r.i32(), r.cstring()
-    r.skip_tags()  # ClassicMemberMetadata (tag 0): members that speak the classic protocol, not ours
+    classic = None
+    for _ in range(r.uvarint()):
+        tag, size = r.uvarint(), r.uvarint()
+        if tag != 0:
+            r._take(size)
+            continue
+        session_timeout = r.i32()
+        protocols = []
+        for _ in range(r.array()):
+            name = r.cstring() or ""
+            n = r.uvarint()
+            protocols.append((name, bytes(r._take(n - 1)) if n else b""))
+            r.skip_tags()
+        r.skip_tags()
+        classic = ClassicMemberMetadata(session_timeout, tuple(protocols))
     return MemberMetadataValue(instance_id, rack_id, client_id, client_host, names, regex, rebalance_timeout,
-                               assignor)
+                               assignor, classic)
 
 
 def encode_target_member(parts: Partitions) -> bytes:
