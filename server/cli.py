@@ -93,17 +93,19 @@ def serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"trafka: configuration error: {exc}", file=sys.stderr)
         return 2
+    from server.http.listen import BindError
+
+    refused: list[BaseException] = []
     try:
-        trio.run(run_broker, config)
+        try:
+            trio.run(run_broker, config)
+        except* BindError as group:  # a taken HTTP or registry port, alone or inside the nursery's group
+            refused.extend(group.exceptions)
     except KeyboardInterrupt:  # pragma: no cover - trio turns SIGINT into this outside our receiver
         pass
-    except OSError as exc:
-        from server.http.server import HttpBindError
-
-        if not isinstance(exc, HttpBindError):
-            raise
-        log.error("%s", exc)
-        print(f"trafka: {exc}", file=sys.stderr)
+    if refused:
+        log.error("%s", refused[0])
+        print(f"trafka: {refused[0]}", file=sys.stderr)
         return 1
     return 0
 
@@ -190,18 +192,13 @@ async def _run_broker(config, http, *, task_status=trio.TASK_STATUS_IGNORED) -> 
 
 def _schema_registry(broker, config):
     """The Schema Registry (server/schema_registry/) when schema.registry.listeners is set,
-    its port bound; a port that cannot be bound is logged and ends the process (exit 1)."""
+    its port bound; a port that cannot be bound ends the start (serve() logs it, exit 1)."""
     listener = config.get("schema.registry.listeners")
     if not listener:
         return None
-    from server.schema_registry import RegistryBindError, RegistryServer
+    from server.schema_registry import RegistryServer
 
-    try:
-        return RegistryServer(broker, listener)
-    except RegistryBindError as exc:
-        log.error("%s", exc)
-        print(f"trafka: {exc}", file=sys.stderr, flush=True)
-        raise SystemExit(1) from None
+    return RegistryServer(broker, listener)  # a taken port: RegistryBindError, reported by serve()
 
 
 class _ConnectionNursery:

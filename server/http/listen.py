@@ -6,6 +6,7 @@ setting's name, as a taken Kafka port does; hypercorn is then handed the bound s
 
 from __future__ import annotations
 
+import logging
 import socket
 
 
@@ -31,3 +32,25 @@ def bind(address: str) -> socket.socket:
         sock.close()
         raise
     return sock
+
+
+class BindError(OSError):
+    """An HTTP side's address cannot be bound; the message names its setting. `trafka serve`
+    reports it in one line and exits 1, as for a taken Kafka port."""
+
+
+def hypercorn_config(sock: socket.socket, errorlog: logging.Logger, graceful_timeout: float):
+    """hypercorn's settings for serving on the bound `sock` (handed over: detached here).
+    Bounded for hostile clients alike on every HTTP side: a client that stops sending
+    mid-request is dropped after read_timeout, request heads are capped."""
+    from hypercorn.config import Config
+
+    config = Config()
+    config.bind = [f"fd://{sock.detach()}"]
+    config.accesslog = None
+    config.errorlog = errorlog
+    config.graceful_timeout = graceful_timeout
+    config.keep_alive_timeout = 30
+    config.read_timeout = 60
+    config.h11_max_incomplete_size = 64 * 1024
+    return config

@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger("trafka.http")
 
 
-class HttpBindError(OSError):
+class HttpBindError(listen.BindError):
     """The HTTP listener's address cannot be bound; the message names http.listeners."""
 
 
@@ -95,18 +95,13 @@ class HttpEndpoint:
 
     async def serve(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Serve /metrics, /healthz and /readyz on the bound socket until cancelled."""
-        from hypercorn.config import Config
         from hypercorn.trio import serve
 
         from server.http.app import build_app
 
         if self.sock is None:
             self.bind()
-        config = Config()
-        config.bind = [f"fd://{self.sock.detach()}"]
-        config.accesslog = None
-        config.errorlog = log
-        config.graceful_timeout = 1.0
+        config = listen.hypercorn_config(self.sock, log, graceful_timeout=1.0)
         app = build_app(self.registry, self.not_ready)
         host, port = self.bound
         log.info("HTTP listener (/metrics, /healthz, /readyz) on %s:%d", host, port)

@@ -13,7 +13,6 @@ import socket
 from functools import partial
 
 import trio
-from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
 
 from server.http import listen
@@ -23,7 +22,7 @@ from server.schema_registry.registry import SchemaRegistry
 log = logging.getLogger("trafka.schema_registry")
 
 
-class RegistryBindError(OSError):
+class RegistryBindError(listen.BindError):
     """The registry's listener address cannot be bound."""
 
 
@@ -61,14 +60,8 @@ class RegistryServer:
             self.registry.load()
 
     async def serve(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        config = Config()
-        config.bind = [f"fd://{self.sock.detach()}"]
-        config.accesslog = None
-        config.errorlog = logging.getLogger("trafka.schema_registry.http")
-        config.graceful_timeout = 2.0
-        config.keep_alive_timeout = 30
-        config.read_timeout = 60  # a client that stops sending mid-request is dropped
-        config.h11_max_incomplete_size = 64 * 1024
+        config = listen.hypercorn_config(self.sock, logging.getLogger("trafka.schema_registry.http"),
+                                         graceful_timeout=2.0)
         log.info("schema registry: listening on http://%s:%d", *self.address)
         print(f"trafka: schema registry on http://{self.address[0]}:{self.address[1]}", flush=True)
         async with trio.open_nursery() as nursery:
