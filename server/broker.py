@@ -77,8 +77,8 @@ class Broker:
         # /metrics (server/http/): per-request counters when the HTTP listener is on, else
         # None (the network layer then counts nothing); waits in the purgatories by kind.
         self.metrics = None
-        self.purgatory = {"Produce": 0, "Fetch": 0}
-        self.purgatory_watchers = {"Produce": 0, "Fetch": 0}
+        self.purgatory = {"Produce": 0, "Fetch": 0, "ShareFetch": 0}
+        self.purgatory_watchers = {"Produce": 0, "Fetch": 0, "ShareFetch": 0}
         self.cluster = None
         if config.clustered:
             from server.cluster.node import ClusterNode
@@ -432,11 +432,12 @@ class Broker:
             partition.wake()
 
     async def wait_for_data(self, partitions: list[Partition], timeout_s: float, *,
-                            appends_only: bool = False, purgatory: str = "Fetch") -> None:
+                            appends_only: bool = False, purgatory: str | None = "Fetch") -> None:
         """Sleep until one of `partitions` gets new data (its high watermark moves; with
         `appends_only`, a follower's fetch, its log end offset: `Partition.replica_waiters`),
         the timeout passes, or shutdown begins. `purgatory` says whose wait it is (Kafka's
-        delayed Fetch or Produce) for the purgatory gauges of /metrics."""
+        delayed Fetch or Produce) for the purgatory gauges of /metrics; None for waits that are
+        no client's request (the Schema Registry's tail of `_schemas`)."""
         if timeout_s <= 0:
             return
         if self.shutting_down:
@@ -446,15 +447,17 @@ class Broker:
             return
         event = trio.Event()
         kind = "replica_waiters" if appends_only else "waiters"
+        if purgatory is not None:
+            self.purgatory[purgatory] += 1
+            self.purgatory_watchers[purgatory] += len(partitions)
         for partition in partitions:
             getattr(partition, kind).add(event)
-        self.purgatory[purgatory] += 1
-        self.purgatory_watchers[purgatory] += len(partitions)
         try:
             with trio.move_on_after(timeout_s):
                 await event.wait()
         finally:
-            self.purgatory[purgatory] -= 1
-            self.purgatory_watchers[purgatory] -= len(partitions)
+            if purgatory is not None:
+                self.purgatory[purgatory] -= 1
+                self.purgatory_watchers[purgatory] -= len(partitions)
             for partition in partitions:
                 getattr(partition, kind).discard(event)

@@ -159,7 +159,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         remaining = deadline - trio.current_time()
         if got or remaining <= 0 or broker.shutting_down or not sources:
             break
-        await broker.wait_for_data([p for _k, p, _s, _m in sources], remaining)
+        await broker.wait_for_data([p for _k, p, _s, _m in sources], remaining, purgatory="ShareFetch")
     return _answer(share, entries)
 
 

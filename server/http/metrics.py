@@ -287,9 +287,9 @@ class BrokerCollector:
                                  "Watches of waiting requests (a request waits on each of its partitions).",
                                  labels=["delayedOperation"])
         ops = GaugeMetricFamily("kafka_server_delayedoperationpurgatory_numdelayedoperations",
-                                "Requests waiting: Fetch long-polls, acks=all Produce replication.",
+                                "Requests waiting: Fetch and ShareFetch long-polls, acks=all Produce replication.",
                                 labels=["delayedOperation"])
-        for kind in ("Produce", "Fetch"):
+        for kind in ("Produce", "Fetch", "ShareFetch"):  # Kafka's DelayedShareFetch has its own purgatory
             size.add_metric([kind], broker.purgatory_watchers.get(kind, 0))
             ops.add_metric([kind], broker.purgatory.get(kind, 0))
         yield size

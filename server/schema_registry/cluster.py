@@ -112,6 +112,8 @@ class ClusterLink:
 
     async def _tail_once(self) -> None:
         """Apply the local replica's committed records past `next_offset`, then wait for more."""
+        if self.broker.shutting_down:
+            await trio.sleep_forever()  # nothing more will come; wait for the cancellation
         partition = self.local()
         if partition is None:
             await trio.sleep(0.5)
@@ -123,6 +125,9 @@ class ClusterLink:
             for header, data in plog.iter_batches(start):
                 if header.base_offset >= high_watermark:
                     break
+                # A long `_schemas` (a broker catching up at start) must not hold the event
+                # loop: the Kafka requests and the ZooKeeper session go on meanwhile.
+                await trio.sleep(0)
                 if not header.is_control:
                     from wire.records import iter_records
 
@@ -135,7 +140,7 @@ class ClusterLink:
             self.next_offset = high_watermark
             self._applied.set()
             self._applied = trio.Event()
-        await self.broker.wait_for_data([partition], 1.0)
+        await self.broker.wait_for_data([partition], 1.0, purgatory=None)
 
     async def wait_applied(self, offset: int, timeout_s: float = CATCH_UP_TIMEOUT_S) -> None:
         """Until this broker's store has every record before `offset` (50002 on timeout)."""
