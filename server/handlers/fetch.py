@@ -164,7 +164,7 @@ def _diverging(partition, part: dict) -> dict | None:
 def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[dict]]], max_bytes: int,
               regions: _Regions | None = None, read_committed: bool = False, replica_id: int = -1,
               from_follower_ok: bool = False, select_rack: str | None = None, denied: frozenset = frozenset(),
-              incremental: bool = False):
+              incremental: bool = False, served: list | None = None):
     """One pass over the request: (response topics, bytes of records, answer at once: an
     error, a diverging epoch or a preferred read replica).
 
@@ -175,7 +175,9 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
     `select_rack`: its rack, when this broker's replica selector is rack-aware;
     `incremental`: the partitions are a fetch session's (each part dict carries its cache
     entry): a caught-up one whose offsets are as last answered is left out at once, as the
-    incremental answer would drop it (what keeps a session's idle partitions cheap)."""
+    incremental answer would drop it (what keeps a session's idle partitions cheap);
+    `served`: gets (partition, bytes) of each read, counted as BytesOut only for the pass that
+    is answered (a long poll reads again after each wake-up)."""
     partition_for = ctx.broker.partition
     # KIP-73: a leader holds back out-of-sync followers of throttled partitions (cluster only).
     quota = ctx.broker.cluster.leader_quota if replica_id >= 0 and ctx.broker.cluster is not None else None
@@ -275,8 +277,8 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
                     first_data = False
                     budget -= size
                     total += size
-                    if replica_id < 0:  # Kafka's BytesOutPerSec: consumers (followers count apart)
-                        partition.bytes_out += size
+                    if served is not None:
+                        served.append((partition, size))
                     if throttled:
                         quota.record(size)
             if type(records) is FileRegion:
@@ -373,11 +375,15 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     select_rack = None
     if from_follower_ok and request.get("rack_id") and is_rack_aware(broker.config):
         select_rack = request["rack_id"]
+    # Kafka's BytesOutPerSec: what consumers are sent (followers are counted apart)
+    served: list | None = [] if replica_id < 0 else None
     try:
         while True:
             regions.release()  # a pass that led to a wait pinned nothing we still need
+            if served:
+                served.clear()
             responses, total, errors = _read_all(ctx, topics, max_bytes, regions, read_committed, replica_id,
-                                                 from_follower_ok, select_rack, denied, incremental)
+                                                 from_follower_ok, select_rack, denied, incremental, served)
             remaining = deadline - trio.current_time()
             if total >= min_bytes or errors or remaining <= 0 or broker.shutting_down:
                 break
@@ -400,6 +406,10 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             error_code, answer_session, responses = session.finish(responses)
             if error_code != _NONE:
                 regions.release()  # nothing read is sent
+                served = None
+        if served:
+            for partition, size in served:
+                partition.bytes_out += size
         regions.hand_over()  # the body holds them; the server sends and releases them
         answer = {"throttle_time_ms": 0, "error_code": error_code, "session_id": answer_session,
                   "responses": responses}

@@ -258,3 +258,26 @@ def test_the_grafana_dashboard_charts_only_exported_metrics(broker):
             for name in re.findall(r"\bkafka_[a-z_]+", target["expr"])}
     assert len(used) >= 15
     assert used <= exported, sorted(used - exported)
+
+
+def test_bytes_out_counts_what_a_long_poll_sends_once(broker):
+    """A fetch that waits for min_bytes reads its partitions again after each wake-up; only
+    the pass that is answered counts as BytesOut (each pass once counted again)."""
+    topic = "long-polled"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(30)
+    producer = ck.Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce(topic, value=b"x" * 100)
+    assert producer.flush(30) == 0
+    before = value(scrape(broker), "kafka_server_brokertopicmetrics_bytesout_total", topic=topic) or 0
+    fetch = {"replica_id": -1, "max_wait_ms": 800, "min_bytes": 1_000_000, "max_bytes": 10_000_000,
+             "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+             "topics": [{"topic": topic, "partitions": [
+                 {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+                  "log_start_offset": -1, "partition_max_bytes": 1_000_000}]}],
+             "forgotten_topics_data": [], "rack_id": ""}
+    answer = raw_request("127.0.0.1", broker.port, ApiKey.FETCH, 12, fetch)
+    sent = len(answer["responses"][0]["partitions"][0]["records"])
+    assert sent > 100
+    after = value(scrape(broker), "kafka_server_brokertopicmetrics_bytesout_total", topic=topic)
+    assert after - before == sent
