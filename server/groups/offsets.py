@@ -209,6 +209,13 @@ class OffsetStore:
                                                                     committed.metadata or "", now))))
         return entries
 
+    def _is_share_group(self, group_id: str) -> bool:
+        """A share group's id (KIP-932, server/groups/share/): its offsets are the share
+        coordinator's, so OffsetCommit/OffsetFetch answer GROUP_ID_NOT_FOUND, as Kafka's
+        ShareGroup does, rather than create a classic group that would take the id."""
+        share = getattr(self.broker, "share", None)
+        return share is not None and group_id in share.groups
+
     async def commit_offsets(self, *, group_id: str, generation_id: int, member_id: str,
                              group_instance_id: str | None,
                              offsets: dict[tuple[str, int], CommittedOffset]) -> dict[tuple[str, int], ErrorCode]:
@@ -223,6 +230,8 @@ class OffsetStore:
                 return results
             group = self.groups.get(group_id)
             error = self._commit_check(group, generation_id, member_id, group_instance_id)
+            if group is None and self._is_share_group(group_id):
+                error = E.GROUP_ID_NOT_FOUND
             if error == E.NONE and group is None:
                 group = self._new_group(group_id)
             if error != E.NONE:
@@ -267,6 +276,8 @@ class OffsetStore:
             # for a group no consumer has joined yet.
             error = self._txn_commit_check(group, group_id, generation_id, member_id,
                                            group_instance_id)
+            if group is None and self._is_share_group(group_id):
+                error = E.GROUP_ID_NOT_FOUND
             if error != E.NONE:
                 log.debug("group %s: transactional commit from producer %d (member %s, generation %d) refused: %s",
                           group_id, producer_id, member_id or "-", generation_id, error.name)
@@ -348,6 +359,8 @@ class OffsetStore:
         if status != E.NONE:
             return status, {}
         group = self.groups.get(group_id)
+        if group is None and self._is_share_group(group_id):
+            return E.GROUP_ID_NOT_FOUND, {}
         if group is not None and (member_id or member_epoch >= 0):
             error = self._fetch_check(group, member_id, member_epoch)
             if error != E.NONE:

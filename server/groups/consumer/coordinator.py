@@ -248,6 +248,9 @@ class ConsumerGroupCoordinator:
         that retire a classic group of the same id (an empty one, or a live one the online
         upgrade converts, migration.py)."""
         group = self.c.groups.get(group_id)
+        share = getattr(self.c.broker, "share", None)
+        if group is None and share is not None and group_id in share.groups:
+            raise _Reject(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if group is not None and not is_consumer_group(group):
             if create and not group.is_empty and not group.is_(GroupState.DEAD) \
                     and self.migration.can_upgrade(group):
@@ -478,8 +481,9 @@ class ConsumerGroupCoordinator:
         if epoch == STATIC_LEAVE_EPOCH:
             # The static member will be back: it keeps its assignment (and its partitions
             # stay unavailable to others) until its session times out.
+            # Kafka clears what it was revoking: those partitions go to their new owners.
             assignment = replace(member.assignment, member_epoch=STATIC_LEAVE_EPOCH,
-                                 previous_member_epoch=member.member_epoch)
+                                 previous_member_epoch=member.member_epoch, pending_revocation={})
             await self._write(group, [(crec.ConsumerKey(crec.CURRENT_ASSIGNMENT, group_id, member_id),
                                        self._assignment_value(assignment))], [])
             self._cancel_rebalance(group_id, member_id)
@@ -591,8 +595,8 @@ class ConsumerGroupCoordinator:
         (epoch < 0) only for an empty group; a member commits at its current epoch."""
         if group.dead:
             return E.COORDINATOR_NOT_AVAILABLE
-        if member_epoch < 0 and not member_id and not group.members:
-            return E.NONE
+        if member_epoch < 0 and not group.members:
+            return E.NONE  # Kafka: the admin client or a consumer without group management
         member = group.members.get(member_id)
         if member is None:
             return E.UNKNOWN_MEMBER_ID if (member_id or group.members) else E.NONE

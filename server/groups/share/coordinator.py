@@ -56,6 +56,7 @@ from server.errors import (
     KafkaError,
     UnknownMemberId,
     UnknownTopicOrPartition,
+    error_code_for,
 )
 from server.groups.share import records as rec
 from server.groups.share.assignor import assign
@@ -468,8 +469,9 @@ class ShareCoordinator:
                 after = _Written(written.snapshot_epoch, written.states, written.start_offset, written.updates + 1)
             try:
                 await self.log.append(partition, [(rec.encode_key(key), value)])
-            except KafkaError as exc:
-                code = append_error(exc.code) or exc.code
+            except Exception as exc:  # a storage failure too: answered with its code, never a crash
+                code = error_code_for(exc)
+                code = append_error(code) or code
                 raise KafkaError(f"{sp!r}: share state not written ({exc})", code) from exc
             self._written[sp.key] = after
 
