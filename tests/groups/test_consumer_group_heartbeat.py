@@ -247,6 +247,33 @@ def test_static_member_leaves_temporarily_and_rejoins_with_its_partitions(group_
     env.run(main)
 
 
+def test_a_static_member_leaving_temporarily_releases_what_it_was_revoking(group_env):
+    """Kafka clears a static member's pending revocations when it leaves with epoch -2: the
+    partitions it was giving up go to their new owner at once, not after its session."""
+    env = group_env()
+    env.create_topic("t", 4)
+
+    async def main(env):
+        tid = topic_id(env, "t")
+        a = Member(env, "g", "a", instance="inst-a")
+        await a.heartbeat()
+        assert a.owned_partitions(tid) == {0, 1, 2, 3}
+        b = Member(env, "g", "b")
+        await b.heartbeat()
+        target_b = env.groups.groups["g"].target["b"][tid]
+        # a is told to revoke b's partitions, then leaves temporarily without revoking
+        ra = await env.call_api(HB, 1, {"group_id": "g", "member_id": "a", "member_epoch": 1,
+                                        "topic_partitions": a.owned})
+        assert set(parts(ra)[tid]) == {0, 1, 2, 3} - target_b
+        out = await env.call_api(HB, 1, {"group_id": "g", "member_id": "a", "member_epoch": -2,
+                                         "instance_id": "inst-a"})
+        assert out["member_epoch"] == -2
+        await b.heartbeat()
+        assert b.owned_partitions(tid) == target_b
+
+    env.run(main)
+
+
 def test_regex_subscription_follows_new_topics(group_env):
     env = group_env()
     env.create_topic("orders-1", 1)
