@@ -150,3 +150,17 @@ def _js(doc):
 ])
 def test_json_rules(reader, writer, ok):
     assert (not compatibility.can_read(_js(reader), _js(writer))) is ok
+
+
+def test_a_shared_definition_that_failed_once_fails_again():
+    """`a` may hold anything (an anyOf with {}), so its failing $ref branch is rightly passed
+    over; `b` names the same pair of definitions and must still be found incompatible (the
+    checker once remembered the pair as checked and answered [] for it)."""
+    def schema(n_type):
+        return {"type": "object", "definitions": {"X": {"type": "object", "additionalProperties": False,
+                                                        "properties": {"n": {"type": n_type}}}},
+                "properties": {"a": {"anyOf": [{"$ref": "#/definitions/X"}, {}]} if n_type == "string"
+                               else {"$ref": "#/definitions/X"},
+                               "b": {"$ref": "#/definitions/X"}}}
+    problems = compatibility.can_read(_js(schema("string")), _js(schema("integer")))
+    assert any("/properties/b" in p for p in problems), problems

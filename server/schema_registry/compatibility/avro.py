@@ -60,7 +60,9 @@ class AvroChecker:
     def __init__(self, reader_named: dict, writer_named: dict) -> None:
         self.rnamed = reader_named
         self.wnamed = writer_named
-        self._assumed: set[tuple[int, int]] = set()  # record pairs under check (recursive types)
+        # record pairs under check, up the stack: assumed compatible there (recursive types end),
+        # and only there, so a pair that fails fails wherever else it comes up
+        self._assumed: set[tuple[int, int]] = set()
 
     def check(self, reader: Any, writer: Any, path: str = "/") -> list[str]:
         reader, writer = _resolve(reader, self.rnamed), _resolve(writer, self.wnamed)
@@ -110,6 +112,12 @@ class AvroChecker:
         if pair in self._assumed:
             return []
         self._assumed.add(pair)
+        try:
+            return self._record_fields(reader, writer, path)
+        finally:
+            self._assumed.discard(pair)
+
+    def _record_fields(self, reader: dict, writer: dict, path: str) -> list[str]:
         problems = []
         wfields = {f["name"]: f for f in writer.get("fields", [])}
         for i, field in enumerate(reader.get("fields", [])):

@@ -41,6 +41,8 @@ def _types(schema: dict) -> set[str] | None:
 class JsonChecker:
     def __init__(self, reader_root: Any, writer_root: Any) -> None:
         self.roots = (reader_root, writer_root)
+        # pairs under check, up the stack: assumed compatible there (recursive schemas end),
+        # and only there, so a pair that fails fails wherever else it comes up
         self._seen: set[tuple[int, int]] = set()
 
     def _deref(self, schema: Any, root: Any) -> Any:
@@ -73,6 +75,12 @@ class JsonChecker:
         if pair in self._seen:
             return []
         self._seen.add(pair)
+        try:
+            return self._check_pair(reader, writer, path)
+        finally:
+            self._seen.discard(pair)
+
+    def _check_pair(self, reader: dict, writer: dict, path: str) -> list[str]:
         for combinator in ("anyOf", "oneOf"):
             if combinator in writer:
                 problems = []
