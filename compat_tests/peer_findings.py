@@ -36,7 +36,14 @@ _TXN_SCENARIOS = (
     "transaction_misuse_error_codes",
     "consume_transform_produce_exactly_once_across_broker_kill")
 
+_ACKS0_ANSWERED = (
+    "Produce with acks=0 is answered (Kafka sends no response): the Java client, which expects "
+    "none, reads that frame as the answer to its next request, fails the correlation check and "
+    "drops the connection; a batch queued behind it can expire (about 1 run in 6 in CI, stop 26)")
+
 TANSU: dict[tuple[str, str], str] = {
+    ("acks[0]", "java"): _ACKS0_ANSWERED,
+    ("acks0_no_response_raw", "raw"): _ACKS0_ANSWERED,
     ("*", "kcat"): KCAT_HANDSHAKE,
     ("api_versions_unsupported_version_raw", "raw"): (
         "ApiVersions at an unknown version (v127) is answered with error 0 and a flexible "

@@ -8,11 +8,15 @@ offsets 0..n-1. A broker that loses, duplicates, reorders or alters a record fai
 from __future__ import annotations
 
 import os
+import socket
+import struct
 
 import pytest
+from kafka.record.memory_records import MemoryRecordsBuilder
 
+from compat_tests import kafka_wire as kw
 from compat_tests.clients.base import LARGE_LIMIT, Message, NotSupportedByClient
-from compat_tests.helpers import assert_exact, make_topic, now_ms, produce_via
+from compat_tests.helpers import assert_exact, make_topic, now_ms, produce_via, wait_metadata
 
 
 def _roundtrip(client, setup, topic, messages, partitions=1, configs=None, timeout=20.0,
@@ -144,6 +148,39 @@ def test_acks(client, setup_client, topic_name, acks):
                 for i in range(50)]
     _roundtrip(client, setup_client, topic_name, messages,
                acks=acks if acks == "all" else int(acks))
+
+
+@pytest.mark.compat(client="raw")
+def test_acks0_no_response_raw(broker, setup_client, topic_name):
+    """Kafka never answers a Produce with acks=0: the next frame on the connection answers the
+    next request. A broker that answers anyway makes the Java client (which expects no answer)
+    read that frame as another request's, fail its correlation check and drop the connection."""
+    setup_client.create_topic(topic_name, 1)
+    wait_metadata(setup_client, topic_name, lambda t: t.error_code == 0 and 0 in t.partitions
+                  and t.partitions[0] >= 0, what="a leader")
+    builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 20)
+    builder.append(timestamp=now_ms(), key=b"k", value=b"acks0", headers=[])
+    builder.close()
+    records = bytes(builder.buffer())
+    # Produce v3 (non-flexible): transactional_id, acks, timeout, [topic [partition records]].
+    body = (kw.string(None) + struct.pack(">hi", 0, 5000) + struct.pack(">i", 1)
+            + kw.string(topic_name) + struct.pack(">i", 1)
+            + struct.pack(">ii", 0, len(records)) + records)
+    host, _, port = broker.bootstrap.rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.settimeout(10)
+        for correlation_id in (1, 2):
+            sock.sendall(kw.frame(kw.request_header(kw.API_PRODUCE, 3, correlation_id,
+                                                    "trafka-compat", False) + body))
+        sock.sendall(kw.frame(kw.request_header(kw.API_METADATA, 1, 3, "trafka-compat", False)
+                              + struct.pack(">i", 0)))
+        first = kw.read_frame(sock)
+    (correlation_id,) = struct.unpack(">i", first[:4])
+    assert correlation_id == 3, (
+        f"the first frame back answers correlation id {correlation_id}: the broker answered a "
+        "Produce with acks=0")
+    records_back = setup_client.consume(topic_name, 2, timeout=15.0)
+    assert [r.value for r in records_back] == [b"acks0", b"acks0"]
 
 
 def test_idempotent_producer(client, setup_client, topic_name):

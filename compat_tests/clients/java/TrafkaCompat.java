@@ -750,6 +750,10 @@ public final class TrafkaCompat {
             p.put("linger.ms", "5");
             p.put("max.request.size", Integer.toString(LARGE_LIMIT));
             p.put("max.block.ms", "15000");
+            // A batch the broker never takes fails here inside the test's time (the default
+            // delivery timeout, 120 s, outlasts it) and says why instead of hanging flush().
+            p.put("request.timeout.ms", "15000");
+            p.put("delivery.timeout.ms", "30000");
             if (present(r, "idempotent")) {
                 p.put("enable.idempotence", Boolean.toString(r.get("idempotent").getAsBoolean()));
             } else if (!acks.equals("all")) {
