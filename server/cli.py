@@ -134,6 +134,8 @@ async def _run_broker(config, http, *, task_status=trio.TASK_STATUS_IGNORED) -> 
     if http is not None:
         http.attach(broker)
     registry = _schema_registry(broker, config)  # binds its port first: a taken port stops start-up here
+    if http is not None and registry is not None:
+        http.attach_schema_registry(registry.registry)
     await trio.to_thread.run_sync(broker.open)
     if registry is not None:
         await trio.to_thread.run_sync(registry.load)

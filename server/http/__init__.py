@@ -9,6 +9,7 @@ thread from plain counters the data path bumps once per request or batch).
 - metrics.py  the hot-path request counters and the scrape-time Collector
 - app.py      the routes
 - server.py   binding `http.listeners` and serving it with hypercorn
+- console/    the web console at `/` (JSON under /api/, static page, no CDN)
 - listen.py   the bound listening socket, shared with the Schema Registry (schema.registry.listeners)
 
 Importing this package imports none of hypercorn, starlette or prometheus_client: a broker

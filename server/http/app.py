@@ -1,4 +1,5 @@
-"""The HTTP routes: `/metrics` (Prometheus text format), `/healthz` and `/readyz`.
+"""The HTTP routes: `/metrics` (Prometheus text format), `/healthz`, `/readyz`, and the web
+console (`/`, `/static/...`, `/api/...`: server/http/console/).
 
 Why these answers: `/healthz` is a liveness probe — 200 whenever the process answers at all,
 so an orchestrator restarts only a hung broker, not one busy recovering its logs.
@@ -23,9 +24,10 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 
-def build_app(registry: Any, not_ready: Callable[[], str | None]) -> Starlette:
+def build_app(registry: Any, not_ready: Callable[[], str | None], console: Any = None) -> Starlette:
     """The ASGI app of one broker: `registry` its CollectorRegistry, `not_ready()` None
-    when it serves, else why not."""
+    when it serves, else why not; `console` the HttpEndpoint the web console reads the
+    broker from (None: no console)."""
 
     async def metrics(_request: Request) -> Response:
         text = await trio.to_thread.run_sync(generate_latest, registry)
@@ -40,8 +42,13 @@ def build_app(registry: Any, not_ready: Callable[[], str | None]) -> Starlette:
             return PlainTextResponse("ready\n")
         return PlainTextResponse(f"not ready: {reason}\n", status_code=503)
 
-    return Starlette(routes=[
+    routes = [
         Route("/metrics", metrics),
         Route("/healthz", healthz),
         Route("/readyz", readyz),
-    ])
+    ]
+    if console is not None:
+        from server.http.console.api import ConsoleApi
+
+        routes += ConsoleApi(console).routes()
+    return Starlette(routes=routes)

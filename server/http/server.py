@@ -53,6 +53,7 @@ class HttpEndpoint:
         self._collector = _LateCollector()
         self.registry = build_registry(self._collector)
         self.broker: Broker | None = None
+        self.schema_registry: Any = None  # server.schema_registry's SchemaRegistry, for the console's Avro
         self.opened = False  # the logs are recovered (Broker.open returned)
         self.listening = False  # the Kafka listeners are bound
         self.sock: socket.socket | None = None
@@ -74,6 +75,10 @@ class HttpEndpoint:
         broker.metrics = self.requests
         self._collector.target = BrokerCollector(broker, None, self.requests)
 
+    def attach_schema_registry(self, registry: Any) -> None:
+        """This process serves a Schema Registry: the console decodes Avro values with it."""
+        self.schema_registry = registry
+
     def attach_server(self, server: Any) -> None:
         """The Kafka listeners are bound (server.network.Server): ready, and connections counted."""
         if self._collector.target is not None:
@@ -94,7 +99,7 @@ class HttpEndpoint:
         return None
 
     async def serve(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """Serve /metrics, /healthz and /readyz on the bound socket until cancelled."""
+        """Serve /metrics, /healthz, /readyz and the console on the bound socket until cancelled."""
         from hypercorn.trio import serve
 
         from server.http.app import build_app
@@ -102,7 +107,7 @@ class HttpEndpoint:
         if self.sock is None:
             self.bind()
         config = listen.hypercorn_config(self.sock, log, graceful_timeout=1.0)
-        app = build_app(self.registry, self.not_ready)
+        app = build_app(self.registry, self.not_ready, self)
         host, port = self.bound
-        log.info("HTTP listener (/metrics, /healthz, /readyz) on %s:%d", host, port)
+        log.info("HTTP listener (/metrics, /healthz, /readyz, console at /) on http://%s:%d/", host, port)
         await serve(app, config, task_status=task_status)
