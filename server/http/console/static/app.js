@@ -99,7 +99,7 @@ function drawChart(svg, series) {
     });
     out += `<polyline fill="none" stroke="${s.color}" stroke-width="2" points="${points.join(" ")}"/>`;
   }
-  out += `<text x="4" y="14" font-size="11" fill="#667085">max ${series[0].fmt(max)}/s</text>`;
+  out += `<text x="4" y="14" font-size="11" fill="#667085">max ${series[0].fmt(Math.round(max))}/s</text>`;
   svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
   svg.setAttribute("preserveAspectRatio", "none");
   svg.innerHTML = out;
@@ -177,7 +177,7 @@ async function createTopic() {
       return api("/topics", {method: "POST", body: JSON.stringify({
         name: values.name, partitions: Number(values.partitions), replication_factor: Number(values.replication_factor), configs})});
     }, "Create");
-  if (created) { status(`Created topic ${created.name} (${created.partitions} partitions)`, true); location.hash = `#/topic/${encodeURIComponent(created.name)}`; }
+  if (created) go(`#/topic/${encodeURIComponent(created.name)}`, `Created topic ${created.name} (${created.partitions} partitions)`);
 }
 
 async function topicPage(name) {
@@ -204,7 +204,7 @@ async function topicPage(name) {
     const done = await confirmDialog(`Delete topic ${name}?`,
       `<p>Every partition of <b>${esc(name)}</b> and its messages go, and groups' committed offsets for it. This cannot be undone.</p>`,
       () => api(`/topics/${encodeURIComponent(name)}`, {method: "DELETE"}), "Delete");
-    if (done) { status(`Deleted topic ${name}`, true); location.hash = "#/topics"; }
+    if (done) go("#/topics", `Deleted topic ${name}`);
   };
 }
 
@@ -333,7 +333,10 @@ async function route() {
   }
 }
 
-window.addEventListener("hashchange", () => { status(""); route(); });
+// A message for the page an action leads to (a hash change clears the previous page's).
+let flash = null;
+function go(hash, message) { flash = message; location.hash = hash; }
+window.addEventListener("hashchange", () => { status(flash || "", Boolean(flash)); flash = null; route(); });
 api("/cluster").then(c => { $("#cluster-id").textContent = `cluster ${c.cluster_id} · broker ${c.node_id}`; }).catch(() => {});
 route();
 sampleRates();
