@@ -21,6 +21,7 @@ is UNKNOWN_SERVER_ERROR, 500, with its traceback in the log.
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,7 @@ _STATUS = {
     ErrorCode.TOPIC_AUTHORIZATION_FAILED: 403, ErrorCode.GROUP_AUTHORIZATION_FAILED: 403,
     ErrorCode.CLUSTER_AUTHORIZATION_FAILED: 403,
     ErrorCode.NOT_LEADER_OR_FOLLOWER: 421, ErrorCode.NOT_COORDINATOR: 421,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: 503,  # the broker is still recovering its logs
     ErrorCode.UNKNOWN_SERVER_ERROR: 500,
 }
 
@@ -65,6 +67,13 @@ class ConsoleError(Exception):
 def error_response(code: ErrorCode, message: str) -> JSONResponse:
     return JSONResponse({"error_code": int(code), "error": code.name, "message": message},
                         status_code=_STATUS.get(code, 400))
+
+
+async def json_response(data: Any, status_code: int = 200) -> Response:
+    """The state was read on the trio thread (one consistent view); turning it into JSON,
+    which for thousands of partitions or 200 records takes a while, runs in a worker thread."""
+    text = await trio.to_thread.run_sync(lambda: json.dumps(data, ensure_ascii=False, separators=(",", ":")))
+    return Response(text, status_code=status_code, media_type="application/json")
 
 
 def _code(value: int) -> ErrorCode:
@@ -152,17 +161,17 @@ class ConsoleApi:
         return JSONResponse(views.brokers(self.broker))
 
     async def topics(self, _request: Request) -> Response:
-        return JSONResponse({"topics": views.topics(self.broker)})
+        return await json_response({"topics": views.topics(self.broker)})
 
     async def topic(self, request: Request) -> Response:
         name = request.path_params["topic"]
         found = views.topic(self.broker, name)
         if found is None:
             raise ConsoleError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name} does not exist")
-        return JSONResponse(found)
+        return await json_response(found)
 
     async def groups(self, _request: Request) -> Response:
-        return JSONResponse({"groups": views.groups(self.broker)})
+        return await json_response({"groups": views.groups(self.broker)})
 
     async def group(self, request: Request) -> Response:
         group_id = request.path_params["group"]
@@ -173,7 +182,7 @@ class ConsoleApi:
         found = views.group(broker, group_id)
         if found is None:
             raise ConsoleError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist")
-        return JSONResponse(found)
+        return await json_response(found)
 
     async def rates(self, _request: Request) -> Response:
         return JSONResponse(views.rates(self.broker))
@@ -186,7 +195,8 @@ class ConsoleApi:
         index = _int(request.path_params["partition"], "partition", minimum=0)
         query = request.query_params
         limit = _int(query.get("limit", 50), "limit", minimum=1, maximum=browse.MAX_RECORDS)
-        views.topic(broker, name) or _raise(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name} does not exist")
+        if views.topic(broker, name) is None:
+            raise ConsoleError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name} does not exist")
         partition = broker.partitions.get((name, index))
         if partition is None:
             states = {p["partition"]: p for p in views.partitions(broker, name)}
@@ -207,7 +217,7 @@ class ConsoleApi:
         answer = await trio.to_thread.run_sync(browse.read_records, partition, offset, limit, decoder)
         if "timestamp" in query:
             answer["timestamp"] = int(query["timestamp"])
-        return JSONResponse(answer)
+        return await json_response(answer)
 
     async def _list_offset(self, broker: Any, name: str, index: int, timestamp: int) -> int:
         """ListOffsets' answer for one partition (-1: no record at or after `timestamp`)."""
@@ -319,7 +329,3 @@ class ConsoleApi:
                  ", ".join(f"{t}-{p}={o}" for (t, p), o in sorted(chosen.items())))
         return JSONResponse({"group_id": group_id, "offsets": [{"topic": t, "partition": p, "offset": o}
                                                                 for (t, p), o in sorted(chosen.items())]})
-
-
-def _raise(code: ErrorCode, message: str) -> None:
-    raise ConsoleError(code, message)

@@ -231,3 +231,28 @@ def test_rates_counters_move_with_traffic(broker, api):
 
 def test_unknown_api_path_is_a_json_error(api):
     assert_error(api.get("/nothing-here"), 400, "INVALID_REQUEST")
+
+
+def test_kip848_group_members_assignment_and_reset(broker, api):
+    topic = new_topic(broker, partitions=2)
+    produce(broker.bootstrap, topic, [{"value": b"n"}] * 5, partition=1)
+    group = f"g848-{uuid.uuid4().hex[:6]}"
+    consumer = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "group.protocol": "consumer",
+                            "client.id": "kip848", "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        consumer.subscribe([topic])
+        wait_for(lambda: consumer.poll(0.5) is not None and len(consumer.assignment()) == 2, 30, "both partitions")
+        consumer.commit(offsets=[ck.TopicPartition(topic, 1, 2)], asynchronous=False)
+        detail = wait_for(lambda: (d := api.get(f"/groups/{group}").json())["state"] == "Stable" and d, 20,
+                          "a Stable KIP-848 group")
+        assert detail["type"] == "consumer"
+        (member,) = detail["members"]
+        assert member["client_id"] == "kip848" and member["member_epoch"] >= 1
+        assert member["assignment"] == [{"topic": topic, "partitions": [0, 1]}]
+        assert [(o["partition"], o["committed"], o["lag"]) for o in detail["offsets"]] == [(1, 2, 3)]
+        assert_error(api.post(f"/groups/{group}/reset-offsets", json={"to": "latest"}), 409, "NON_EMPTY_GROUP")
+    finally:
+        consumer.close()
+    wait_for(lambda: api.get(f"/groups/{group}").json()["state"] == "Empty", 20, "an Empty group")
+    assert api.post(f"/groups/{group}/reset-offsets", json={"to": "latest"}).status_code == 200
+    assert committed(broker.bootstrap, group, topic, 2)[1] == 5
