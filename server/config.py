@@ -209,7 +209,9 @@ SETTINGS: dict[str, Setting] = {
         _s("allow.everyone.if.no.acl.found", _bool, "false", "Allow an operation on a resource no ACL applies to."),
         _s("shutdown.timeout.ms", int, "10000", "How long in-flight requests get to finish on SIGTERM."),
         _s("http.listeners", _http_listeners, "127.0.0.1:8080",
-           "HOST:PORT of the HTTP listener serving /metrics (Prometheus), /healthz and /readyz; empty: none."),
+           "HOST:PORT of the HTTP listener serving /metrics (Prometheus), /healthz, /readyz and the web console; empty: none."),
+        _s("trafka.console.enable", _bool, "true",
+           "Serve the web console (/, /static/, /api/) on http.listeners; false: only /metrics, /healthz and /readyz."),
         # TLS (server/security/tls.py); each may also be set per listener as
         # listener.name.<lower-case name>.ssl.* (Kafka's prefix).
         _s("ssl.keystore.type", str, "JKS", "PEM or PKCS12 (JKS: read as PKCS12, as Java's keystore.type.compat does)."),

@@ -49,6 +49,7 @@ class HttpEndpoint:
 
     def __init__(self, config: "BrokerConfig") -> None:
         self.address = config.get("http.listeners")
+        self.console = config.get("trafka.console.enable")
         self.requests = RequestMetrics()
         self._collector = _LateCollector()
         self.registry = build_registry(self._collector)
@@ -107,7 +108,8 @@ class HttpEndpoint:
         if self.sock is None:
             self.bind()
         config = listen.hypercorn_config(self.sock, log, graceful_timeout=1.0)
-        app = build_app(self.registry, self.not_ready, self)
+        app = build_app(self.registry, self.not_ready, self if self.console else None)
         host, port = self.bound
-        log.info("HTTP listener (/metrics, /healthz, /readyz, console at /) on http://%s:%d/", host, port)
+        log.info("HTTP listener (/metrics, /healthz, /readyz%s) on http://%s:%d/",
+                 ", console at /" if self.console else "", host, port)
         await serve(app, config, task_status=task_status)

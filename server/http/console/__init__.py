@@ -6,6 +6,8 @@ the way `server/http/metrics.py` does (no Kafka client, no second process), and 
 only through the Kafka handlers themselves (`calls.py`), so validation, error codes,
 authorization and ZooKeeper cluster mode are the ones Kafka clients get. The page is
 static files shipped in the package (no CDN, no build step): it works without internet.
+Under an authorizer the console is an unauthenticated client (User:ANONYMOUS) for reads
+and actions alike; `trafka.console.enable=false` leaves the listener without it.
 
 - calls.py    one Kafka request answered by its handler, in-process
 - views.py    brokers, topics, partitions and groups as JSON-ready dicts (reads only)

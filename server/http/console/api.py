@@ -37,7 +37,8 @@ from wire.primitives import ZERO_UUID
 from wire.registry import ApiKey
 
 from server.http.console import browse, views
-from server.http.console.calls import kafka_call
+from server.http.console.calls import console_context, kafka_call
+from server.security.acls import AclOperation, ResourceType
 
 log = logging.getLogger("trafka.console")
 
@@ -151,6 +152,19 @@ class ConsoleApi:
         ]
 
     # ---- reads ----------------------------------------------------------------------
+    # With an authorizer, reads are allowed as for an unauthenticated Kafka client
+    # (calls.py): DESCRIBE to see a topic or group, READ to browse a topic's records.
+    def _may(self, broker: Any, api_key: ApiKey, op: AclOperation, resource: ResourceType, name: str,
+             log_denied: bool = True) -> bool:
+        return console_context(broker, api_key).authorize(op, resource, name, log_denied=log_denied)
+
+    def _check(self, broker: Any, api_key: ApiKey, op: AclOperation, resource: ResourceType, name: str) -> None:
+        if not self._may(broker, api_key, op, resource, name):
+            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED if resource == ResourceType.TOPIC \
+                else ErrorCode.GROUP_AUTHORIZATION_FAILED
+            raise ConsoleError(code, f"not authorized to {op.name} {resource.name.lower()} {name} "
+                                     "(the console is User:ANONYMOUS)")
+
     async def index(self, _request: Request) -> Response:
         return FileResponse(STATIC / "index.html")
 
@@ -161,21 +175,29 @@ class ConsoleApi:
         return JSONResponse(views.brokers(self.broker))
 
     async def topics(self, _request: Request) -> Response:
-        return await json_response({"topics": views.topics(self.broker)})
+        broker = self.broker
+        return await json_response({"topics": [
+            t for t in views.topics(broker)
+            if self._may(broker, ApiKey.METADATA, AclOperation.DESCRIBE, ResourceType.TOPIC, t["name"], False)]})
 
     async def topic(self, request: Request) -> Response:
         name = request.path_params["topic"]
+        self._check(self.broker, ApiKey.METADATA, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
         found = views.topic(self.broker, name)
         if found is None:
             raise ConsoleError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name} does not exist")
         return await json_response(found)
 
     async def groups(self, _request: Request) -> Response:
-        return await json_response({"groups": views.groups(self.broker)})
+        broker = self.broker
+        return await json_response({"groups": [
+            g for g in views.groups(broker)
+            if self._may(broker, ApiKey.LIST_GROUPS, AclOperation.DESCRIBE, ResourceType.GROUP, g["group_id"], False)]})
 
     async def group(self, request: Request) -> Response:
         group_id = request.path_params["group"]
         broker = self.broker
+        self._check(broker, ApiKey.DESCRIBE_GROUPS, AclOperation.DESCRIBE, ResourceType.GROUP, group_id)
         status = broker.groups.group_status(group_id) if broker.groups is not None else ErrorCode.NONE
         if status != ErrorCode.NONE:
             raise ConsoleError(status, f"group {group_id}: {status.name} on broker {broker.node_id}")
@@ -195,6 +217,7 @@ class ConsoleApi:
         index = _int(request.path_params["partition"], "partition", minimum=0)
         query = request.query_params
         limit = _int(query.get("limit", 50), "limit", minimum=1, maximum=browse.MAX_RECORDS)
+        self._check(broker, ApiKey.FETCH, AclOperation.READ, ResourceType.TOPIC, name)
         if views.topic(broker, name) is None:
             raise ConsoleError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name} does not exist")
         partition = broker.partitions.get((name, index))

@@ -21,16 +21,23 @@ if TYPE_CHECKING:  # pragma: no cover
 CLIENT_ID = "trafka-console"
 
 
+def console_context(broker: "Broker", api_key: int, api_version: int = 0) -> RequestContext:
+    """The context of a console request: an unauthenticated client on the first listener.
+    The reads use it too (`ctx.authorize`), so with an authorizer the console shows only
+    what such a client could describe or read."""
+    listeners = broker.config.listener_list
+    session = Session("127.0.0.1", 0, listener=listeners[0].name if listeners else None)
+    session.client_id = CLIENT_ID
+    return RequestContext(broker, session, int(api_key), api_version, 0, CLIENT_ID)
+
+
 async def kafka_call(broker: "Broker", api_key: int, api_version: int, body: dict[str, Any]) -> dict[str, Any]:
     """The response body of one request, as its handler answers it (a delayed answer,
     such as an acks=all Produce's, is awaited)."""
     from server.delayed import DelayedResponse
     from server.handlers import HANDLERS
 
-    listeners = broker.config.listener_list
-    session = Session("127.0.0.1", 0, listener=listeners[0].name if listeners else None)
-    session.client_id = CLIENT_ID
-    ctx = RequestContext(broker, session, int(api_key), api_version, 0, CLIENT_ID)
+    ctx = console_context(broker, api_key, api_version)
     answer = await HANDLERS[int(api_key)].handle(ctx, body)
     if isinstance(answer, DelayedResponse):
         answer = await answer.finish()
