@@ -36,6 +36,7 @@ from wire.errors import ErrorCode
 from wire.primitives import ZERO_UUID
 from wire.registry import ApiKey
 
+from server.errors import error_code_for
 from server.http.console import browse, views
 from server.http.console.calls import console_context, kafka_call
 from server.security.acls import AclOperation, ResourceType
@@ -130,9 +131,13 @@ class ConsoleApi:
                 except ConsoleError as exc:
                     log.info("console %s %s: %s (%s)", request.method, request.url.path, exc.code.name, exc)
                     return error_response(exc.code, str(exc))
-                except Exception as exc:
-                    log.exception("console %s %s failed", request.method, request.url.path)
-                    return error_response(ErrorCode.UNKNOWN_SERVER_ERROR, f"{type(exc).__name__}: {exc}")
+                except Exception as exc:  # storage's errors (a log deleted or truncated meanwhile) get their code
+                    code = error_code_for(exc)
+                    if code == ErrorCode.UNKNOWN_SERVER_ERROR:
+                        log.exception("console %s %s failed", request.method, request.url.path)
+                    else:
+                        log.info("console %s %s: %s (%s)", request.method, request.url.path, code.name, exc)
+                    return error_response(code, f"{type(exc).__name__}: {exc}")
             return Route(path, guarded, methods=list(methods))
 
         return [

@@ -16,6 +16,10 @@ from pathlib import Path
 import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from tests.brokerproc import REPO
 from tests.http.console.conftest import produce, wait_for
@@ -30,9 +34,6 @@ pytestmark = [
                        reason="needs Debian's chromium and chromium-driver (/usr/bin/chromium, /usr/bin/chromedriver)"),
 ]
 
-webdriver = pytest.importorskip("selenium.webdriver")
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +41,7 @@ def browser():
     profile = tempfile.mkdtemp(prefix="trafka-chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--no-first-run", f"--user-data-dir={profile}", "--window-size=1400,1000"):
@@ -53,25 +55,45 @@ def browser():
         shutil.rmtree(profile, ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def no_script_errors(browser):
+    """Every page test ends without a JavaScript error in the console (an API's 4xx answer
+    logs "Failed to load resource", which the tests provoke on purpose)."""
+    browser.get_log("browser")  # drop what earlier tests left
+    yield
+    errors = [e["message"] for e in browser.get_log("browser")
+              if e["level"] == "SEVERE" and "Failed to load resource" not in e["message"]]
+    assert not errors, errors
+
+
 def screenshot(driver, name: str) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))
 
 
+def waiter(driver, timeout: float = 15) -> WebDriverWait:
+    """Pages re-render after an action: an element found a moment ago may be gone; look again."""
+    return WebDriverWait(driver, timeout, ignored_exceptions=[StaleElementReferenceException])
+
+
 def wait_css(driver, selector: str, timeout: float = 15):
-    return WebDriverWait(driver, timeout).until(lambda d: d.find_element(By.CSS_SELECTOR, selector))
+    return waiter(driver, timeout).until(lambda d: d.find_element(By.CSS_SELECTOR, selector))
 
 
 def wait_text(driver, selector: str, text: str, timeout: float = 15):
     def has(d):
         found = d.find_elements(By.CSS_SELECTOR, selector)
         return found[0] if found and text in found[0].text else False
-    return WebDriverWait(driver, timeout).until(has, f"{text!r} in {selector}")
+    return waiter(driver, timeout).until(has, f"{text!r} in {selector}")
 
 
 def open_page(driver, broker, hash_: str) -> None:
+    """A fresh load of the page (a bare hash change would keep the last page's DOM until the
+    new one renders), waited for until it has rendered."""
+    driver.get("about:blank")
     driver.get(f"{broker.http_url}/#/{hash_}")
-    WebDriverWait(driver, 15).until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-page"))
+    page = hash_.split("/")[0] or "overview"
+    waiter(driver).until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-page") == page)
 
 
 def new_topic(broker, partitions: int = 1) -> str:
