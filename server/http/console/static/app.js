@@ -37,12 +37,13 @@ function status(message, ok = false) {
 }
 
 // ---- confirmation dialog: resolves with the form's values, or null when cancelled ----
-function confirmDialog(title, bodyHtml, action, okLabel = "Confirm") {
+function confirmDialog(title, bodyHtml, action, okLabel = "Confirm", style = "danger") {
   const dialog = $("#confirm-dialog");
   $("#confirm-title").textContent = title;
   $("#confirm-body").innerHTML = bodyHtml;
   $("#confirm-error").textContent = "";
   $("#confirm-ok").textContent = okLabel;
+  $("#confirm-ok").className = style;  // red for what destroys or rewrites, blue for creating
   dialog.showModal();
   return new Promise(resolve => {
     const ok = async event => {
@@ -176,7 +177,7 @@ async function createTopic() {
       }
       return api("/topics", {method: "POST", body: JSON.stringify({
         name: values.name, partitions: Number(values.partitions), replication_factor: Number(values.replication_factor), configs})});
-    }, "Create");
+    }, "Create", "primary");
   if (created) go(`#/topic/${encodeURIComponent(created.name)}`, `Created topic ${created.name} (${created.partitions} partitions)`);
 }
 
