@@ -21,7 +21,7 @@ import json
 import struct
 from typing import Any, Callable
 
-from wire.records import iter_records, parse_header, peek_batch_size, peek_magic
+from wire.records import iter_records, parse_header, peek_batch_size
 
 MAX_RECORDS = 200
 FIELD_LIMIT = 16 * 1024
@@ -59,13 +59,12 @@ def render(data: bytes | None, avro: AvroDecoder | None = None) -> dict[str, Any
 
 def read_records(partition: Any, offset: int, limit: int, avro: AvroDecoder | None = None) -> dict[str, Any]:
     """Up to `limit` records of `partition` (server.partition.Partition) from `offset`
-    (clamped to the log start), below the high watermark. Control records (transaction
-    markers) are left out; legacy (magic 0/1) message sets are counted, not decoded."""
+    (clamped to the log start), below the high watermark, as a read_uncommitted consumer
+    sees them; control records (transaction markers) are left out."""
     plog = partition.log
     start = max(offset, plog.log_start_offset)
     end = partition.high_watermark
     records: list[dict[str, Any]] = []
-    legacy = 0
     position = start
     while len(records) < limit and position < end:
         data = bytes(plog.read(position, READ_BYTES, max_offset=end))
@@ -78,11 +77,7 @@ def read_records(partition: Any, offset: int, limit: int, avro: AvroDecoder | No
                 break
             batch = memoryview(data)[pos:pos + size]
             pos += size
-            if peek_magic(batch) != 2:
-                legacy += 1
-                position = max(position, struct.unpack_from(">q", batch)[0] + 1)
-                continue
-            header = parse_header(batch)
+            header = parse_header(batch)  # always magic 2: legacy produce is up-converted (wire/legacy.py)
             position = max(position, header.next_offset)
             if header.is_control:
                 continue
@@ -101,7 +96,7 @@ def read_records(partition: Any, offset: int, limit: int, avro: AvroDecoder | No
             break  # no whole batch in what was read: nothing more to show
     return {"topic": partition.topic, "partition": partition.index, "start_offset": start,
             "log_start_offset": plog.log_start_offset, "high_watermark": end, "records": records,
-            "next_offset": records[-1]["offset"] + 1 if records else start, "legacy_batches": legacy}
+            "next_offset": records[-1]["offset"] + 1 if records else start}
 
 
 def avro_decoder(registry: Any) -> AvroDecoder | None:

@@ -256,3 +256,26 @@ def test_kip848_group_members_assignment_and_reset(broker, api):
     wait_for(lambda: api.get(f"/groups/{group}").json()["state"] == "Empty", 20, "an Empty group")
     assert api.post(f"/groups/{group}/reset-offsets", json={"to": "latest"}).status_code == 200
     assert committed(broker.bootstrap, group, topic, 2)[1] == 5
+
+
+def test_browser_reads_compressed_and_transactional_batches(broker, api):
+    topic = new_topic(broker)
+    for codec in ("zstd", "lz4", "gzip", "snappy"):
+        producer = ck.Producer({"bootstrap.servers": broker.bootstrap, "compression.type": codec, "linger.ms": 50})
+        for i in range(3):
+            producer.produce(topic, key=f"{codec}-{i}".encode(), value=b"v" * 200, partition=0)
+        assert producer.flush(30) == 0
+    txn = ck.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"tx-{uuid.uuid4().hex[:6]}"})
+    txn.init_transactions(30)
+    txn.begin_transaction()
+    txn.produce(topic, key=b"in-txn", value=b"committed", partition=0)
+    txn.commit_transaction(30)
+    answer = api.get(f"/topics/{topic}/partitions/0/records").json()
+    keys = [r["key"]["text"] for r in answer["records"]]
+    assert keys == [f"{c}-{i}" for c in ("zstd", "lz4", "gzip", "snappy") for i in range(3)] + ["in-txn"]
+    assert answer["records"][0]["value"]["text"] == "v" * 200
+    # the COMMIT marker takes offset 13 and is not shown
+    assert answer["high_watermark"] == 14 and answer["records"][-1]["offset"] == 12
+    # one record at a time walks across compressed batches
+    step = api.get(f"/topics/{topic}/partitions/0/records", params={"offset": 4, "limit": 1}).json()
+    assert [r["key"]["text"] for r in step["records"]] == ["lz4-1"]
