@@ -105,12 +105,14 @@ def build_app(registry: SchemaRegistry, link=None) -> Starlette:
         name, version = request.path_params["subject"], request.path_params["version"]
         if request.method == "DELETE":
             return RegistryJSON(await registry.delete_version(name, version, permanent=_flag(request, "permanent")))
-        return RegistryJSON(registry.version(name, version, deleted=_flag(request, "deleted")).to_json())
+        found = registry.version(name, version, deleted=_flag(request, "deleted"))
+        schema = registry.schema_text(found, request.query_params.get("format"))
+        return RegistryJSON({**found.to_json(), "schema": schema})
 
     async def subject_version_schema(request: Request) -> Response:
         found = registry.version(request.path_params["subject"], request.path_params["version"],
                                  deleted=_flag(request, "deleted"))
-        return Response(found.schema, media_type=CONTENT_TYPE)
+        return Response(registry.schema_text(found, request.query_params.get("format")), media_type=CONTENT_TYPE)
 
     async def referenced_by(request: Request) -> Response:
         found = registry.version(request.path_params["subject"], request.path_params["version"], deleted=True)
@@ -124,11 +126,12 @@ def build_app(registry: SchemaRegistry, link=None) -> Starlette:
 
     async def schema_by_id(request: Request) -> Response:
         found = registry.schema_by_id(_schema_id(request))
-        body = found.to_json()
+        body = {**found.to_json(), "schema": registry.schema_text(found, request.query_params.get("format"))}
         return RegistryJSON({k: body[k] for k in ("schemaType", "references", "schema") if k in body})
 
     async def schema_text_by_id(request: Request) -> Response:
-        return Response(registry.schema_by_id(_schema_id(request)).schema, media_type=CONTENT_TYPE)
+        found = registry.schema_by_id(_schema_id(request))
+        return Response(registry.schema_text(found, request.query_params.get("format")), media_type=CONTENT_TYPE)
 
     async def schema_subjects(request: Request) -> Response:
         schema_id = _schema_id(request)
