@@ -49,6 +49,7 @@ from server.security.acls import AclOperation, ResourceType
 from server.delayed import DelayedResponse
 from server.topics import INTERNAL_TOPICS
 from server.errors import InvalidRecord, InvalidTopic, KafkaError, logged_error_code
+from server.schema_validation import validate_schema_ids
 from server.validation import validate_records
 
 API_KEY = ApiKey.PRODUCE
@@ -147,6 +148,7 @@ async def _produce_partition(ctx: RequestContext, topic: str, index: int, record
         if header is not None and header.is_transactional and partition.verification:
             await _verify(ctx, partition, header, transactional_id)
         validate_records(records, headers, config, partition.name)
+        validate_schema_ids(broker.schema_registry, topic, records, headers, config)
         replicated = waits is not None and bool(partition.followers)
         if replicated and len(partition.isr) < partition.min_insync_replicas:
             raise KafkaError(f"{partition.name}: ISR {partition.isr} is smaller than min.insync.replicas="

@@ -102,6 +102,10 @@ class SchemaRegistry:
                 return v
         raise errors.version_not_found(subject, number)
 
+    def schema_ids(self, subject: str) -> set[int]:
+        """The ids of a subject's live versions (broker-side validation, server/schema_validation.py)."""
+        return {v.schema_id for v in self.store.versions(subject)}
+
     def schema_by_id(self, schema_id: int) -> Version:
         found = self.store.by_id(schema_id)
         if not found:
