@@ -238,14 +238,17 @@ def build_app(registry: SchemaRegistry, link=None) -> Starlette:
                 return await on_error(request, exc)
         return run
 
+    # A subject may hold a '/' (a Protobuf reference's subject is its file name, e.g.
+    # "shop/money.proto", sent as %2F and decoded before routing): `{subject:path}`, with
+    # the longer subject routes first so the plain one does not swallow them.
     routes = [
         Route("/", root, methods=["GET"]),
         Route("/subjects", list_subjects, methods=["GET"]),
-        Route("/subjects/{subject}", subject, methods=["POST", "DELETE"]),
-        Route("/subjects/{subject}/versions", subject_versions, methods=["GET", "POST"]),
-        Route("/subjects/{subject}/versions/{version}", subject_version, methods=["GET", "DELETE"]),
-        Route("/subjects/{subject}/versions/{version}/schema", subject_version_schema, methods=["GET"]),
-        Route("/subjects/{subject}/versions/{version}/referencedby", referenced_by, methods=["GET"]),
+        Route("/subjects/{subject:path}/versions/{version}/referencedby", referenced_by, methods=["GET"]),
+        Route("/subjects/{subject:path}/versions/{version}/schema", subject_version_schema, methods=["GET"]),
+        Route("/subjects/{subject:path}/versions/{version}", subject_version, methods=["GET", "DELETE"]),
+        Route("/subjects/{subject:path}/versions", subject_versions, methods=["GET", "POST"]),
+        Route("/subjects/{subject:path}", subject, methods=["POST", "DELETE"]),
         Route("/schemas", list_schemas, methods=["GET"]),
         Route("/contexts", contexts, methods=["GET"]),
         Route("/schemas/types", schema_types, methods=["GET"]),
@@ -253,12 +256,12 @@ def build_app(registry: SchemaRegistry, link=None) -> Starlette:
         Route("/schemas/ids/{id}/schema", schema_text_by_id, methods=["GET"]),
         Route("/schemas/ids/{id}/subjects", schema_subjects, methods=["GET"]),
         Route("/schemas/ids/{id}/versions", schema_versions, methods=["GET"]),
-        Route("/compatibility/subjects/{subject}/versions", compatibility, methods=["POST"]),
-        Route("/compatibility/subjects/{subject}/versions/{version}", compatibility, methods=["POST"]),
+        Route("/compatibility/subjects/{subject:path}/versions/{version}", compatibility, methods=["POST"]),
+        Route("/compatibility/subjects/{subject:path}/versions", compatibility, methods=["POST"]),
         Route("/config", config, methods=["GET", "PUT", "DELETE"]),
-        Route("/config/{subject}", config, methods=["GET", "PUT", "DELETE"]),
+        Route("/config/{subject:path}", config, methods=["GET", "PUT", "DELETE"]),
         Route("/mode", mode, methods=["GET", "PUT"]),
-        Route("/mode/{subject}", mode, methods=["GET", "PUT", "DELETE"]),
+        Route("/mode/{subject:path}", mode, methods=["GET", "PUT", "DELETE"]),
     ]
     routes = [Route(r.path, guarded(r.endpoint), methods=r.methods) for r in routes]
     return Starlette(routes=routes, exception_handlers={errors.RegistryError: on_registry_error,

@@ -88,7 +88,7 @@ _BASE64 = re.compile(r"^[A-Za-z0-9+/=\s]+$")
 def read(text: str, dependencies: dict[str, FDP]) -> FDP:
     """The descriptor of a submitted schema (.proto text or base64 descriptor);
     `dependencies` maps import names to the referenced files. 42201 when not a schema."""
-    if _BASE64.match(text) and not text.lstrip().startswith(("syntax", "message", "package", "enum")):
+    if text.strip() and _BASE64.match(text) and not text.lstrip().startswith(("syntax", "message", "package", "enum")):
         try:
             proto = FDP.FromString(base64.b64decode(text, validate=False))
         except (DecodeError, binascii.Error, ValueError) as exc:
@@ -98,11 +98,28 @@ def read(text: str, dependencies: dict[str, FDP]) -> FDP:
         if not proto.syntax:
             proto.syntax = "proto2"
         return proto
+    if not text.strip():
+        raise invalid_schema("the schema is empty")
     try:
-        tree = _parse_text(text)
+        proto = _Builder(dependencies).file(_parse_text(text))
     except RecursionError:
         raise invalid_schema("the schema nests too deep") from None
-    return _Builder(dependencies).file(tree)
+    except (ValueError, TypeError, AttributeError) as exc:  # a value the descriptor cannot hold
+        raise invalid_schema(f"{type(exc).__name__}: {exc}") from None
+    _check_reserved(proto.message_type, "")
+    return proto
+
+
+def _check_reserved(messages, outer: str) -> None:
+    """protoc refuses a field that takes a reserved number or name; the pool does not check."""
+    for msg in messages:
+        name = f"{outer}{msg.name}"
+        for fld in msg.field:
+            if fld.name in msg.reserved_name:
+                raise invalid_schema(f"field {name}.{fld.name} uses a reserved name")
+            if any(r.start <= fld.number < r.end for r in msg.reserved_range):
+                raise invalid_schema(f"field {name}.{fld.name} uses reserved number {fld.number}")
+        _check_reserved(msg.nested_type, f"{name}.")
 
 
 def check(proto: FDP, dependencies: dict[str, FDP]) -> None:

@@ -135,6 +135,10 @@ def _parse_protobuf(text: str, references: tuple[Reference, ...], resolved: list
         proto.CopyFrom(dep.parsed)
         proto.name = dep.name
         imports[dep.name] = proto
-    proto = protobuf.read(text, imports)
-    protobuf.check(proto, imports)
-    return ParsedSchema(PROTOBUF, protobuf.to_text(proto, normalize=normalize), proto, references, imports)
+    try:
+        proto = protobuf.read(text, imports)
+        protobuf.check(proto, imports)
+        text = protobuf.to_text(proto, normalize=normalize)
+    except RecursionError:  # a descriptor nested deeper than the printer goes
+        raise invalid_schema("the schema nests too deep") from None
+    return ParsedSchema(PROTOBUF, text, proto, references, imports)

@@ -133,6 +133,10 @@ def test_proto2(http):
     ('syntax = "proto3"; message A { required int32 x = 1; }', "required"),
     ('syntax = "proto3"; import "other.proto"; message A {}', "other.proto"),
     ('syntax = "proto3"; message A { option no_such_option = true; }', "no_such_option"),
+    ('syntax = "proto3"; message A { reserved 2 to 4; int32 x = 3; }', "reserved number 3"),
+    ('syntax = "proto3"; message A { int32 x = 99999999999; }', "out of range"),
+    ('syntax = "proto2"; message A { optional group G = 1 { optional int32 y = 2; } }', "groups"),
+    ("  ", "empty"),
     ("bm90IGEgZGVzY3JpcHRvcg==", "neither"),  # base64 of "not a descriptor"
     ("bm90IGEgZGVzY3JpcHRvcg==!", "mismatched input"),
 ])
@@ -274,3 +278,42 @@ def test_survives_restart(tmp_path):
             assert http.post("/compatibility/subjects/p-value/versions/latest",
                              json={"schemaType": "PROTOBUF", "schema": priced.replace("common.Money m", "int32 m"),
                                    "references": refs}).json() == {"is_compatible": False}
+
+
+def _priced_files() -> tuple[descriptor_pb2.FileDescriptorProto, descriptor_pb2.FileDescriptorProto]:
+    f = descriptor_pb2.FieldDescriptorProto
+    money = descriptor_pb2.FileDescriptorProto(name="shop/money.proto", package="common", syntax="proto3")
+    m = money.message_type.add(name="Money")
+    m.field.add(name="units", number=1, type=f.TYPE_INT64, label=f.LABEL_OPTIONAL, json_name="units")
+    m.field.add(name="currency", number=2, type=f.TYPE_STRING, label=f.LABEL_OPTIONAL, json_name="currency")
+    priced = descriptor_pb2.FileDescriptorProto(name="shop/priced.proto", package="shop", syntax="proto3",
+                                                dependency=["shop/money.proto"])
+    p = priced.message_type.add(name="Priced")
+    p.field.add(name="sku", number=1, type=f.TYPE_STRING, label=f.LABEL_OPTIONAL, json_name="sku")
+    p.field.add(name="price", number=2, type=f.TYPE_MESSAGE, label=f.LABEL_OPTIONAL, type_name=".common.Money",
+                json_name="price")
+    return money, priced
+
+
+def test_serializer_registers_references(registry):
+    """An import of the user's own file: the serializer registers it under its own subject
+    (the file name, which holds a '/') and references it; the deserializer loads both back."""
+    money, priced = _priced_files()
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(money)
+    pool.Add(priced)
+    priced_class = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Priced"))
+    client = SchemaRegistryClient({"url": registry.url})
+    serializer = ProtobufSerializer(priced_class, client, {"use.deprecated.format": False})
+    ctx = SerializationContext("priced", MessageField.VALUE)
+    value = priced_class(sku="b-1")
+    value.price.units = 12
+    value.price.currency = "EUR"
+    data = serializer(value, ctx)
+    assert sorted(client.get_subjects()) == ["priced-value", "shop/money.proto"]
+    latest = client.get_latest_version("priced-value")
+    assert [(r.name, r.subject, r.version) for r in latest.schema.references] == [
+        ("shop/money.proto", "shop/money.proto", 1)]
+    deserializer = ProtobufDeserializer(priced_class, {"use.deprecated.format": False},
+                                        schema_registry_client=SchemaRegistryClient({"url": registry.url}))
+    assert deserializer(data, ctx) == value
