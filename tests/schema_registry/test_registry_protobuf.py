@@ -317,3 +317,21 @@ def test_serializer_registers_references(registry):
     deserializer = ProtobufDeserializer(priced_class, {"use.deprecated.format": False},
                                         schema_registry_client=SchemaRegistryClient({"url": registry.url}))
     assert deserializer(data, ctx) == value
+
+
+def test_every_level_refuses_with_409(http):
+    v1 = 'syntax = "proto3"; message E { int32 a = 1; }'
+    v2 = 'syntax = "proto3"; message E { int32 a = 1; string b = 2; }'
+    bad = 'syntax = "proto3"; message E { string a = 1; string b = 2; }'  # a: number became string
+    for level in ("BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE",
+                  "NONE"):
+        subject = f"level-{level.lower()}"
+        assert http.put(f"/config/{subject}", json={"compatibility": level}).status_code == 200
+        assert _post(http, subject, v1).status_code == 200
+        assert _post(http, subject, v2).status_code == 200
+        answer = _post(http, subject, bad)
+        if level == "NONE":
+            assert answer.status_code == 200, answer.text
+        else:
+            assert (answer.status_code, answer.json()["error_code"]) == (409, 409), (level, answer.text)
+            assert "FIELD_SCALAR_KIND_CHANGED" in answer.json()["message"]
