@@ -13,9 +13,9 @@ text with other spacing or comments, or as a descriptor, is one stored text and 
 Confluent stores `ProtobufSchema.canonicalString()`. `to_serialized` answers
 `?format=serialized`, which the serializers and deserializers ask for.
 
-Not supported (refused with 42201, or dropped where noted): proto2 groups and `extend`
-blocks are refused; custom options (`option (my.opt) = ...`) are dropped, since their
-values need the extension's definition to be stored in a descriptor.
+Not supported, refused with 42201 (never dropped: a descriptor must come back whole from
+the stored text, `check_kept`): proto2 groups, `extend` blocks and extensions, custom
+options (`option (my.opt) = ...`), repeated or message-valued options, editions.
 """
 
 from __future__ import annotations
@@ -85,10 +85,17 @@ def _parse_text(text: str) -> ast.File:
 _BASE64 = re.compile(r"^[A-Za-z0-9+/=\s]+$")
 
 
+def is_serialized(text: str) -> bool:
+    """Whether a submitted schema is a base64 descriptor rather than .proto text (no .proto
+    file is only base64 letters: every one holds a `;`, `{` or `"`)."""
+    return bool(text.strip()) and _BASE64.match(text) is not None \
+        and not text.lstrip().startswith(("syntax", "message", "package", "enum"))
+
+
 def read(text: str, dependencies: dict[str, FDP]) -> FDP:
     """The descriptor of a submitted schema (.proto text or base64 descriptor);
     `dependencies` maps import names to the referenced files. 42201 when not a schema."""
-    if text.strip() and _BASE64.match(text) and not text.lstrip().startswith(("syntax", "message", "package", "enum")):
+    if is_serialized(text):
         try:
             proto = FDP.FromString(base64.b64decode(text, validate=False))
         except (DecodeError, binascii.Error, ValueError) as exc:
@@ -149,6 +156,40 @@ def check(proto: FDP, dependencies: dict[str, FDP]) -> None:
         pool.FindFileByName(proto.name)
     except (TypeError, ValueError, KeyError) as exc:
         raise invalid_schema(str(exc)) from None
+
+
+def _comparable(proto: FDP) -> FDP:
+    """`proto` without what carries no meaning for a schema: its file name, source info,
+    json names equal to the default, an empty proto2 syntax."""
+    out = FDP()
+    out.CopyFrom(proto)
+    out.name = "default"
+    out.ClearField("source_code_info")
+    if not out.syntax:
+        out.syntax = "proto2"
+
+    def walk(messages) -> None:
+        for msg in messages:
+            for fld in msg.field:
+                if fld.json_name == _camel(fld.name):
+                    fld.ClearField("json_name")
+            walk(msg.nested_type)
+
+    walk(out.message_type)
+    return out
+
+
+def check_kept(proto: FDP, text: str, dependencies: dict[str, FDP]) -> None:
+    """A descriptor must come back whole from its stored text; what would not (extensions,
+    custom or aggregate options the text cannot hold) is refused, never silently dropped."""
+    try:
+        back = read(text, dependencies)
+    except Exception as exc:  # noqa: BLE001 (the printer made text its own parser refuses)
+        raise invalid_schema(f"the descriptor cannot be kept as .proto text: {exc}") from None
+    if _comparable(back) != _comparable(proto):
+        lost = [f.name for f, _ in _comparable(proto).ListFields() if getattr(back, f.name) != getattr(proto, f.name)]
+        raise invalid_schema("the descriptor holds what this registry cannot keep as .proto text "
+                             f"(extensions, custom or aggregate options; differs in {', '.join(lost) or 'options'})")
 
 
 def to_serialized(proto: FDP) -> str:
@@ -307,7 +348,7 @@ class _Builder:
     def _option(self, options: Any, option: ast.Option) -> None:
         name = option.name
         if name.startswith("("):
-            return  # a custom option: dropped (see the module's docstring)
+            raise invalid_schema(f"custom option {name} is not supported (its extension cannot be defined here)")
         field = options.DESCRIPTOR.fields_by_name.get(name)
         if field is None or name == "map_entry":
             raise invalid_schema(f"option {name!r} unknown")
@@ -559,25 +600,45 @@ def _message_text(msg: Any, proto3: bool, outer: str, normalize: bool) -> list[s
     synthetic = {f.oneof_index for f in msg.field if f.proto3_optional and f.HasField("oneof_index")}
     printed_oneofs: set[int] = set()
     fields = sorted(msg.field, key=lambda f: f.number) if normalize else list(msg.field)
-    for fld in fields:
-        if fld.HasField("oneof_index") and fld.oneof_index not in synthetic:
-            index = fld.oneof_index
-            if index in printed_oneofs:
-                continue
-            printed_oneofs.add(index)
-            decl = msg.oneof_decl[index]
-            out.append(f"{pad}oneof {decl.name} {{")
-            for k, v in _options(decl.options):
-                out.append(f"{pad}{pad}option {k} = {v};")
-            for member in fields:
-                if member.HasField("oneof_index") and member.oneof_index == index:
-                    out.append(f"{pad}{pad}{_field_text(member, proto3, entries, True, normalize)}")
-            out.append(f"{pad}}}")
-        else:
-            out.append(f"{pad}{_field_text(fld, proto3, entries, False, normalize)}")
+
+    def field_lines(fld) -> list[str]:
+        if not (fld.HasField("oneof_index") and fld.oneof_index not in synthetic):
+            return [f"{pad}{_field_text(fld, proto3, entries, False, normalize)}"]
+        index = fld.oneof_index
+        if index in printed_oneofs:
+            return []
+        printed_oneofs.add(index)
+        decl = msg.oneof_decl[index]
+        lines = [f"{pad}oneof {decl.name} {{"]
+        lines += [f"{pad}{pad}option {k} = {v};" for k, v in _options(decl.options)]
+        lines += [f"{pad}{pad}{_field_text(m, proto3, entries, True, normalize)}" for m in fields
+                  if m.HasField("oneof_index") and m.oneof_index == index]
+        return lines + [f"{pad}}}"]
+
+    # Fields and nested messages are two lists, and a map field adds to both (its entry
+    # message): nested messages are printed where the reparse puts them back in the same
+    # order around the map entries — after the fields when no map entry follows them.
+    by_entry = {fld.type_name: i for i, fld in enumerate(fields) if fld.type_name in entries}
+    next_field = 0
+    pending: list[Any] = []
     for nested in msg.nested_type:
         if not nested.options.map_entry:
-            out += [pad + line for line in _message_text(nested, proto3, scope, normalize)]
+            pending.append(nested)
+            continue
+        upto = by_entry.get(f"{scope}.{nested.name}")
+        if upto is None or upto < next_field:
+            continue
+        for fld in fields[next_field:upto]:
+            out += field_lines(fld)
+        for message in pending:
+            out += [pad + line for line in _message_text(message, proto3, scope, normalize)]
+        pending = []
+        out += field_lines(fields[upto])
+        next_field = upto + 1
+    for fld in fields[next_field:]:
+        out += field_lines(fld)
+    for message in pending:
+        out += [pad + line for line in _message_text(message, proto3, scope, normalize)]
     for enum in msg.enum_type:
         out += [pad + line for line in _enum_text(enum, scope, normalize)]
     if msg.reserved_range:

@@ -138,7 +138,13 @@ def _parse_protobuf(text: str, references: tuple[Reference, ...], resolved: list
     try:
         proto = protobuf.read(text, imports)
         protobuf.check(proto, imports)
-        text = protobuf.to_text(proto, normalize=normalize)
+        stored = protobuf.to_text(proto)
+        if protobuf.is_serialized(text):
+            protobuf.check_kept(proto, stored, imports)
+        if normalize:
+            stored = protobuf.to_text(proto, normalize=True)
     except RecursionError:  # a descriptor nested deeper than the printer goes
         raise invalid_schema("the schema nests too deep") from None
-    return ParsedSchema(PROTOBUF, text, proto, references, imports)
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a descriptor the printer cannot write
+        raise invalid_schema(f"the descriptor cannot be kept as .proto text: {type(exc).__name__}: {exc}") from None
+    return ParsedSchema(PROTOBUF, stored, proto, references, imports)

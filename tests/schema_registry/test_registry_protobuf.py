@@ -65,14 +65,15 @@ def _order_descriptor() -> descriptor_pb2.FileDescriptorProto:
                     proto3_optional=True, json_name="note")
     order.oneof_decl.add(name="payment")
     order.oneof_decl.add(name="_note")
-    line = order.nested_type.add(name="Line")
-    line.field.add(name="sku", number=1, type=f.TYPE_STRING, label=f.LABEL_OPTIONAL, json_name="sku")
-    line.field.add(name="status", number=2, type=f.TYPE_ENUM, label=f.LABEL_OPTIONAL,
-                   type_name=".shop.v1.Order.Status", json_name="status")
+    # protoc adds a map's entry message where the map field is declared: before Line
     entry = order.nested_type.add(name="CountsEntry")
     entry.options.map_entry = True
     entry.field.add(name="key", number=1, type=f.TYPE_STRING, label=f.LABEL_OPTIONAL, json_name="key")
     entry.field.add(name="value", number=2, type=f.TYPE_INT32, label=f.LABEL_OPTIONAL, json_name="value")
+    line = order.nested_type.add(name="Line")
+    line.field.add(name="sku", number=1, type=f.TYPE_STRING, label=f.LABEL_OPTIONAL, json_name="sku")
+    line.field.add(name="status", number=2, type=f.TYPE_ENUM, label=f.LABEL_OPTIONAL,
+                   type_name=".shop.v1.Order.Status", json_name="status")
     status = order.enum_type.add(name="Status")
     status.value.add(name="UNKNOWN", number=0)
     status.value.add(name="SHIPPED", number=1)
@@ -136,6 +137,7 @@ def test_proto2(http):
     ('syntax = "proto3"; message A { reserved 2 to 4; int32 x = 3; }', "reserved number 3"),
     ('syntax = "proto3"; message A { int32 x = 99999999999; }', "out of range"),
     ('syntax = "proto2"; message A { optional group G = 1 { optional int32 y = 2; } }', "groups"),
+    ('syntax = "proto3"; message A { int32 x = 1 [(my.rule) = 3]; }', "custom option (my.rule)"),
     ("  ", "empty"),
     ("bm90IGEgZGVzY3JpcHRvcg==", "neither"),  # base64 of "not a descriptor"
     ("bm90IGEgZGVzY3JpcHRvcg==!", "mismatched input"),
@@ -335,3 +337,50 @@ def test_every_level_refuses_with_409(http):
         else:
             assert (answer.status_code, answer.json()["error_code"]) == (409, 409), (level, answer.text)
             assert "FIELD_SCALAR_KIND_CHANGED" in answer.json()["message"]
+
+
+def test_a_descriptor_is_kept_whole_or_refused(http):
+    """What the stored text cannot hold (here an extension) is refused, not dropped."""
+    f = descriptor_pb2.FieldDescriptorProto
+    proto = descriptor_pb2.FileDescriptorProto(name="ext.proto", syntax="proto2",
+                                               dependency=["google/protobuf/descriptor.proto"])
+    proto.message_type.add(name="A").field.add(name="a", number=1, type=f.TYPE_INT32, label=f.LABEL_OPTIONAL)
+    proto.extension.add(name="rule", number=50000, type=f.TYPE_STRING, label=f.LABEL_OPTIONAL,
+                        extendee=".google.protobuf.FieldOptions")
+    answer = _post(http, "ext-value", base64.b64encode(proto.SerializeToString()).decode())
+    assert (answer.status_code, answer.json()["error_code"]) == (422, 42201), answer.text
+    assert "cannot keep" in answer.json()["message"]
+    del proto.extension[:]
+    assert _post(http, "ext-value", base64.b64encode(proto.SerializeToString()).decode()).status_code == 200
+
+
+def test_descriptors_come_back_whole(http):
+    """protoc-compiled files (the well-known ones: maps, oneofs, enums, nested and imported
+    types) registered as descriptors come back from `?format=serialized` unchanged."""
+    from google.protobuf import any_pb2, api_pb2, struct_pb2, type_pb2, wrappers_pb2
+
+    for module in (any_pb2, api_pb2, struct_pb2, type_pb2, wrappers_pb2):
+        sent = descriptor_pb2.FileDescriptorProto.FromString(module.DESCRIPTOR.serialized_pb)
+        answer = _post(http, f"wk-{sent.package}-{sent.name.rsplit('/', 1)[-1]}",
+                       base64.b64encode(sent.SerializeToString()).decode())
+        assert answer.status_code == 200, (sent.name, answer.text)
+        back = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(
+            http.get(f"/schemas/ids/{answer.json()['id']}", params={"format": "serialized"}).json()["schema"]))
+        back.name = sent.name
+        sent.ClearField("source_code_info")
+        # protoc writes every json_name; the registry those that differ from the default
+        assert _strip_json_names(back) == _strip_json_names(sent), sent.name
+
+
+def _strip_json_names(proto):
+    copy = descriptor_pb2.FileDescriptorProto()
+    copy.CopyFrom(proto)
+
+    def walk(messages):
+        for msg in messages:
+            for fld in msg.field:
+                fld.ClearField("json_name")
+            walk(msg.nested_type)
+
+    walk(copy.message_type)
+    return copy
