@@ -7,8 +7,9 @@ magic 2 before they are stored; v3+ carry magic 2 batches). Per partition:
   write __consumer_offsets);
 - batches are checked by header and CRC32C (CORRUPT_MESSAGE); records are decoded only
   where a topic rule needs them (server/validation.py: keys on compacted topics, KIP-937
-  timestamp bounds), and a rejection names each offending record (KIP-467 record_errors
-  with INVALID_RECORD or INVALID_TIMESTAMP);
+  timestamp bounds; server/schema_validation.py: schema ids under
+  confluent.value/key.schema.validation), and a rejection names each offending record
+  (KIP-467 record_errors with INVALID_RECORD or INVALID_TIMESTAMP);
 - a batch over the topic's max.message.bytes → MESSAGE_TOO_LARGE;
 - idempotent batches pass the sequence checks inside the partition's append, under its
   lock; a retried batch gets its original offsets back and is not written twice;
