@@ -64,6 +64,9 @@ class Broker:
         self.groups = GroupCoordinator(self)
         self.txn = TransactionCoordinator(self)
         self.share = ShareCoordinator(self)  # share groups (KIP-932)
+        # The Schema Registry's state when this broker serves one (set by its start-up,
+        # server/schema_registry/server.py): produce checks schema ids against it.
+        self.schema_registry = None
         # The root nursery of the running broker (set by cli.run_broker): background work
         # such as coordinator loads after a leadership change.
         self.nursery: trio.Nursery | None = None

@@ -59,6 +59,8 @@ _L = str(LONG_MAX)
 
 TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "cleanup.policy": _d("delete", "LIST", "delete: drop old segments by retention.ms/retention.bytes; compact: keep the latest record per key; both may be given."),
+    "confluent.key.schema.validation": _d("false", "BOOLEAN", "Confluent Server: produced keys must carry a schema id registered under <topic>-key (magic byte 0 + id); others are refused with INVALID_RECORD."),
+    "confluent.value.schema.validation": _d("false", "BOOLEAN", "Confluent Server: produced values must carry a schema id registered under <topic>-value (magic byte 0 + id); others are refused with INVALID_RECORD."),
     "compression.type": _d("producer", "STRING", "Codec of stored batches; Trafka stores what the producer sent (producer) and only records the other values."),
     "compression.gzip.level": _d("-1", "INT", "gzip level when the broker compresses (KIP-390); recorded only."),
     "compression.lz4.level": _d("9", "INT", "lz4 level when the broker compresses (KIP-390); recorded only."),
@@ -217,6 +219,8 @@ def _int(lo: int = -(1 << 31)) -> Callable[[str], int]:
 _PARSERS: dict[str, Callable[[str], Any]] = {
     "cleanup.policy": _cleanup_policy,
     "compression.type": _choice(COMPRESSION_TYPES),
+    "confluent.key.schema.validation": _boolean,
+    "confluent.value.schema.validation": _boolean,
     "compression.gzip.level": _integer(-1, 9),
     "compression.lz4.level": _integer(1, 17),
     "compression.zstd.level": _integer(-131072, 22),

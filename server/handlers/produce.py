@@ -7,8 +7,9 @@ magic 2 before they are stored; v3+ carry magic 2 batches). Per partition:
   write __consumer_offsets);
 - batches are checked by header and CRC32C (CORRUPT_MESSAGE); records are decoded only
   where a topic rule needs them (server/validation.py: keys on compacted topics, KIP-937
-  timestamp bounds), and a rejection names each offending record (KIP-467 record_errors
-  with INVALID_RECORD or INVALID_TIMESTAMP);
+  timestamp bounds; server/schema_validation.py: schema ids under
+  confluent.value/key.schema.validation), and a rejection names each offending record
+  (KIP-467 record_errors with INVALID_RECORD or INVALID_TIMESTAMP);
 - a batch over the topic's max.message.bytes → MESSAGE_TOO_LARGE;
 - idempotent batches pass the sequence checks inside the partition's append, under its
   lock; a retried batch gets its original offsets back and is not written twice;
@@ -49,6 +50,7 @@ from server.security.acls import AclOperation, ResourceType
 from server.delayed import DelayedResponse
 from server.topics import INTERNAL_TOPICS
 from server.errors import InvalidRecord, InvalidTopic, KafkaError, logged_error_code
+from server.schema_validation import validate_schema_ids
 from server.validation import validate_records
 
 API_KEY = ApiKey.PRODUCE
@@ -147,6 +149,7 @@ async def _produce_partition(ctx: RequestContext, topic: str, index: int, record
         if header is not None and header.is_transactional and partition.verification:
             await _verify(ctx, partition, header, transactional_id)
         validate_records(records, headers, config, partition.name)
+        validate_schema_ids(broker.schema_registry, topic, records, headers, config)
         replicated = waits is not None and bool(partition.followers)
         if replicated and len(partition.isr) < partition.min_insync_replicas:
             raise KafkaError(f"{partition.name}: ISR {partition.isr} is smaller than min.insync.replicas="

@@ -105,12 +105,14 @@ def build_app(registry: SchemaRegistry, link=None) -> Starlette:
         name, version = request.path_params["subject"], request.path_params["version"]
         if request.method == "DELETE":
             return RegistryJSON(await registry.delete_version(name, version, permanent=_flag(request, "permanent")))
-        return RegistryJSON(registry.version(name, version, deleted=_flag(request, "deleted")).to_json())
+        found = registry.version(name, version, deleted=_flag(request, "deleted"))
+        schema = registry.schema_text(found, request.query_params.get("format"))
+        return RegistryJSON({**found.to_json(), "schema": schema})
 
     async def subject_version_schema(request: Request) -> Response:
         found = registry.version(request.path_params["subject"], request.path_params["version"],
                                  deleted=_flag(request, "deleted"))
-        return Response(found.schema, media_type=CONTENT_TYPE)
+        return Response(registry.schema_text(found, request.query_params.get("format")), media_type=CONTENT_TYPE)
 
     async def referenced_by(request: Request) -> Response:
         found = registry.version(request.path_params["subject"], request.path_params["version"], deleted=True)
@@ -124,11 +126,12 @@ def build_app(registry: SchemaRegistry, link=None) -> Starlette:
 
     async def schema_by_id(request: Request) -> Response:
         found = registry.schema_by_id(_schema_id(request))
-        body = found.to_json()
+        body = {**found.to_json(), "schema": registry.schema_text(found, request.query_params.get("format"))}
         return RegistryJSON({k: body[k] for k in ("schemaType", "references", "schema") if k in body})
 
     async def schema_text_by_id(request: Request) -> Response:
-        return Response(registry.schema_by_id(_schema_id(request)).schema, media_type=CONTENT_TYPE)
+        found = registry.schema_by_id(_schema_id(request))
+        return Response(registry.schema_text(found, request.query_params.get("format")), media_type=CONTENT_TYPE)
 
     async def schema_subjects(request: Request) -> Response:
         schema_id = _schema_id(request)
@@ -235,14 +238,17 @@ def build_app(registry: SchemaRegistry, link=None) -> Starlette:
                 return await on_error(request, exc)
         return run
 
+    # A subject may hold a '/' (a Protobuf reference's subject is its file name, e.g.
+    # "shop/money.proto", sent as %2F and decoded before routing): `{subject:path}`, with
+    # the longer subject routes first so the plain one does not swallow them.
     routes = [
         Route("/", root, methods=["GET"]),
         Route("/subjects", list_subjects, methods=["GET"]),
-        Route("/subjects/{subject}", subject, methods=["POST", "DELETE"]),
-        Route("/subjects/{subject}/versions", subject_versions, methods=["GET", "POST"]),
-        Route("/subjects/{subject}/versions/{version}", subject_version, methods=["GET", "DELETE"]),
-        Route("/subjects/{subject}/versions/{version}/schema", subject_version_schema, methods=["GET"]),
-        Route("/subjects/{subject}/versions/{version}/referencedby", referenced_by, methods=["GET"]),
+        Route("/subjects/{subject:path}/versions/{version}/referencedby", referenced_by, methods=["GET"]),
+        Route("/subjects/{subject:path}/versions/{version}/schema", subject_version_schema, methods=["GET"]),
+        Route("/subjects/{subject:path}/versions/{version}", subject_version, methods=["GET", "DELETE"]),
+        Route("/subjects/{subject:path}/versions", subject_versions, methods=["GET", "POST"]),
+        Route("/subjects/{subject:path}", subject, methods=["POST", "DELETE"]),
         Route("/schemas", list_schemas, methods=["GET"]),
         Route("/contexts", contexts, methods=["GET"]),
         Route("/schemas/types", schema_types, methods=["GET"]),
@@ -250,12 +256,12 @@ def build_app(registry: SchemaRegistry, link=None) -> Starlette:
         Route("/schemas/ids/{id}/schema", schema_text_by_id, methods=["GET"]),
         Route("/schemas/ids/{id}/subjects", schema_subjects, methods=["GET"]),
         Route("/schemas/ids/{id}/versions", schema_versions, methods=["GET"]),
-        Route("/compatibility/subjects/{subject}/versions", compatibility, methods=["POST"]),
-        Route("/compatibility/subjects/{subject}/versions/{version}", compatibility, methods=["POST"]),
+        Route("/compatibility/subjects/{subject:path}/versions/{version}", compatibility, methods=["POST"]),
+        Route("/compatibility/subjects/{subject:path}/versions", compatibility, methods=["POST"]),
         Route("/config", config, methods=["GET", "PUT", "DELETE"]),
-        Route("/config/{subject}", config, methods=["GET", "PUT", "DELETE"]),
+        Route("/config/{subject:path}", config, methods=["GET", "PUT", "DELETE"]),
         Route("/mode", mode, methods=["GET", "PUT"]),
-        Route("/mode/{subject}", mode, methods=["GET", "PUT", "DELETE"]),
+        Route("/mode/{subject:path}", mode, methods=["GET", "PUT", "DELETE"]),
     ]
     routes = [Route(r.path, guarded(r.endpoint), methods=r.methods) for r in routes]
     return Starlette(routes=routes, exception_handlers={errors.RegistryError: on_registry_error,

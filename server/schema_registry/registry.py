@@ -19,8 +19,8 @@ import trio
 
 from server.coordinator_log import BadRecord, CoordinatorLog
 from server.errors import KafkaError
-from server.schema_registry import compatibility, errors, records
-from server.schema_registry.schemas import AVRO, TYPES, ParsedSchema, Reference, parse, parse_references
+from server.schema_registry import compatibility, errors, protobuf, records
+from server.schema_registry.schemas import AVRO, PROTOBUF, TYPES, ParsedSchema, Reference, parse, parse_references
 from server.schema_registry.store import Store, Version
 
 log = logging.getLogger("trafka.schema_registry")
@@ -102,6 +102,10 @@ class SchemaRegistry:
                 return v
         raise errors.version_not_found(subject, number)
 
+    def schema_ids(self, subject: str) -> set[int]:
+        """The ids of a subject's live versions (broker-side validation, server/schema_validation.py)."""
+        return {v.schema_id for v in self.store.versions(subject)}
+
     def schema_by_id(self, schema_id: int) -> Version:
         found = self.store.by_id(schema_id)
         if not found:
@@ -131,12 +135,22 @@ class SchemaRegistry:
                                             f"{ref.version} not found") from None
             deps = self.resolve(target.references, target.schema_type, depth + 1)
             resolved += deps
-            resolved.append(parse(target.schema_type, target.schema, target.references, deps))
+            dep = parse(target.schema_type, target.schema, target.references, deps)
+            dep.name = ref.name  # a PROTOBUF import is resolved by this file name
+            resolved.append(dep)
         return resolved
 
     def parsed(self, version: Version) -> ParsedSchema:
         return parse(version.schema_type, version.schema, version.references,
                      self.resolve(version.references, version.schema_type))
+
+    def schema_text(self, version: Version, fmt: str | None) -> str:
+        """The schema as `?format=` asks: `serialized` gives a PROTOBUF schema as the base64
+        FileDescriptorProto Confluent's Protobuf serializers and deserializers load; any
+        other format (or type) the stored text."""
+        if fmt == "serialized" and version.schema_type == PROTOBUF:
+            return protobuf.to_serialized(self.parsed(version).parsed)
+        return version.schema
 
     def lookup(self, subject: str, body: Any, *, normalize: bool = False, deleted: bool = False) -> Version:
         """POST /subjects/{subject}: the version holding this schema (40401, 40403)."""

@@ -1,10 +1,13 @@
-"""Parsing a submitted schema per type: AVRO (fastavro) and JSON (jsonschema).
+"""Parsing a submitted schema per type: AVRO (fastavro), JSON (jsonschema) and PROTOBUF
+(.proto text or a serialized descriptor, protobuf.py).
 
 Why: a registry must refuse what its serializers could not use (42201), and must know two
 submissions are "the same schema" so a schema registered twice, or under two subjects, gets
 one id. The stored text is the schema's compact JSON (Confluent stores Avro's
 `Schema.toString()`, also compact), so whitespace never makes a new id; `normalize=true`
 goes further (keys sorted, Avro names fully qualified), as Confluent's normalization does.
+A PROTOBUF schema is stored as the canonical .proto text printed from its descriptor, so text
+and descriptor submissions of one schema are one id.
 """
 
 from __future__ import annotations
@@ -17,10 +20,11 @@ import fastavro
 import jsonschema
 from fastavro.schema import SchemaParseException, UnknownType
 
+from server.schema_registry import protobuf
 from server.schema_registry.errors import invalid_schema
 
-AVRO, JSON = "AVRO", "JSON"
-TYPES = (JSON, AVRO)
+AVRO, JSON, PROTOBUF = "AVRO", "JSON", "PROTOBUF"
+TYPES = (JSON, AVRO, PROTOBUF)
 
 
 @dataclass(frozen=True)
@@ -40,13 +44,15 @@ class Reference:
 class ParsedSchema:
     """A schema checked by its type's parser: `text` is what is stored and served,
     `parsed` what the compatibility checks read (Avro: fastavro's parse plus its named
-    types; JSON: the document)."""
+    types; JSON: the document; PROTOBUF: the FileDescriptorProto, with `named` its imports
+    by file name). `name` is the reference name it was resolved under, if any."""
 
     schema_type: str
     text: str
     parsed: Any
     references: tuple[Reference, ...] = ()
     named: dict = field(default_factory=dict)
+    name: str = ""
 
     def fingerprint(self) -> tuple:
         return (self.schema_type, self.text, tuple((r.name, r.subject, r.version) for r in self.references))
@@ -78,6 +84,8 @@ def parse(schema_type: str, text: str, references: tuple[Reference, ...] = (),
     theirs), already parsed, dependencies first. InvalidSchema (42201) when it is not one."""
     if not isinstance(text, str):
         raise invalid_schema("the schema must be a string")
+    if schema_type == PROTOBUF:
+        return _parse_protobuf(text, references, resolved or [], normalize)
     try:
         document = json.loads(text)
     except ValueError as exc:
@@ -115,3 +123,28 @@ def _parse_json(document: Any, references: tuple[Reference, ...], normalize: boo
     except Exception as exc:  # an unknown $schema, a broken document: still the client's error
         raise invalid_schema(f"{type(exc).__name__}: {exc}") from None
     return ParsedSchema(JSON, compact(document, sort_keys=normalize), document, references)
+
+
+def _parse_protobuf(text: str, references: tuple[Reference, ...], resolved: list[ParsedSchema],
+                    normalize: bool) -> ParsedSchema:
+    imports: dict = {}
+    for dep in resolved:
+        if dep.schema_type != PROTOBUF:
+            raise invalid_schema(f"reference {dep.name} is a {dep.schema_type} schema, not PROTOBUF")
+        proto = protobuf.FDP()
+        proto.CopyFrom(dep.parsed)
+        proto.name = dep.name
+        imports[dep.name] = proto
+    try:
+        proto = protobuf.read(text, imports)
+        protobuf.check(proto, imports)
+        stored = protobuf.to_text(proto)
+        if protobuf.is_serialized(text):
+            protobuf.check_kept(proto, stored, imports)
+        if normalize:
+            stored = protobuf.to_text(proto, normalize=True)
+    except RecursionError:  # a descriptor nested deeper than the printer goes
+        raise invalid_schema("the schema nests too deep") from None
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a descriptor the printer cannot write
+        raise invalid_schema(f"the descriptor cannot be kept as .proto text: {type(exc).__name__}: {exc}") from None
+    return ParsedSchema(PROTOBUF, stored, proto, references, imports)

@@ -41,6 +41,7 @@ class RegistryServer:
     def __init__(self, broker, listener: str) -> None:
         self.listener = listener
         self.registry = SchemaRegistry(broker)
+        broker.schema_registry = self.registry  # produce checks schema ids against it (validation.py)
         self.sock = bind(listener)
         self.address = self.sock.getsockname()[:2]
 

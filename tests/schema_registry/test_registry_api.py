@@ -41,7 +41,7 @@ def test_register_lookup_and_versions(http):
     # POST /subjects/{s}: which version holds this schema.
     found = http.post("/subjects/users-value", json={"schema": AVRO_V2}).json()
     assert (found["version"], found["id"]) == (2, second)
-    assert sorted(http.get("/schemas/types").json()) == ["AVRO", "JSON"]
+    assert sorted(http.get("/schemas/types").json()) == ["AVRO", "JSON", "PROTOBUF"]
     assert http.get("/subjects").json() == ["other-value", "users-value"]
     listed = http.get("/schemas", params={"latestOnly": "true"}).json()
     assert [(s["subject"], s["version"]) for s in listed] == [("other-value", 1), ("users-value", 2)]

@@ -1,4 +1,4 @@
-"""Compatibility levels over the per-type checks (avro.py, json_schema.py).
+"""Compatibility levels over the per-type checks (avro.py, json_schema.py, protobuf.py).
 
 BACKWARD: the new schema reads data written with the old (new = reader); FORWARD: the old
 reads the new; FULL: both. Without _TRANSITIVE only the latest live version is checked, with
@@ -7,13 +7,13 @@ it every live version. NONE checks nothing.
 
 from __future__ import annotations
 
-from server.schema_registry.compatibility import avro, json_schema
-from server.schema_registry.schemas import AVRO, JSON, ParsedSchema
+from server.schema_registry.compatibility import avro, json_schema, protobuf
+from server.schema_registry.schemas import AVRO, JSON, PROTOBUF, ParsedSchema
 
 LEVELS = ("BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE", "NONE")
 DEFAULT_LEVEL = "BACKWARD"
 
-_CHECKERS = {AVRO: avro.can_read, JSON: json_schema.can_read}
+_CHECKERS = {AVRO: avro.can_read, JSON: json_schema.can_read, PROTOBUF: protobuf.can_read}
 
 
 def can_read(reader: ParsedSchema, writer: ParsedSchema) -> list[str]:
