@@ -59,7 +59,7 @@ from storage.errors import LogClosed, LogDirFull, OffsetOutOfRange, RecordTooLar
 from storage.files import fsync_dir, read_checkpoint, reserve_blocks, write_checkpoint
 from storage.index import FLUSH_PENDING_AT
 from storage.leader_epoch import LeaderEpochFileCache
-from storage.recovery import load_segments, scan_segment
+from storage.recovery import RecoveryStats, load_segments, scan_segment
 from storage.txn_index import AbortedTxn, collect_into
 from storage.segment import (
     LOCATE_WINDOW,
@@ -209,6 +209,10 @@ class PartitionLog:
         self.cleaned_offset = 0
         self.leader_epoch_cache = LeaderEpochFileCache(None, name=name)
         self._dirty: list[LogSegment] = []
+        # Kafka's recovery point: every offset below it is fsynced (with its segment's
+        # indexes as far as they were written), so recovery after a crash need not scan
+        # segments wholly below it. Moves on every flush; the manager checkpoints it.
+        self.recovery_point = 0
         self._unflushed_messages = 0
         self._last_flush_ms = 0
         self.flush_stats = FlushStats()  # fsync latency, read by the broker's metrics at scrape time
@@ -283,11 +287,15 @@ class PartitionLog:
         now_ms: int | None = None,
         graveyard: Graveyard | None = None,
         name: str | None = None,
+        recovery_point: int = 0,
+        stats: RecoveryStats | None = None,
     ) -> "PartitionLog":
         """Open (creating if needed) and recover a partition directory.
 
-        ``clean``: the previous run shut down cleanly (its indexes of closed segments may be
-        trusted); otherwise every segment is validated batch by batch.
+        ``clean``: the previous run shut down cleanly (its segments are trusted if their
+        indexes are sane); otherwise the segments holding offsets at or past
+        ``recovery_point`` (the log was fsynced below it) are validated batch by batch.
+        ``stats`` counts what recovery did.
         """
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
@@ -309,6 +317,8 @@ class PartitionLog:
             name=self.name,
             max_leader_epoch=-1 if latest is None else latest,
             epochs_from=start_checkpoint or 0,
+            recovery_point=recovery_point,
+            stats=stats,
         )
         if not segments:
             segments = [LogSegment.create(directory, start_checkpoint or 0, now_ms)]
@@ -329,6 +339,17 @@ class PartitionLog:
         cache.truncate_from_end(self.log_end_offset)
         cache.truncate_from_start(self.log_start_offset)
         self.leader_epoch_cache = cache
+        if clean:
+            self.recovery_point = self.log_end_offset
+        else:
+            # What recovery scanned was read from the page cache, maybe never written to
+            # disk: it counts as flushed only after the next fsync (Kafka flushes a
+            # recovered log the same way before moving its recovery point).
+            self.recovery_point = min(recovery_point, self.log_end_offset)
+            for n, segment in enumerate(segments):
+                following = segments[n + 1].base_offset if n + 1 < len(segments) else None
+                if following is None or following > self.recovery_point:
+                    self._mark_dirty(segment)
         self._arm()
         self._last_flush_ms = now_ms
         return self
@@ -428,6 +449,7 @@ class PartitionLog:
             "log_end_offset": self.log_end_offset,
             "unflushed_messages": self._unflushed_messages,
             "cleaned_offset": self.cleaned_offset,
+            "recovery_point": self.recovery_point,
         }
 
     # ------------------------------------------------------------------ append
@@ -686,6 +708,7 @@ class PartitionLog:
                 raise StorageError(f"{self.name}: fsync failed: {exc}") from exc
         self.flush_stats.record(time.perf_counter() - started)
         self._unflushed_messages = 0
+        self.recovery_point = self.log_end_offset
 
     def _sync_all(self) -> None:
         dirty, self._dirty = self._dirty, []
@@ -695,6 +718,7 @@ class PartitionLog:
         self.active.sync()
         self.flush_stats.record(time.perf_counter() - started)
         self._unflushed_messages = 0
+        self.recovery_point = self.log_end_offset
 
     def flush(self, now_ms: int | None = None) -> None:
         """fsync every unflushed segment and its indexes."""
@@ -1061,6 +1085,7 @@ class PartitionLog:
                 self._graveyard.add(gone, self.config.file_delete_delay_ms)
             self._dirty = [s for s in self._dirty if s in kept]
             self.log_end_offset = new_end
+            self.recovery_point = min(self.recovery_point, new_end)
             self._set_segments(kept)
             fsync_dir(self.directory)
             self._truncate_epochs(self.leader_epoch_cache.truncate_from_end, new_end)
@@ -1088,6 +1113,7 @@ class PartitionLog:
         self._set_segments([new])
         self.log_start_offset = offset
         self.log_end_offset = offset
+        self.recovery_point = offset  # Kafka's truncateFullyAndStartAt too
         self._write_log_start()
         fsync_dir(self.directory)
         # Kafka's truncateFullyAndStartAt: no epoch holds data any more.

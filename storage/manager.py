@@ -4,15 +4,20 @@ Layout of a data directory::
 
     .lock                                flock()ed while a broker owns the directory
     .clean_shutdown                      exists only between a clean close() and the next open()
+    recovery-point-offset-checkpoint     Kafka's: per partition, the offset below which its log
+                                         is fsynced (storage.files.write_offset_checkpoint)
     <topic>-<partition>/                 a PartitionLog (storage.log)
     <topic>-<partition>.<hex>-stray/     a partition directory no topic claims, set aside
     <topic>-<partition>.<hex>-delete/    a deleted partition on its way out
 
 What topics exist is not storage's business: the server's topic registry (server/topics.py)
 decides, and tells the manager which logs to open, create and delete, with the LogConfig
-each runs under. At open(), a missing `.clean_shutdown` marker means the last run crashed,
-and every segment of a log opened afterwards is validated batch by batch; after a clean
-shutdown only active segments are. The log map is replaced, never mutated, so lookups from
+each runs under. At open(), a missing `.clean_shutdown` marker means the last run crashed:
+a log opened afterwards validates, batch by batch, the segments at or past its recovery
+point from the recovery-point-offset-checkpoint (all of them when the checkpoint is missing
+or unreadable), as Kafka's LogLoader; after a clean shutdown nothing is scanned. The
+checkpoint is rewritten by `checkpoint_recovery_points` (the server calls it every
+log.flush.offset.checkpoint.interval.ms) and at close(). The log map is replaced, never mutated, so lookups from
 other threads need no lock; changes serialize on one lock. Retention, compaction and
 interval flushing run when the server calls run_retention / run_compaction / run_flush
 (from a worker thread: they block on disk).
@@ -33,8 +38,9 @@ from typing import Iterable
 from storage.compaction import CleanerStats, clean_log
 from storage.config import LogConfig
 from storage.errors import LogClosed, StorageError, UnknownTopicOrPartition
-from storage.files import fsync_dir
+from storage.files import fsync_dir, read_offset_checkpoint, write_offset_checkpoint
 from storage.log import PartitionLog
+from storage.recovery import RecoveryStats
 from storage.retention import apply_retention
 from storage.segment import Graveyard
 from storage.topics import parse_partition_dir, partition_dir_name
@@ -42,6 +48,7 @@ from storage.topics import parse_partition_dir, partition_dir_name
 log = logging.getLogger("storage")
 
 CLEAN_SHUTDOWN = ".clean_shutdown"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOCK_FILE = ".lock"
 RESERVED_DIRS = frozenset({"__topics"})
 
@@ -62,6 +69,10 @@ class LogManager:
         self._lock_fd: int | None = None
         self._opened = False
         self.recovered_cleanly: bool | None = None
+        # From the recovery-point-offset-checkpoint at open() after an unclean shutdown;
+        # None: no usable checkpoint, every segment of every log is scanned.
+        self._recovery_points: dict[tuple[str, int], int] | None = None
+        self._recovery = RecoveryStats()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -80,11 +91,18 @@ class LogManager:
                 marker.unlink()
                 fsync_dir(self.data_dir)
             self.recovered_cleanly = clean
+            self._recovery = RecoveryStats()
+            self._recovery_points = None
+            if not clean:
+                self._recovery_points = read_offset_checkpoint(self.data_dir / RECOVERY_POINT_CHECKPOINT)
+                if self._recovery_points is None:
+                    log.warning("%s: no usable %s: recovering every segment of every log", self.data_dir,
+                                RECOVERY_POINT_CHECKPOINT)
             if fresh:
                 log.info("opening %s (new data directory)", self.data_dir)
             else:
                 log.info("opening %s (%s shutdown)", self.data_dir,
-                         "clean" if clean else "unclean: validating every segment")
+                         "clean" if clean else "unclean: validating segments past the recovery points")
             self._opened = True
 
     def close(self) -> None:
@@ -100,6 +118,12 @@ class LogManager:
                     failures += 1
                     log.exception("closing %s-%d failed", *key)
             self._graveyard.close_all()
+            if not failures:
+                try:
+                    self._write_recovery_points()
+                except OSError as exc:
+                    failures += 1
+                    log.error("writing %s failed: %s", RECOVERY_POINT_CHECKPOINT, exc)
             if not failures:
                 fd = os.open(self.data_dir / CLEAN_SHUTDOWN, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                 os.fsync(fd)
@@ -223,8 +247,39 @@ class LogManager:
 
     def _open(self, topic: str, partition: int, config: LogConfig, *, clean: bool, now_ms: int) -> PartitionLog:
         name = partition_dir_name(topic, partition)
+        points = self._recovery_points
+        recovery_point = 0 if clean or points is None else points.get((topic, partition), 0)
         return PartitionLog.open(self.data_dir / name, config, clean=clean, now_ms=now_ms,
-                                 graveyard=self._graveyard, name=name)
+                                 graveyard=self._graveyard, name=name, recovery_point=recovery_point,
+                                 stats=self._recovery)
+
+    # ------------------------------------------------------------------ recovery points
+
+    def checkpoint_recovery_points(self) -> int:
+        """Rewrite the recovery-point-offset-checkpoint from every open log (Kafka's
+        checkpointLogRecoveryOffsets, every log.flush.offset.checkpoint.interval.ms);
+        returns how many entries it holds. Raises OSError when it cannot be written (the
+        previous file stays: recovery then scans a little more, never less)."""
+        with self._lock:
+            self._check_open()
+            return self._write_recovery_points()
+
+    def _write_recovery_points(self) -> int:
+        entries = {key: plog.recovery_point for key, plog in self._logs.items()}
+        write_offset_checkpoint(self.data_dir / RECOVERY_POINT_CHECKPOINT, entries)
+        return len(entries)
+
+    def statistics(self) -> dict[str, int]:
+        """What the data directory holds and what opening it cost: logs open, segments
+        validated batch by batch (scanned) and trusted from their indexes since open(),
+        bytes recovery cut."""
+        recovery = self._recovery
+        return {
+            "logs": len(self._logs),
+            "recovery_segments_scanned": recovery.segments_scanned,
+            "recovery_segments_trusted": recovery.segments_trusted,
+            "recovery_bytes_truncated": recovery.bytes_truncated,
+        }
 
     # ------------------------------------------------------------------ duties
 

@@ -6,13 +6,18 @@ How this works, in order:
    under way (see `storage.compaction`): if its `.log.cleaned` file still exists the swap had
    not started and is undone, otherwise it is finished. Other `*.cleaned`, `*.tmp` and
    `*.deleted` files, and index files without a .log, are removed.
-2. Every segment is checked batch by batch: header sane (magic 2, length), whole batch
-   present, CRC32C over attributes..end, a partitionLeaderEpoch the leader-epoch-checkpoint
-   knows (see storage.leader_epoch), and
-   offsets increasing (contiguous where the cleaner has not been, see
-   `contiguous_from`). After an unclean shutdown every segment is scanned; after a clean
-   one only the last, while the others are trusted if their indexes are sane (monotonic,
-   inside the file, last entry pointing at a batch with the indexed offset).
+2. Segments that may hold unflushed data are checked batch by batch: header sane (magic 2,
+   length), whole batch present, CRC32C over attributes..end, a partitionLeaderEpoch the
+   leader-epoch-checkpoint knows (see storage.leader_epoch), and offsets increasing
+   (contiguous where the cleaner has not been, see `contiguous_from`). Which ones, as
+   Kafka's LogLoader.recoverLog: after a clean shutdown none; after an unclean one those
+   at or past the recovery point (the offset up to which the log was fsynced, from the
+   data directory's recovery-point-offset-checkpoint, see storage.manager), i.e. the
+   segment holding it and every later one. The others are trusted if their indexes are
+   sane (monotonic, inside the file, last entry pointing at a batch with the indexed
+   offset); a clean active segment also has its tail past the last index entry walked
+   (headers only) to find its end. A trusted segment whose indexes fail that check is
+   scanned after all.
 3. At the first bad batch the segment is cut there and every later segment is deleted: a
    restart serves every batch before the damage and nothing after it. What was cut is
    logged on the "storage" logger.
@@ -42,6 +47,7 @@ from storage.segment import (
     LogSegment,
     read_exact,
     segment_name,
+    walk,
 )
 from storage.segment import OFFSET_FIELDS
 from storage.txn_index import TXNINDEX_SUFFIX
@@ -52,6 +58,7 @@ log = logging.getLogger("storage")
 # What recovery checks of each header, read from the one layout in wire.records.
 _SCAN_FIELDS = header_fields("base_offset", "length", "partition_leader_epoch", "magic", "crc",
                              "last_offset_delta", "max_timestamp", "records_count")
+_TAIL_FIELDS = header_fields("base_offset", "length", "last_offset_delta", "max_timestamp", whole=False)
 _CHUNK = 8 * 1024 * 1024
 _NAME = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)$")
 
@@ -165,6 +172,16 @@ def scan_segment(
     return result
 
 
+@dataclass
+class RecoveryStats:
+    """What opening logs did (summed over the logs of a data directory by LogManager):
+    segments validated batch by batch, segments trusted from their indexes, bytes cut."""
+
+    segments_scanned: int = 0
+    segments_trusted: int = 0
+    bytes_truncated: int = 0
+
+
 def apply_scan(segment: LogSegment, scan: ScanResult, *, active: bool) -> None:
     """Give a segment the state a scan found and make its index files agree with it."""
     segment.next_offset = scan.next_offset
@@ -180,10 +197,15 @@ def apply_scan(segment: LogSegment, scan: ScanResult, *, active: bool) -> None:
     segment.indexes_loaded = True
 
 
-def load_trusted(segment: LogSegment, next_base: int) -> bool:
-    """Load a closed segment's indexes without scanning it; False if they look wrong."""
+def load_trusted(segment: LogSegment, next_base: int, *, missing_ok: bool = False) -> bool:
+    """Load a closed segment's indexes without scanning it; False if they look wrong.
+    ``missing_ok``: an index file that does not exist counts as empty (an active segment
+    that never reached index.interval.bytes has none)."""
     offsets = segment.offset_index.read_file()
     times = segment.time_index.read_file()
+    if missing_ok:
+        offsets = [] if offsets is None and not segment.offset_index.path.exists() else offsets
+        times = [] if times is None and not segment.time_index.path.exists() else times
     if offsets is None or times is None:
         return False
     if not OffsetIndex.valid(offsets, segment.base_offset, segment.size):
@@ -205,6 +227,39 @@ def load_trusted(segment: LogSegment, next_base: int) -> bool:
     if times:
         segment.max_timestamp, segment.offset_of_max_timestamp = times[-1]
     segment.indexes_loaded = True
+    return True
+
+
+def load_trusted_active(segment: LogSegment) -> bool:
+    """The active segment after a clean shutdown: load its indexes (checked as
+    `load_trusted` does) and walk the batch headers past the last index entry (at most
+    about index.interval.bytes) for what appends track: the next offset, the max
+    timestamp, bytes since the last index entry. No CRC is read, as Kafka trusts a cleanly
+    closed log. False when anything disagrees: the caller scans the segment then."""
+    if not load_trusted(segment, segment.base_offset + INT32_MAX + 1, missing_ok=True):
+        return False
+    last = segment.offset_index.last_entry
+    position = 0 if last is None else last[1]
+    max_ts, max_off = segment.max_timestamp, segment.offset_of_max_timestamp
+    next_offset = segment.base_offset
+    end = position
+    since = 0
+    for at, size, (base, _length, lod, batch_max_ts) in walk(segment.fd, position, segment.size, _TAIL_FIELDS):
+        if base < next_offset:
+            return False
+        if batch_max_ts > max_ts:
+            max_ts, max_off = batch_max_ts, base + lod
+        next_offset = base + lod + 1
+        since += size
+        end = at + size
+    if end != segment.size or (last is not None and next_offset <= last[0]):
+        return False
+    if segment.size:
+        raw = os.pread(segment.fd, HEADER_SIZE, 0)
+        segment.first_batch_max_timestamp = _TAIL_FIELDS.unpack_from(raw)[3]
+    segment.next_offset = next_offset
+    segment.max_timestamp, segment.offset_of_max_timestamp = max_ts, max_off
+    segment.bytes_since_index = since
     return True
 
 
@@ -245,12 +300,19 @@ def load_segments(
     name: str,
     max_leader_epoch: int = 0,
     epochs_from: int = 0,
+    recovery_point: int = 0,
+    stats: RecoveryStats | None = None,
 ) -> list[LogSegment]:
     """Open, check and (where damaged) cut the segments of one partition directory.
 
     ``contiguous_from``: offsets below it may have gaps (compacted); from it on they must be
-    contiguous. Returns the surviving segments, oldest first; may be empty.
+    contiguous. ``clean``: the last shutdown was clean, nothing is scanned (unless its
+    indexes look wrong); otherwise segments wholly below ``recovery_point`` are trusted and
+    the rest scanned. ``stats`` counts what was done. Returns the surviving segments,
+    oldest first; may be empty.
     """
+    if stats is None:
+        stats = RecoveryStats()
     _finish_swaps(directory)
     bases: set[int] = set()
     txn_indexes: set[int] = set()
@@ -278,9 +340,15 @@ def load_segments(
     for i, segment in enumerate(segments):
         last = i == len(segments) - 1
         next_base = segments[i + 1].base_offset if not last else None
-        if clean and not last and load_trusted(segment, next_base):
+        below = next_base is not None and next_base <= recovery_point  # flushed whole
+        if (clean or below) and not last and load_trusted(segment, next_base):
+            stats.segments_trusted += 1
             prev_next = None
             continue
+        if clean and last and load_trusted_active(segment):
+            stats.segments_trusted += 1
+            continue
+        stats.segments_scanned += 1
         contiguous = segment.base_offset >= contiguous_from
         prev_contiguous = i > 0 and segments[i - 1].base_offset >= contiguous_from
         if contiguous and prev_contiguous and prev_next is not None and prev_next != segment.base_offset:
@@ -308,6 +376,7 @@ def load_segments(
             )
             os.ftruncate(segment.fd, scan.valid_size)
             os.fsync(segment.fd)
+            stats.bytes_truncated += segment.size - scan.valid_size
             segment.size = scan.valid_size
             cut_at = i
             break
@@ -318,6 +387,7 @@ def load_segments(
         for segment in dropped:
             log.warning("%s: segment %s (%d bytes) deleted: it follows damaged data",
                         name, segment.log_path.name, segment.size)
+            stats.bytes_truncated += segment.size
             os.close(segment.fd)
             segment.delete_files()
         fsync_dir(directory)
