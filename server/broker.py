@@ -54,7 +54,8 @@ class Broker:
         self.node_id = config.node_id
         self.data_dir = config.data_dir
         self.cluster_id = config.raw("cluster.id")
-        self.logs = LogManager(self.data_dir, self.topic_defaults())
+        max_open = config.get("log.open.files.max")
+        self.logs = LogManager(self.data_dir, self.topic_defaults(), max_open_files=max_open if max_open > 0 else None)
         self.topics = TopicRegistry(self.data_dir)
         self.producers = ProducerIdManager(self.data_dir)
         self.partitions: dict[tuple[str, int], Partition] = {}

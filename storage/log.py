@@ -399,6 +399,8 @@ class PartitionLog:
 
     def _set_segments(self, segments) -> None:
         segments = tuple(segments)
+        for segment in segments:
+            segment.owner = self._lock  # writers hold it: no closing for idleness under them
         bases = [s.base_offset for s in segments]
         self._has_aborted_txns = any(s.txn_index.exists for s in segments)
         # Running maximum of the closed segments' largest timestamps: non-decreasing, so
@@ -413,6 +415,7 @@ class PartitionLog:
     def _add_segment(self, new: LogSegment) -> None:
         """A roll: the same as _set_segments(segments + (new,)) without the O(segments) loop."""
         old_segments, old_bases = self._view
+        new.owner = self._lock
         closed_max = list(self._closed_max[1])
         closed_max.append(max(closed_max[-1] if closed_max else -1, old_segments[-1].max_timestamp))
         self._publish(old_segments + (new,), old_bases + [new.base_offset], closed_max)
@@ -842,7 +845,9 @@ class PartitionLog:
         """Where `read` would read from, as [(fd, position, length)] for os.sendfile.
 
         The descriptors belong to the log: do not close them. They stay valid for at least
-        file.delete.delay.ms after their segment is deleted, so send promptly.
+        file.delete.delay.ms after their segment is deleted, so send promptly; but an idle
+        segment's may be closed to stay under log.open.files.max, so a caller that may be
+        slow (the server) uses `read_pinned` instead.
         """
         def locate(segment: LogSegment, end: int):
             found = segment.locate(offset, max_bytes, end, min_one_batch)

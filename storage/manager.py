@@ -40,6 +40,7 @@ from storage.config import LogConfig
 from storage.errors import LogClosed, StorageError, UnknownTopicOrPartition
 from storage.files import fsync_dir, read_offset_checkpoint, write_offset_checkpoint
 from storage.log import PartitionLog
+from storage.open_files import OPEN_FILES
 from storage.recovery import RecoveryStats
 from storage.retention import apply_retention
 from storage.segment import Graveyard
@@ -60,8 +61,12 @@ def _now_ms() -> int:
 class LogManager:
     """All partition logs of one data directory (see the module docstring for the layout)."""
 
-    def __init__(self, data_dir: str | Path, defaults: LogConfig | None = None) -> None:
+    def __init__(self, data_dir: str | Path, defaults: LogConfig | None = None, *,
+                 max_open_files: int | None = None) -> None:
+        """``max_open_files``: log.open.files.max, segment files open at once in the
+        process (None: half the soft RLIMIT_NOFILE at open(); see storage.open_files)."""
         self.data_dir = Path(data_dir)
+        self.max_open_files = max_open_files
         self.defaults = defaults if defaults is not None else LogConfig()
         self._lock = threading.RLock()
         self._logs: dict[tuple[str, int], PartitionLog] = {}
@@ -82,6 +87,7 @@ class LogManager:
             if self._opened:
                 return
             self.data_dir.mkdir(parents=True, exist_ok=True)
+            OPEN_FILES.set_limit(self.max_open_files)
             self._take_lock()
             marker = self.data_dir / CLEAN_SHUTDOWN
             # A directory with nothing in it yet (a first start) has nothing to validate.
@@ -274,8 +280,13 @@ class LogManager:
         validated batch by batch (scanned) and trusted from their indexes since open(),
         bytes recovery cut."""
         recovery = self._recovery
+        files = OPEN_FILES.statistics()
         return {
             "logs": len(self._logs),
+            "open_segment_files": files["open"],
+            "open_segment_files_max": files["limit"],
+            "segment_files_closed_idle": files["evicted"],
+            "segment_files_exhausted": files["exhausted"],
             "recovery_segments_scanned": recovery.segments_scanned,
             "recovery_segments_trusted": recovery.segments_trusted,
             "recovery_bytes_truncated": recovery.bytes_truncated,

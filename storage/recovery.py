@@ -388,7 +388,7 @@ def load_segments(
             log.warning("%s: segment %s (%d bytes) deleted: it follows damaged data",
                         name, segment.log_path.name, segment.size)
             stats.bytes_truncated += segment.size
-            os.close(segment.fd)
+            segment.close_now_if_idle(force=True)
             segment.delete_files()
         fsync_dir(directory)
 
