@@ -15,8 +15,9 @@ How this works, in order:
    data directory's recovery-point-offset-checkpoint, see storage.manager), i.e. the
    segment holding it and every later one. The others are trusted if their indexes are
    sane (monotonic, inside the file, last entry pointing at a batch with the indexed
-   offset); a clean active segment also has its tail past the last index entry walked
-   (headers only) to find its end. A trusted segment whose indexes fail that check is
+   offset); the active segment also has its tail past the last index entry walked
+   (headers only) to find its end, and is trusted if that end is at or below the recovery
+   point (or the shutdown was clean). A trusted segment whose indexes fail that check is
    scanned after all.
 3. At the first bad batch the segment is cut there and every later segment is deleted: a
    restart serves every batch before the damage and nothing after it. What was cut is
@@ -60,6 +61,7 @@ _SCAN_FIELDS = header_fields("base_offset", "length", "partition_leader_epoch", 
                              "last_offset_delta", "max_timestamp", "records_count")
 _TAIL_FIELDS = header_fields("base_offset", "length", "last_offset_delta", "max_timestamp", whole=False)
 _CHUNK = 8 * 1024 * 1024
+_LEFTOVER_SUFFIXES = (SWAP_SUFFIX, CLEANED_SUFFIX, ".tmp", ".deleted")
 _NAME = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)$")
 
 
@@ -197,15 +199,22 @@ def apply_scan(segment: LogSegment, scan: ScanResult, *, active: bool) -> None:
     segment.indexes_loaded = True
 
 
-def load_trusted(segment: LogSegment, next_base: int, *, missing_ok: bool = False) -> bool:
+def load_trusted(segment: LogSegment, next_base: int, *, missing_ok: bool = False,
+                 present: set[str] | None = None) -> bool:
     """Load a closed segment's indexes without scanning it; False if they look wrong.
     ``missing_ok``: an index file that does not exist counts as empty (an active segment
-    that never reached index.interval.bytes has none)."""
-    offsets = segment.offset_index.read_file()
-    times = segment.time_index.read_file()
-    if missing_ok:
-        offsets = [] if offsets is None and not segment.offset_index.path.exists() else offsets
-        times = [] if times is None and not segment.time_index.path.exists() else times
+    that never reached index.interval.bytes has none). ``present``: the names in the
+    directory, if known (a file not among them is not looked for)."""
+    indexes = []
+    for index in (segment.offset_index, segment.time_index):
+        if present is not None and index.path.name not in present:
+            indexes.append([] if missing_ok else None)
+        else:
+            entries = index.read_file()
+            if entries is None and missing_ok and not index.path.exists():
+                entries = []
+            indexes.append(entries)
+    offsets, times = indexes
     if offsets is None or times is None:
         return False
     if not OffsetIndex.valid(offsets, segment.base_offset, segment.size):
@@ -230,13 +239,13 @@ def load_trusted(segment: LogSegment, next_base: int, *, missing_ok: bool = Fals
     return True
 
 
-def load_trusted_active(segment: LogSegment) -> bool:
-    """The active segment after a clean shutdown: load its indexes (checked as
+def load_trusted_active(segment: LogSegment, present: set[str] | None = None) -> bool:
+    """The active segment after a clean shutdown (or below the recovery point): load its indexes (checked as
     `load_trusted` does) and walk the batch headers past the last index entry (at most
     about index.interval.bytes) for what appends track: the next offset, the max
     timestamp, bytes since the last index entry. No CRC is read, as Kafka trusts a cleanly
     closed log. False when anything disagrees: the caller scans the segment then."""
-    if not load_trusted(segment, segment.base_offset + INT32_MAX + 1, missing_ok=True):
+    if not load_trusted(segment, segment.base_offset + INT32_MAX + 1, missing_ok=True, present=present):
         return False
     last = segment.offset_index.last_entry
     position = 0 if last is None else last[1]
@@ -244,9 +253,12 @@ def load_trusted_active(segment: LogSegment) -> bool:
     next_offset = segment.base_offset
     end = position
     since = 0
+    first_ts = None
     for at, size, (base, _length, lod, batch_max_ts) in walk(segment.fd, position, segment.size, _TAIL_FIELDS):
         if base < next_offset:
             return False
+        if at == 0:
+            first_ts = batch_max_ts
         if batch_max_ts > max_ts:
             max_ts, max_off = batch_max_ts, base + lod
         next_offset = base + lod + 1
@@ -254,17 +266,21 @@ def load_trusted_active(segment: LogSegment) -> bool:
         end = at + size
     if end != segment.size or (last is not None and next_offset <= last[0]):
         return False
-    if segment.size:
-        raw = os.pread(segment.fd, HEADER_SIZE, 0)
-        segment.first_batch_max_timestamp = _TAIL_FIELDS.unpack_from(raw)[3]
+    if segment.size and first_ts is None:
+        first_ts = _TAIL_FIELDS.unpack_from(os.pread(segment.fd, HEADER_SIZE, 0))[3]
+    if first_ts is not None:
+        segment.first_batch_max_timestamp = first_ts
     segment.next_offset = next_offset
     segment.max_timestamp, segment.offset_of_max_timestamp = max_ts, max_off
     segment.bytes_since_index = since
     return True
 
 
-def _finish_swaps(directory: Path) -> None:
-    """Complete or undo compaction swaps interrupted by a crash (see storage.compaction)."""
+def _finish_swaps(directory: Path, names: list[str]) -> bool:
+    """Complete or undo compaction swaps interrupted by a crash (see storage.compaction).
+    ``names``: the directory's listing. True if anything was done (list it again)."""
+    if not any(name.endswith(_LEFTOVER_SUFFIXES) for name in names):
+        return False  # the usual case: no glob, no second listing
     for marker in sorted(directory.glob("*" + SWAP_SUFFIX)):
         base = int(marker.name[:20])
         try:
@@ -288,6 +304,7 @@ def _finish_swaps(directory: Path) -> None:
         unlink_quietly(marker)
     for leftover in list(directory.glob("*" + CLEANED_SUFFIX)) + list(directory.glob("*.tmp")) + list(directory.glob("*.deleted")):
         unlink_quietly(leftover)
+    return True
 
 
 def load_segments(
@@ -302,6 +319,7 @@ def load_segments(
     epochs_from: int = 0,
     recovery_point: int = 0,
     stats: RecoveryStats | None = None,
+    names: list[str] | None = None,
 ) -> list[LogSegment]:
     """Open, check and (where damaged) cut the segments of one partition directory.
 
@@ -309,15 +327,18 @@ def load_segments(
     contiguous. ``clean``: the last shutdown was clean, nothing is scanned (unless its
     indexes look wrong); otherwise segments wholly below ``recovery_point`` are trusted and
     the rest scanned. ``stats`` counts what was done. Returns the surviving segments,
-    oldest first; may be empty.
+    oldest first; may be empty. ``names``: the directory's listing, if the caller has it.
     """
     if stats is None:
         stats = RecoveryStats()
-    _finish_swaps(directory)
+    if names is None:
+        names = os.listdir(directory)
+    if _finish_swaps(directory, names):
+        names = os.listdir(directory)
     bases: set[int] = set()
     txn_indexes: set[int] = set()
     orphans: list[Path] = []
-    for entry in os.listdir(directory):
+    for entry in names:
         match = _NAME.match(entry)
         if match is None:
             continue
@@ -330,6 +351,7 @@ def load_segments(
     for path in orphans:
         if int(path.name[:20]) not in bases:
             unlink_quietly(path)
+    present = set(names)
     ordered = sorted(bases)
     segments: list[LogSegment] = []
     for base in ordered:
@@ -341,13 +363,16 @@ def load_segments(
         last = i == len(segments) - 1
         next_base = segments[i + 1].base_offset if not last else None
         below = next_base is not None and next_base <= recovery_point  # flushed whole
-        if (clean or below) and not last and load_trusted(segment, next_base):
+        if (clean or below) and not last and load_trusted(segment, next_base, present=present):
             stats.segments_trusted += 1
             prev_next = None
             continue
-        if clean and last and load_trusted_active(segment):
-            stats.segments_trusted += 1
-            continue
+        if last and (clean or recovery_point >= segment.base_offset) and load_trusted_active(segment, present):
+            # After a crash the active segment is trusted too when it ends at or below the
+            # recovery point (a quiet partition, flushed): its header walk says where.
+            if clean or segment.next_offset <= recovery_point:
+                stats.segments_trusted += 1
+                continue
         stats.segments_scanned += 1
         contiguous = segment.base_offset >= contiguous_from
         prev_contiguous = i > 0 and segments[i - 1].base_offset >= contiguous_from

@@ -175,3 +175,51 @@ def test_missing_or_garbled_checkpoint_means_full_recovery(crashed_with_tail, ca
     if content is not None:
         assert "ignoring unreadable checkpoint" in caplog.text
     mgr.close()
+
+
+def test_crash_after_a_flush_scans_nothing(tmp_path):
+    """Flushed up to its end: even the active segment is trusted after a crash (its header
+    walk past the last index entry ends at the recovery point), and unflushed appends
+    after the checkpoint get it scanned again."""
+    data_dir = tmp_path / "data"
+    mgr = opened(data_dir)
+    mgr.create_logs("t", [0, 1], CONFIG, now_ms=T0)
+    fill(mgr, "t", 3)
+    for partition in (0, 1):
+        mgr.log("t", partition).append(make_batch(3, value_size=100), now_ms=T0)
+    mgr.flush_all()
+    mgr.checkpoint_recovery_points()
+    mgr.log("t", 1).append(make_batch(3, value_size=100), now_ms=T0)  # past t-1's point
+    stored = [read_all(mgr.log("t", p)) for p in (0, 1)]
+    crash(mgr)
+    mgr = opened(data_dir)
+    logs = [mgr.open_log("t", p, CONFIG, now_ms=T0) for p in (0, 1)]
+    assert mgr.statistics()["recovery_segments_scanned"] == 1  # t-1's active segment
+    assert mgr.statistics()["recovery_segments_trusted"] == 4  # t-0: 3 rolled + the active one
+    assert [read_all(plog) for plog in logs] == stored
+    assert [plog.log_end_offset for plog in logs] == [39, 6]
+    assert logs[0].append(make_batch(1), now_ms=T0)[0] == 39
+    mgr.close()
+
+
+def test_rolled_segments_are_flushed_under_policy_never(tmp_path):
+    """Kafka flushes a segment once rolled, whatever the flush settings: the periodic flush
+    (run_flush) does it here, and the recovery point follows the rolls."""
+    data_dir = tmp_path / "data"
+    mgr = opened(data_dir)
+    mgr.create_logs("t", [0], CONFIG, now_ms=T0)
+    plog = mgr.log("t", 0)
+    assert plog.config.flush_policy == "never"
+    fill(mgr, "t", 3)
+    plog.append(make_batch(3), now_ms=T0)
+    assert plog.recovery_point == 0
+    assert mgr.run_flush(T0) == 1
+    assert plog.recovery_point == 36 == plog.active.base_offset
+    assert mgr.run_flush(T0) == 0  # only the active segment is dirty now
+    mgr.checkpoint_recovery_points()
+    crash(mgr)
+    mgr = opened(data_dir)
+    mgr.open_log("t", 0, CONFIG, now_ms=T0)
+    assert mgr.statistics()["recovery_segments_scanned"] == 1
+    assert mgr.statistics()["recovery_segments_trusted"] == 3
+    mgr.close()
