@@ -289,13 +289,15 @@ class PartitionLog:
         name: str | None = None,
         recovery_point: int = 0,
         stats: RecoveryStats | None = None,
+        checkpoint_mtime_ns: int | None = None,
     ) -> "PartitionLog":
         """Open (creating if needed) and recover a partition directory.
 
         ``clean``: the previous run shut down cleanly (its segments are trusted if their
         indexes are sane); otherwise the segments holding offsets at or past
         ``recovery_point`` (the log was fsynced below it) are validated batch by batch.
-        ``stats`` counts what recovery did.
+        ``stats`` counts what recovery did; ``checkpoint_mtime_ns``: when the recovery point
+        was checkpointed (an active segment written since is scanned straight away).
         """
         directory = Path(directory)
         # One listing tells which files exist: opening 100 000 logs at start-up is mostly
@@ -329,6 +331,7 @@ class PartitionLog:
             recovery_point=recovery_point,
             stats=stats,
             names=names,
+            checkpoint_mtime_ns=checkpoint_mtime_ns,
         )
         if not segments:
             segments = [LogSegment.create(directory, start_checkpoint or 0, now_ms)]

@@ -79,6 +79,7 @@ class LogManager:
         # From the recovery-point-offset-checkpoint at open() after an unclean shutdown;
         # None: no usable checkpoint, every segment of every log is scanned.
         self._recovery_points: dict[tuple[str, int], int] | None = None
+        self._recovery_points_mtime_ns: int | None = None
         self._recovery = RecoveryStats()
 
     # ------------------------------------------------------------------ lifecycle
@@ -101,8 +102,12 @@ class LogManager:
             self.recovered_cleanly = clean
             self._recovery = RecoveryStats()
             self._recovery_points = None
+            self._recovery_points_mtime_ns = None
             if not clean:
-                self._recovery_points = read_offset_checkpoint(self.data_dir / RECOVERY_POINT_CHECKPOINT)
+                path = self.data_dir / RECOVERY_POINT_CHECKPOINT
+                self._recovery_points = read_offset_checkpoint(path)
+                if self._recovery_points is not None:
+                    self._recovery_points_mtime_ns = os.stat(path).st_mtime_ns
                 if self._recovery_points is None:
                     log.warning("%s: no usable %s: recovering every segment of every log", self.data_dir,
                                 RECOVERY_POINT_CHECKPOINT)
@@ -259,7 +264,8 @@ class LogManager:
         recovery_point = 0 if clean or points is None else points.get((topic, partition), 0)
         return PartitionLog.open(self.data_dir / name, config, clean=clean, now_ms=now_ms,
                                  graveyard=self._graveyard, name=name, recovery_point=recovery_point,
-                                 stats=self._recovery)
+                                 stats=self._recovery,
+                                 checkpoint_mtime_ns=None if clean else self._recovery_points_mtime_ns)
 
     # ------------------------------------------------------------------ recovery points
 

@@ -194,8 +194,14 @@ def apply_scan(segment: LogSegment, scan: ScanResult, *, active: bool) -> None:
     time_entries = list(scan.time_entries)
     if not active and scan.max_timestamp >= 0 and (not time_entries or time_entries[-1][0] < scan.max_timestamp):
         time_entries.append((scan.max_timestamp, scan.offset_of_max_timestamp))
-    for index, entries in ((segment.offset_index, scan.index_entries), (segment.time_index, time_entries)):
-        index.set_entries(entries, in_file=index.read_file() == entries)
+    offsets_in_file = segment.offset_index.read_file() or []  # absent: no entries, nothing to write
+    segment.offset_index.set_entries(scan.index_entries, in_file=offsets_in_file == scan.index_entries)
+    times_in_file = segment.time_index.read_file() or []
+    if active and times_in_file == time_entries + [(scan.max_timestamp, scan.offset_of_max_timestamp)]:
+        # The final entry a clean close (or the roll that never came) adds: still true, and
+        # rewriting the file (a rename per partition) is most of a small log's recovery.
+        time_entries = times_in_file
+    segment.time_index.set_entries(time_entries, in_file=times_in_file == time_entries)
     segment.indexes_loaded = True
 
 
@@ -320,6 +326,7 @@ def load_segments(
     recovery_point: int = 0,
     stats: RecoveryStats | None = None,
     names: list[str] | None = None,
+    checkpoint_mtime_ns: int | None = None,
 ) -> list[LogSegment]:
     """Open, check and (where damaged) cut the segments of one partition directory.
 
@@ -328,6 +335,8 @@ def load_segments(
     indexes look wrong); otherwise segments wholly below ``recovery_point`` are trusted and
     the rest scanned. ``stats`` counts what was done. Returns the surviving segments,
     oldest first; may be empty. ``names``: the directory's listing, if the caller has it.
+    ``checkpoint_mtime_ns``: when the recovery point was checkpointed; an active segment
+    written after that is scanned without first trying to trust it.
     """
     if stats is None:
         stats = RecoveryStats()
@@ -367,7 +376,9 @@ def load_segments(
             stats.segments_trusted += 1
             prev_next = None
             continue
-        if last and (clean or recovery_point >= segment.base_offset) and load_trusted_active(segment, present):
+        if (last and (clean or (recovery_point >= segment.base_offset
+                                and not (checkpoint_mtime_ns is not None and segment.mtime_ns > checkpoint_mtime_ns)))
+                and load_trusted_active(segment, present)):
             # After a crash the active segment is trusted too when it ends at or below the
             # recovery point (a quiet partition, flushed): its header walk says where.
             if clean or segment.next_offset <= recovery_point:

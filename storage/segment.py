@@ -182,6 +182,7 @@ class LogSegment:
         # cleared on truncation, bounded by BOUNDARY_HINTS.
         self.boundaries: dict[int, int] = {}
         self.dirty = False  # holds writes not yet fsynced
+        self.mtime_ns = 0  # the .log's mtime when opened from disk (recovery compares it)
         # The file has disk blocks reserved (storage.files.reserve_blocks) up to here, as
         # far as this process knows; given back when the segment stops taking appends.
         self.reserved = size
@@ -259,10 +260,12 @@ class LogSegment:
     def open_existing(cls, directory: Path, base_offset: int, *, txn_index: bool | None = None) -> "LogSegment":
         """``txn_index``: whether a .txnindex file exists, if the caller knows (None: look)."""
         name = segment_name(base_offset)
-        size = os.stat(directory / (name + LOG_SUFFIX)).st_size  # opened when first used
+        st = os.stat(directory / (name + LOG_SUFFIX))  # opened when first used
         if txn_index is None:
             txn_index = os.path.exists(directory / (name + TXNINDEX_SUFFIX))
-        return cls(directory, base_offset, -1, size, txn_index=txn_index)
+        segment = cls(directory, base_offset, -1, st.st_size, txn_index=txn_index)
+        segment.mtime_ns = st.st_mtime_ns
+        return segment
 
     @property
     def index_entries(self) -> int:
