@@ -297,10 +297,14 @@ class LogSegment:
         boundaries = self.boundaries
         if len(boundaries) >= BOUNDARY_HINTS:
             boundaries.clear()
+        fd = self._fd  # `fd` inlined (the hot path): reopened only if closed for idleness
+        if fd < 0:
+            fd = self._reopen()
+        self._used = True
         try:
-            written = _pwrite(self.fd, batch, position)
+            written = _pwrite(fd, batch, position)
             if written != size:
-                _pwrite_rest(self.fd, batch, position, written)
+                _pwrite_rest(fd, batch, position, written)
         except OSError:
             self.cut_back(position)
             raise
