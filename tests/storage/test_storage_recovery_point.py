@@ -223,3 +223,30 @@ def test_rolled_segments_are_flushed_under_policy_never(tmp_path):
     assert mgr.statistics()["recovery_segments_scanned"] == 1
     assert mgr.statistics()["recovery_segments_trusted"] == 3
     mgr.close()
+
+
+def test_scan_keeps_index_files_that_agree(tmp_path):
+    """A scanned active segment whose index files agree with the scan (the time index
+    with the final entry a clean close added; no offset index for a small segment) keeps
+    them: no rewrite, no rename, which was most of recovering many small logs."""
+    data_dir = tmp_path / "data"
+    mgr = opened(data_dir)
+    mgr.create_logs("t", [0], CONFIG, now_ms=T0)
+    mgr.log("t", 0).append(make_batch(2), now_ms=T0)
+    mgr.close()
+    directory = data_dir / "t-0"
+    time_index = directory / f"{0:020d}.timeindex"
+    before = time_index.stat().st_ino
+    assert not (directory / f"{0:020d}.index").exists()
+    mgr = opened(data_dir)
+    mgr.open_log("t", 0, CONFIG, now_ms=T0).append(make_batch(2), now_ms=T0)  # past the point
+    mgr.checkpoint_recovery_points()
+    crash(mgr)
+    mgr = opened(data_dir)
+    plog = mgr.open_log("t", 0, CONFIG, now_ms=T0)
+    assert mgr.statistics()["recovery_segments_scanned"] == 1
+    assert time_index.stat().st_ino == before
+    assert not (directory / f"{0:020d}.index").exists()
+    assert plog.log_end_offset == 4
+    assert plog.offset_for_timestamp(1_700_000_000_001)[0] == 1
+    mgr.close()
