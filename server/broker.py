@@ -54,7 +54,8 @@ class Broker:
         self.node_id = config.node_id
         self.data_dir = config.data_dir
         self.cluster_id = config.raw("cluster.id")
-        self.logs = LogManager(self.data_dir, self.topic_defaults())
+        max_open = config.get("log.open.files.max")
+        self.logs = LogManager(self.data_dir, self.topic_defaults(), max_open_files=max_open if max_open > 0 else None)
         self.topics = TopicRegistry(self.data_dir)
         self.producers = ProducerIdManager(self.data_dir)
         self.partitions: dict[tuple[str, int], Partition] = {}
@@ -282,13 +283,16 @@ class Broker:
     async def run_background(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Periodic storage duties, in worker threads so the event loop never waits on disk:
         the timer half of the interval fsync policy (twice a second), closing deleted
-        segment files (every second, so freed space comes back promptly), and retention
+        segment files (every second, so freed space comes back promptly), the
+        recovery-point-offset-checkpoint every log.flush.offset.checkpoint.interval.ms, and retention
         plus compaction every log.retention.check.interval.ms."""
         task_status.started()
         retention_every = max(self.config.get("log.retention.check.interval.ms"), 100) / 1000
         tick = 0.5
         next_retention = trio.current_time() + retention_every
         next_sweep = trio.current_time() + 1.0
+        checkpoint_every = max(self.config.get("log.flush.offset.checkpoint.interval.ms"), 100) / 1000
+        next_checkpoint = trio.current_time() + checkpoint_every
         while True:
             await trio.sleep(tick)
             try:
@@ -297,6 +301,9 @@ class Broker:
                 if trio.current_time() >= next_sweep:
                     next_sweep = trio.current_time() + 1.0
                     await trio.to_thread.run_sync(self.logs.sweep)
+                if trio.current_time() >= next_checkpoint:
+                    next_checkpoint = trio.current_time() + checkpoint_every
+                    await trio.to_thread.run_sync(self.logs.checkpoint_recovery_points)
                 if trio.current_time() >= next_retention:
                     next_retention = trio.current_time() + retention_every
                     await trio.to_thread.run_sync(self.logs.run_retention, now_ms())

@@ -13,7 +13,7 @@ checkpoint files.
 Module map: config (LogConfig, the topic config table), log (PartitionLog), segment,
 index, txn_index (.txnindex: aborted transactions), leader_epoch (leader-epoch-checkpoint),
 recovery, retention, compaction, topics (partition directory names), manager (LogManager), producer_snapshot (Kafka's .snapshot
-files), errors.
+files), open_files (the bounded LRU of open segment files, log.open.files.max), errors.
 """
 
 from storage.compaction import CleanerStats

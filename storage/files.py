@@ -6,7 +6,14 @@ A checkpoint file holds one offset in Kafka's checkpoint text layout reduced to 
     0            version
     <offset>     the value
 
-It is always replaced atomically (write a temporary file, fsync it, rename it over the old
+A data directory's `recovery-point-offset-checkpoint` holds one offset per partition in
+Kafka's full layout (its OffsetCheckpointFile)::
+
+    0                           version
+    <count>                     number of entries
+    <topic> <partition> <offset>   one line per entry
+
+Checkpoints are always replaced atomically (write a temporary file, fsync it, rename it over the old
 one, fsync the directory), so a crash leaves either the old or the new value, never a mix.
 """
 
@@ -106,6 +113,45 @@ def write_checkpoint(path: str | Path, offset: int) -> None:
         finally:
             os.close(fd)
         log.warning("disk full: checkpoint %s overwritten in place", path)
+
+
+def read_offset_checkpoint(path: str | Path) -> dict[tuple[str, int], int] | None:
+    """The entries of a Kafka offset checkpoint file (topic, partition) -> offset; None when
+    the file is absent or does not parse (logged: the caller falls back to what it does
+    without one)."""
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        log.warning("ignoring unreadable checkpoint %s: %s", path, exc)
+        return None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    try:
+        if len(lines) < 2 or int(lines[0]) != CHECKPOINT_VERSION:
+            raise ValueError(f"version line {lines[0]!r}" if lines else "empty file")
+        count = int(lines[1])
+        if count != len(lines) - 2:
+            raise ValueError(f"{count} entries announced, {len(lines) - 2} present")
+        entries: dict[tuple[str, int], int] = {}
+        for n, line in enumerate(lines[2:], start=3):
+            parts = line.split(" ")
+            if len(parts) != 3 or not parts[0]:
+                raise ValueError(f"line {n}: {line!r} is not 'topic partition offset'")
+            entries[(parts[0], int(parts[1]))] = int(parts[2])
+    except ValueError as exc:
+        log.warning("ignoring unreadable checkpoint %s: %s", path, exc)
+        return None
+    return entries
+
+
+def write_offset_checkpoint(path: str | Path, entries: dict[tuple[str, int], int]) -> None:
+    """Replace a Kafka offset checkpoint file atomically (tmp, fsync, rename, fsync dir)."""
+    lines = [str(CHECKPOINT_VERSION), str(len(entries))]
+    lines.extend(f"{topic} {partition} {offset}" for (topic, partition), offset in sorted(entries.items()))
+    atomic_write(path, ("\n".join(lines) + "\n").encode())
 
 
 def unlink_quietly(path: str | Path) -> bool:

@@ -24,6 +24,7 @@ from bisect import bisect_left, bisect_right
 from pathlib import Path
 
 from storage.files import atomic_write, pwrite_all, unlink_quietly
+from storage.open_files import OPEN_FILES, TooManyOpenFiles
 
 FLUSH_PENDING_AT = 512  # entries
 
@@ -117,7 +118,14 @@ class _SparseIndex:
         if count <= written:
             return
         data = self._encode_range(written, count)
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        # Opened per write, not held (storage.open_files): an out-of-descriptors open closes
+        # idle segment files and retries. If even that fails the entries stay pending in
+        # memory (the file only saves a scan): this runs in the middle of appends, after
+        # the batch was written, where raising would leave the log half moved.
+        try:
+            fd = OPEN_FILES.open_path(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        except TooManyOpenFiles:
+            return
         try:
             pwrite_all(fd, data, written * self.ENTRY.size)
         finally:
@@ -127,7 +135,7 @@ class _SparseIndex:
     def sync(self) -> None:
         self.flush_pending()
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            fd = OPEN_FILES.open_path(self.path, os.O_RDONLY)
         except FileNotFoundError:
             return
         try:

@@ -58,8 +58,8 @@ from storage.config import LONG_MAX, LogConfig
 from storage.errors import LogClosed, LogDirFull, OffsetOutOfRange, RecordTooLarge, StorageError
 from storage.files import fsync_dir, read_checkpoint, reserve_blocks, write_checkpoint
 from storage.index import FLUSH_PENDING_AT
-from storage.leader_epoch import LeaderEpochFileCache
-from storage.recovery import load_segments, scan_segment
+from storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
+from storage.recovery import RecoveryStats, load_segments, scan_segment
 from storage.txn_index import AbortedTxn, collect_into
 from storage.segment import (
     LOCATE_WINDOW,
@@ -209,6 +209,10 @@ class PartitionLog:
         self.cleaned_offset = 0
         self.leader_epoch_cache = LeaderEpochFileCache(None, name=name)
         self._dirty: list[LogSegment] = []
+        # Kafka's recovery point: every offset below it is fsynced (with its segment's
+        # indexes as far as they were written), so recovery after a crash need not scan
+        # segments wholly below it. Moves on every flush; the manager checkpoints it.
+        self.recovery_point = 0
         self._unflushed_messages = 0
         self._last_flush_ms = 0
         self.flush_stats = FlushStats()  # fsync latency, read by the broker's metrics at scrape time
@@ -283,22 +287,37 @@ class PartitionLog:
         now_ms: int | None = None,
         graveyard: Graveyard | None = None,
         name: str | None = None,
+        recovery_point: int = 0,
+        stats: RecoveryStats | None = None,
+        checkpoint_mtime_ns: int | None = None,
     ) -> "PartitionLog":
         """Open (creating if needed) and recover a partition directory.
 
-        ``clean``: the previous run shut down cleanly (its indexes of closed segments may be
-        trusted); otherwise every segment is validated batch by batch.
+        ``clean``: the previous run shut down cleanly (its segments are trusted if their
+        indexes are sane); otherwise the segments holding offsets at or past
+        ``recovery_point`` (the log was fsynced below it) are validated batch by batch.
+        ``stats`` counts what recovery did; ``checkpoint_mtime_ns``: when the recovery point
+        was checkpointed (an active segment written since is scanned straight away).
         """
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+        # One listing tells which files exist: opening 100 000 logs at start-up is mostly
+        # this method, so no file is opened or stat()ed only to find it absent.
+        try:
+            names = os.listdir(directory)
+        except FileNotFoundError:
+            directory.mkdir(parents=True, exist_ok=True)
+            names = []
+        present = set(names)
         now_ms = _now_ms() if now_ms is None else now_ms
         self = cls(directory, config, name=name or directory.name, graveyard=graveyard or Graveyard())
-        start_checkpoint = read_checkpoint(directory / LOG_START_OFFSET_CHECKPOINT)
-        self.cleaned_offset = read_checkpoint(directory / CLEANER_OFFSET_CHECKPOINT) or 0
+        start_checkpoint = (read_checkpoint(directory / LOG_START_OFFSET_CHECKPOINT)
+                            if LOG_START_OFFSET_CHECKPOINT in present else None)
+        self.cleaned_offset = ((read_checkpoint(directory / CLEANER_OFFSET_CHECKPOINT) or 0)
+                               if CLEANER_OFFSET_CHECKPOINT in present else 0)
         cache = LeaderEpochFileCache.load(directory, name=self.name)
         # The epochs a batch may carry: those the checkpoint knows. A directory from before
         # leader epochs has no checkpoint and epoch-0 batches only.
-        legacy = not cache.file_exists
+        legacy = LEADER_EPOCH_CHECKPOINT not in present
         latest = 0 if legacy else cache.latest_epoch
         segments = load_segments(
             directory,
@@ -309,6 +328,10 @@ class PartitionLog:
             name=self.name,
             max_leader_epoch=-1 if latest is None else latest,
             epochs_from=start_checkpoint or 0,
+            recovery_point=recovery_point,
+            stats=stats,
+            names=names,
+            checkpoint_mtime_ns=checkpoint_mtime_ns,
         )
         if not segments:
             segments = [LogSegment.create(directory, start_checkpoint or 0, now_ms)]
@@ -329,6 +352,17 @@ class PartitionLog:
         cache.truncate_from_end(self.log_end_offset)
         cache.truncate_from_start(self.log_start_offset)
         self.leader_epoch_cache = cache
+        if clean:
+            self.recovery_point = self.log_end_offset
+        else:
+            # What recovery scanned was read from the page cache, maybe never written to
+            # disk: it counts as flushed only after the next fsync (Kafka flushes a
+            # recovered log the same way before moving its recovery point).
+            self.recovery_point = min(recovery_point, self.log_end_offset)
+            for n, segment in enumerate(segments):
+                following = segments[n + 1].base_offset if n + 1 < len(segments) else self.log_end_offset
+                if following > self.recovery_point:
+                    self._mark_dirty(segment)
         self._arm()
         self._last_flush_ms = now_ms
         return self
@@ -378,6 +412,8 @@ class PartitionLog:
 
     def _set_segments(self, segments) -> None:
         segments = tuple(segments)
+        for segment in segments:
+            segment.owner = self._lock  # writers hold it: no closing for idleness under them
         bases = [s.base_offset for s in segments]
         self._has_aborted_txns = any(s.txn_index.exists for s in segments)
         # Running maximum of the closed segments' largest timestamps: non-decreasing, so
@@ -392,6 +428,7 @@ class PartitionLog:
     def _add_segment(self, new: LogSegment) -> None:
         """A roll: the same as _set_segments(segments + (new,)) without the O(segments) loop."""
         old_segments, old_bases = self._view
+        new.owner = self._lock
         closed_max = list(self._closed_max[1])
         closed_max.append(max(closed_max[-1] if closed_max else -1, old_segments[-1].max_timestamp))
         self._publish(old_segments + (new,), old_bases + [new.base_offset], closed_max)
@@ -428,6 +465,7 @@ class PartitionLog:
             "log_end_offset": self.log_end_offset,
             "unflushed_messages": self._unflushed_messages,
             "cleaned_offset": self.cleaned_offset,
+            "recovery_point": self.recovery_point,
         }
 
     # ------------------------------------------------------------------ append
@@ -686,6 +724,7 @@ class PartitionLog:
                 raise StorageError(f"{self.name}: fsync failed: {exc}") from exc
         self.flush_stats.record(time.perf_counter() - started)
         self._unflushed_messages = 0
+        self.recovery_point = self.log_end_offset
 
     def _sync_all(self) -> None:
         dirty, self._dirty = self._dirty, []
@@ -695,6 +734,7 @@ class PartitionLog:
         self.active.sync()
         self.flush_stats.record(time.perf_counter() - started)
         self._unflushed_messages = 0
+        self.recovery_point = self.log_end_offset
 
     def flush(self, now_ms: int | None = None) -> None:
         """fsync every unflushed segment and its indexes."""
@@ -709,7 +749,15 @@ class PartitionLog:
         """The timer half of the interval policy: flush if flush.ms has passed with data pending."""
         now_ms = _now_ms() if now_ms is None else now_ms
         config = self.config
-        if config.flush_policy != "interval" or not self._dirty:
+        dirty = self._dirty
+        if not dirty:
+            return False
+        if config.flush_policy == "never":
+            # Kafka flushes a segment once it is rolled (whatever the flush settings), so the
+            # recovery point follows the rolls and a restart after a crash scans only the
+            # active segments.
+            return self._flush_rolled() if dirty[0] is not self._segments[-1] else False
+        if config.flush_policy != "interval":
             return False
         if now_ms - self._last_flush_ms < config.flush_interval_ms:
             return False
@@ -718,6 +766,48 @@ class PartitionLog:
                 return False
             self._sync_data()
             self._last_flush_ms = now_ms
+        return True
+
+    def _flush_rolled(self) -> bool:
+        """fsync the dirty segments before the active one; the recovery point moves to the
+        active segment's base offset (Kafka's flushUptoOffsetExclusive at roll). The fsync
+        runs outside the partition lock (appends go on; the segments are pinned), and the
+        point moves only if the segment list did not change meanwhile."""
+        with self._lock:
+            if self._closed:
+                return False
+            snapshot = self._segments
+            active = snapshot[-1]
+            rolled = []
+            try:
+                for segment in self._dirty:
+                    if segment is not active and segment.pin():
+                        rolled.append(segment)
+            except StorageError:  # out of descriptors: the next round tries again
+                for segment in rolled:
+                    segment.unpin()
+                raise
+        if not rolled:
+            return False
+        started = time.perf_counter()
+        try:
+            for segment in rolled:
+                os.fdatasync(segment.fd)
+                segment.offset_index.sync()
+                segment.time_index.sync()
+        except OSError as exc:
+            raise StorageError(f"{self.name}: fsync failed: {exc}") from exc
+        finally:
+            for segment in rolled:
+                segment.unpin()
+        self.flush_stats.record(time.perf_counter() - started)
+        with self._lock:
+            if self._segments is snapshot:
+                for segment in rolled:
+                    segment.dirty = False
+                self._dirty = [segment for segment in self._dirty if segment not in rolled]
+                if not any(segment is not active for segment in self._dirty):
+                    self.recovery_point = max(self.recovery_point, active.base_offset)
         return True
 
     # ------------------------------------------------------------------ reads
@@ -818,7 +908,9 @@ class PartitionLog:
         """Where `read` would read from, as [(fd, position, length)] for os.sendfile.
 
         The descriptors belong to the log: do not close them. They stay valid for at least
-        file.delete.delay.ms after their segment is deleted, so send promptly.
+        file.delete.delay.ms after their segment is deleted, so send promptly; but an idle
+        segment's may be closed to stay under log.open.files.max, so a caller that may be
+        slow (the server) uses `read_pinned` instead.
         """
         def locate(segment: LogSegment, end: int):
             found = segment.locate(offset, max_bytes, end, min_one_batch)
@@ -1061,6 +1153,7 @@ class PartitionLog:
                 self._graveyard.add(gone, self.config.file_delete_delay_ms)
             self._dirty = [s for s in self._dirty if s in kept]
             self.log_end_offset = new_end
+            self.recovery_point = min(self.recovery_point, new_end)
             self._set_segments(kept)
             fsync_dir(self.directory)
             self._truncate_epochs(self.leader_epoch_cache.truncate_from_end, new_end)
@@ -1088,6 +1181,7 @@ class PartitionLog:
         self._set_segments([new])
         self.log_start_offset = offset
         self.log_end_offset = offset
+        self.recovery_point = offset  # Kafka's truncateFullyAndStartAt too
         self._write_log_start()
         fsync_dir(self.directory)
         # Kafka's truncateFullyAndStartAt: no epoch holds data any more.

@@ -6,13 +6,19 @@ How this works, in order:
    under way (see `storage.compaction`): if its `.log.cleaned` file still exists the swap had
    not started and is undone, otherwise it is finished. Other `*.cleaned`, `*.tmp` and
    `*.deleted` files, and index files without a .log, are removed.
-2. Every segment is checked batch by batch: header sane (magic 2, length), whole batch
-   present, CRC32C over attributes..end, a partitionLeaderEpoch the leader-epoch-checkpoint
-   knows (see storage.leader_epoch), and
-   offsets increasing (contiguous where the cleaner has not been, see
-   `contiguous_from`). After an unclean shutdown every segment is scanned; after a clean
-   one only the last, while the others are trusted if their indexes are sane (monotonic,
-   inside the file, last entry pointing at a batch with the indexed offset).
+2. Segments that may hold unflushed data are checked batch by batch: header sane (magic 2,
+   length), whole batch present, CRC32C over attributes..end, a partitionLeaderEpoch the
+   leader-epoch-checkpoint knows (see storage.leader_epoch), and offsets increasing
+   (contiguous where the cleaner has not been, see `contiguous_from`). Which ones, as
+   Kafka's LogLoader.recoverLog: after a clean shutdown none; after an unclean one those
+   at or past the recovery point (the offset up to which the log was fsynced, from the
+   data directory's recovery-point-offset-checkpoint, see storage.manager), i.e. the
+   segment holding it and every later one. The others are trusted if their indexes are
+   sane (monotonic, inside the file, last entry pointing at a batch with the indexed
+   offset); the active segment also has its tail past the last index entry walked
+   (headers only) to find its end, and is trusted if that end is at or below the recovery
+   point (or the shutdown was clean). A trusted segment whose indexes fail that check is
+   scanned after all.
 3. At the first bad batch the segment is cut there and every later segment is deleted: a
    restart serves every batch before the damage and nothing after it. What was cut is
    logged on the "storage" logger.
@@ -42,6 +48,7 @@ from storage.segment import (
     LogSegment,
     read_exact,
     segment_name,
+    walk,
 )
 from storage.segment import OFFSET_FIELDS
 from storage.txn_index import TXNINDEX_SUFFIX
@@ -52,7 +59,9 @@ log = logging.getLogger("storage")
 # What recovery checks of each header, read from the one layout in wire.records.
 _SCAN_FIELDS = header_fields("base_offset", "length", "partition_leader_epoch", "magic", "crc",
                              "last_offset_delta", "max_timestamp", "records_count")
+_TAIL_FIELDS = header_fields("base_offset", "length", "last_offset_delta", "max_timestamp", whole=False)
 _CHUNK = 8 * 1024 * 1024
+_LEFTOVER_SUFFIXES = (SWAP_SUFFIX, CLEANED_SUFFIX, ".tmp", ".deleted")
 _NAME = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)$")
 
 
@@ -165,6 +174,16 @@ def scan_segment(
     return result
 
 
+@dataclass
+class RecoveryStats:
+    """What opening logs did (summed over the logs of a data directory by LogManager):
+    segments validated batch by batch, segments trusted from their indexes, bytes cut."""
+
+    segments_scanned: int = 0
+    segments_trusted: int = 0
+    bytes_truncated: int = 0
+
+
 def apply_scan(segment: LogSegment, scan: ScanResult, *, active: bool) -> None:
     """Give a segment the state a scan found and make its index files agree with it."""
     segment.next_offset = scan.next_offset
@@ -175,15 +194,33 @@ def apply_scan(segment: LogSegment, scan: ScanResult, *, active: bool) -> None:
     time_entries = list(scan.time_entries)
     if not active and scan.max_timestamp >= 0 and (not time_entries or time_entries[-1][0] < scan.max_timestamp):
         time_entries.append((scan.max_timestamp, scan.offset_of_max_timestamp))
-    for index, entries in ((segment.offset_index, scan.index_entries), (segment.time_index, time_entries)):
-        index.set_entries(entries, in_file=index.read_file() == entries)
+    offsets_in_file = segment.offset_index.read_file() or []  # absent: no entries, nothing to write
+    segment.offset_index.set_entries(scan.index_entries, in_file=offsets_in_file == scan.index_entries)
+    times_in_file = segment.time_index.read_file() or []
+    if active and times_in_file == time_entries + [(scan.max_timestamp, scan.offset_of_max_timestamp)]:
+        # The final entry a clean close (or the roll that never came) adds: still true, and
+        # rewriting the file (a rename per partition) is most of a small log's recovery.
+        time_entries = times_in_file
+    segment.time_index.set_entries(time_entries, in_file=times_in_file == time_entries)
     segment.indexes_loaded = True
 
 
-def load_trusted(segment: LogSegment, next_base: int) -> bool:
-    """Load a closed segment's indexes without scanning it; False if they look wrong."""
-    offsets = segment.offset_index.read_file()
-    times = segment.time_index.read_file()
+def load_trusted(segment: LogSegment, next_base: int, *, missing_ok: bool = False,
+                 present: set[str] | None = None) -> bool:
+    """Load a closed segment's indexes without scanning it; False if they look wrong.
+    ``missing_ok``: an index file that does not exist counts as empty (an active segment
+    that never reached index.interval.bytes has none). ``present``: the names in the
+    directory, if known (a file not among them is not looked for)."""
+    indexes = []
+    for index in (segment.offset_index, segment.time_index):
+        if present is not None and index.path.name not in present:
+            indexes.append([] if missing_ok else None)
+        else:
+            entries = index.read_file()
+            if entries is None and missing_ok and not index.path.exists():
+                entries = []
+            indexes.append(entries)
+    offsets, times = indexes
     if offsets is None or times is None:
         return False
     if not OffsetIndex.valid(offsets, segment.base_offset, segment.size):
@@ -208,8 +245,48 @@ def load_trusted(segment: LogSegment, next_base: int) -> bool:
     return True
 
 
-def _finish_swaps(directory: Path) -> None:
-    """Complete or undo compaction swaps interrupted by a crash (see storage.compaction)."""
+def load_trusted_active(segment: LogSegment, present: set[str] | None = None) -> bool:
+    """The active segment after a clean shutdown (or below the recovery point): load its indexes (checked as
+    `load_trusted` does) and walk the batch headers past the last index entry (at most
+    about index.interval.bytes) for what appends track: the next offset, the max
+    timestamp, bytes since the last index entry. No CRC is read, as Kafka trusts a cleanly
+    closed log. False when anything disagrees: the caller scans the segment then."""
+    if not load_trusted(segment, segment.base_offset + INT32_MAX + 1, missing_ok=True, present=present):
+        return False
+    last = segment.offset_index.last_entry
+    position = 0 if last is None else last[1]
+    max_ts, max_off = segment.max_timestamp, segment.offset_of_max_timestamp
+    next_offset = segment.base_offset
+    end = position
+    since = 0
+    first_ts = None
+    for at, size, (base, _length, lod, batch_max_ts) in walk(segment.fd, position, segment.size, _TAIL_FIELDS):
+        if base < next_offset:
+            return False
+        if at == 0:
+            first_ts = batch_max_ts
+        if batch_max_ts > max_ts:
+            max_ts, max_off = batch_max_ts, base + lod
+        next_offset = base + lod + 1
+        since += size
+        end = at + size
+    if end != segment.size or (last is not None and next_offset <= last[0]):
+        return False
+    if segment.size and first_ts is None:
+        first_ts = _TAIL_FIELDS.unpack_from(os.pread(segment.fd, HEADER_SIZE, 0))[3]
+    if first_ts is not None:
+        segment.first_batch_max_timestamp = first_ts
+    segment.next_offset = next_offset
+    segment.max_timestamp, segment.offset_of_max_timestamp = max_ts, max_off
+    segment.bytes_since_index = since
+    return True
+
+
+def _finish_swaps(directory: Path, names: list[str]) -> bool:
+    """Complete or undo compaction swaps interrupted by a crash (see storage.compaction).
+    ``names``: the directory's listing. True if anything was done (list it again)."""
+    if not any(name.endswith(_LEFTOVER_SUFFIXES) for name in names):
+        return False  # the usual case: no glob, no second listing
     for marker in sorted(directory.glob("*" + SWAP_SUFFIX)):
         base = int(marker.name[:20])
         try:
@@ -233,6 +310,7 @@ def _finish_swaps(directory: Path) -> None:
         unlink_quietly(marker)
     for leftover in list(directory.glob("*" + CLEANED_SUFFIX)) + list(directory.glob("*.tmp")) + list(directory.glob("*.deleted")):
         unlink_quietly(leftover)
+    return True
 
 
 def load_segments(
@@ -245,17 +323,31 @@ def load_segments(
     name: str,
     max_leader_epoch: int = 0,
     epochs_from: int = 0,
+    recovery_point: int = 0,
+    stats: RecoveryStats | None = None,
+    names: list[str] | None = None,
+    checkpoint_mtime_ns: int | None = None,
 ) -> list[LogSegment]:
     """Open, check and (where damaged) cut the segments of one partition directory.
 
     ``contiguous_from``: offsets below it may have gaps (compacted); from it on they must be
-    contiguous. Returns the surviving segments, oldest first; may be empty.
+    contiguous. ``clean``: the last shutdown was clean, nothing is scanned (unless its
+    indexes look wrong); otherwise segments wholly below ``recovery_point`` are trusted and
+    the rest scanned. ``stats`` counts what was done. Returns the surviving segments,
+    oldest first; may be empty. ``names``: the directory's listing, if the caller has it.
+    ``checkpoint_mtime_ns``: when the recovery point was checkpointed; an active segment
+    written after that is scanned without first trying to trust it.
     """
-    _finish_swaps(directory)
+    if stats is None:
+        stats = RecoveryStats()
+    if names is None:
+        names = os.listdir(directory)
+    if _finish_swaps(directory, names):
+        names = os.listdir(directory)
     bases: set[int] = set()
     txn_indexes: set[int] = set()
     orphans: list[Path] = []
-    for entry in os.listdir(directory):
+    for entry in names:
         match = _NAME.match(entry)
         if match is None:
             continue
@@ -268,6 +360,7 @@ def load_segments(
     for path in orphans:
         if int(path.name[:20]) not in bases:
             unlink_quietly(path)
+    present = set(names)
     ordered = sorted(bases)
     segments: list[LogSegment] = []
     for base in ordered:
@@ -278,9 +371,20 @@ def load_segments(
     for i, segment in enumerate(segments):
         last = i == len(segments) - 1
         next_base = segments[i + 1].base_offset if not last else None
-        if clean and not last and load_trusted(segment, next_base):
+        below = next_base is not None and next_base <= recovery_point  # flushed whole
+        if (clean or below) and not last and load_trusted(segment, next_base, present=present):
+            stats.segments_trusted += 1
             prev_next = None
             continue
+        if (last and (clean or (recovery_point >= segment.base_offset
+                                and not (checkpoint_mtime_ns is not None and segment.mtime_ns > checkpoint_mtime_ns)))
+                and load_trusted_active(segment, present)):
+            # After a crash the active segment is trusted too when it ends at or below the
+            # recovery point (a quiet partition, flushed): its header walk says where.
+            if clean or segment.next_offset <= recovery_point:
+                stats.segments_trusted += 1
+                continue
+        stats.segments_scanned += 1
         contiguous = segment.base_offset >= contiguous_from
         prev_contiguous = i > 0 and segments[i - 1].base_offset >= contiguous_from
         if contiguous and prev_contiguous and prev_next is not None and prev_next != segment.base_offset:
@@ -308,6 +412,7 @@ def load_segments(
             )
             os.ftruncate(segment.fd, scan.valid_size)
             os.fsync(segment.fd)
+            stats.bytes_truncated += segment.size - scan.valid_size
             segment.size = scan.valid_size
             cut_at = i
             break
@@ -318,7 +423,8 @@ def load_segments(
         for segment in dropped:
             log.warning("%s: segment %s (%d bytes) deleted: it follows damaged data",
                         name, segment.log_path.name, segment.size)
-            os.close(segment.fd)
+            stats.bytes_truncated += segment.size
+            segment.close_now_if_idle(force=True)
             segment.delete_files()
         fsync_dir(directory)
 

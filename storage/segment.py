@@ -9,6 +9,10 @@ batch. When a segment leaves the log (retention, compaction, topic deletion) its
 is not closed at once: readers pin a segment while they pread, and the `Graveyard` closes a
 retired descriptor only when no reader holds it and `file.delete.delay.ms` has passed, which
 also keeps descriptors handed out for `os.sendfile` (`PartitionLog.read_location`) valid.
+
+The descriptor itself is opened lazily and may be closed while the segment is idle
+(storage.open_files, bounded by log.open.files.max): `fd` reopens it for whoever holds the
+partition lock (writers), `pin` opens it for readers and keeps it open until `unpin`.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from pathlib import Path
 
 from storage.files import blocks_past_end, unlink_quietly
 from storage.index import OffsetIndex, TimeIndex
+from storage.open_files import OPEN_FILES
 from storage.txn_index import TXNINDEX_SUFFIX, TransactionIndex
 from wire.records import HEADER_SIZE, LOG_OVERHEAD, header_fields
 
@@ -143,7 +148,11 @@ class LogSegment:
     def __init__(self, directory: Path, base_offset: int, fd: int, size: int, *, txn_index: bool = False) -> None:
         self.directory = directory
         self.base_offset = base_offset
-        self.fd = fd
+        self._fd = fd  # -1 while closed for idleness (or not opened yet): see `fd`
+        self._used = True  # touched since the open-files clock last passed (storage.open_files)
+        # The partition's lock (set when the log takes the segment in): holding it keeps the
+        # descriptor from being closed for idleness; None: never closed that way.
+        self.owner: threading.RLock | None = None
         self.size = size  # committed bytes
         name = segment_name(base_offset)
         self.log_path = directory / (name + LOG_SUFFIX)
@@ -173,6 +182,7 @@ class LogSegment:
         # cleared on truncation, bounded by BOUNDARY_HINTS.
         self.boundaries: dict[int, int] = {}
         self.dirty = False  # holds writes not yet fsynced
+        self.mtime_ns = 0  # the .log's mtime when opened from disk (recovery compares it)
         # The file has disk blocks reserved (storage.files.reserve_blocks) up to here, as
         # far as this process knows; given back when the segment stops taking appends.
         self.reserved = size
@@ -184,13 +194,60 @@ class LogSegment:
     def __repr__(self) -> str:
         return f"<LogSegment {self.log_path} size={self.size}>"
 
+    @property
+    def fd(self) -> int:
+        """The .log's descriptor, reopened if it was closed for idleness. Only for a caller
+        holding the partition lock (`owner`) or a pin, which keep it from being closed
+        again while in use; raises TooManyOpenFiles when no descriptor is to be had."""
+        fd = self._fd
+        if fd < 0:
+            fd = self._reopen()
+        self._used = True
+        return fd
+
+    def _reopen(self) -> int:
+        with self._lock:
+            if self._fd < 0:
+                if self._closed:
+                    raise OSError(errno.EBADF, f"{self.log_path} is closed")
+                self._fd = OPEN_FILES.open(self, os.O_RDWR)
+            return self._fd
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the .log holds a descriptor now (False while closed for idleness)."""
+        return self._fd >= 0
+
+    def close_if_idle(self) -> bool:
+        """Close the descriptor for idleness if nobody can be using it (see
+        storage.open_files; called by it, never blocking). True when it is closed."""
+        owner = self.owner
+        if owner is None or owner._is_owned() or not owner.acquire(blocking=False):
+            return False
+        try:
+            if not self._lock.acquire(blocking=False):
+                return False
+            try:
+                if self._pins or self._closed:
+                    return self._closed
+                fd, self._fd = self._fd, -1
+            finally:
+                self._lock.release()
+        finally:
+            owner.release()
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        return True
+
     # -- files ---------------------------------------------------------------------------
 
     @classmethod
     def create(cls, directory: Path, base_offset: int, now_ms: int) -> "LogSegment":
-        path = directory / (segment_name(base_offset) + LOG_SUFFIX)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        segment = cls(directory, base_offset, fd, 0)
+        segment = cls(directory, base_offset, -1, 0)
+        segment._fd = OPEN_FILES.open(segment, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
         for index in (segment.offset_index, segment.time_index):
             index.delete_file()
         unlink_quietly(segment.txn_index.path)  # a leftover of an older segment at this offset
@@ -203,11 +260,12 @@ class LogSegment:
     def open_existing(cls, directory: Path, base_offset: int, *, txn_index: bool | None = None) -> "LogSegment":
         """``txn_index``: whether a .txnindex file exists, if the caller knows (None: look)."""
         name = segment_name(base_offset)
-        fd = os.open(directory / (name + LOG_SUFFIX), os.O_RDWR)
-        size = os.fstat(fd).st_size
+        st = os.stat(directory / (name + LOG_SUFFIX))  # opened when first used
         if txn_index is None:
             txn_index = os.path.exists(directory / (name + TXNINDEX_SUFFIX))
-        return cls(directory, base_offset, fd, size, txn_index=txn_index)
+        segment = cls(directory, base_offset, -1, st.st_size, txn_index=txn_index)
+        segment.mtime_ns = st.st_mtime_ns
+        return segment
 
     @property
     def index_entries(self) -> int:
@@ -239,10 +297,14 @@ class LogSegment:
         boundaries = self.boundaries
         if len(boundaries) >= BOUNDARY_HINTS:
             boundaries.clear()
+        fd = self._fd  # `fd` inlined (the hot path): reopened only if closed for idleness
+        if fd < 0:
+            fd = self._reopen()
+        self._used = True
         try:
-            written = _pwrite(self.fd, batch, position)
+            written = _pwrite(fd, batch, position)
             if written != size:
-                _pwrite_rest(self.fd, batch, position, written)
+                _pwrite_rest(fd, batch, position, written)
         except OSError:
             self.cut_back(position)
             raise
@@ -540,11 +602,18 @@ class LogSegment:
     # -- reader pinning and retirement ---------------------------------------------------
 
     def pin(self) -> bool:
-        """Hold the descriptor open for a read; False if it is already closed."""
+        """Hold the descriptor open for a read (opening it if it was closed for idleness);
+        False if the segment is already closed or its file gone. Raises TooManyOpenFiles."""
         with self._lock:
             if self._closed:
                 return False
+            if self._fd < 0:
+                try:
+                    self._fd = OPEN_FILES.open(self, os.O_RDWR)
+                except FileNotFoundError:
+                    return False  # deleted while closed for idleness: retired under us
             self._pins += 1
+            self._used = True
             return True
 
     def unpin(self) -> None:
@@ -553,6 +622,8 @@ class LogSegment:
             close = self._pins == 0 and self._retired_at is not None and time.monotonic() >= self._retired_at
         if close:
             self.close_now_if_idle()
+        elif OPEN_FILES.over_limit:
+            OPEN_FILES.trim()  # readers kept files open past log.open.files.max: close idle ones
 
     def retire(self, delay_s: float) -> None:
         with self._lock:
@@ -570,11 +641,13 @@ class LogSegment:
                 if (now if now is not None else time.monotonic()) < self._retired_at:
                     return False
             self._closed = True
-            fd, self.fd = self.fd, -1
-        try:
-            os.close(fd)
-        except OSError:
-            pass
+            fd, self._fd = self._fd, -1
+        OPEN_FILES.forget(self)
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
         return True
 
     @property

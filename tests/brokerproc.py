@@ -25,14 +25,16 @@ class BrokerProcess:
     """`python -m server serve` with its own data dir; start(), stop(), kill(), restart()."""
 
     def __init__(self, data_dir: Path, *extra: str, port: int | None = None, env: dict | None = None,
-                 http: bool = False) -> None:
+                 http: bool = False, preexec_fn=None) -> None:
         """`http`: serve the HTTP listener (/metrics, /healthz, /readyz) on a free port of its
-        own (`http_url`); off by default, so brokers of a test never compete for 8080."""
+        own (`http_url`); off by default, so brokers of a test never compete for 8080.
+        `preexec_fn`: run in the child before the broker starts (resource limits)."""
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         self.http_port = free_port() if http else None
         self.extra = list(extra)
         self.env = env or {}
+        self.preexec_fn = preexec_fn
         self.proc: subprocess.Popen | None = None
         self.log_path = self.data_dir.parent / f"broker-{self.port}.log"
 
@@ -55,7 +57,7 @@ class BrokerProcess:
             [sys.executable, "-m", "server", "serve", "--listen", self.bootstrap, "--data-dir", str(self.data_dir),
              "--set", f"http.listeners=127.0.0.1:{self.http_port}" if self.http_port else "http.listeners=",
              *self.extra],
-            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO,
+            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO, preexec_fn=self.preexec_fn,
         )
         log.close()
         deadline = time.monotonic() + timeout
