@@ -134,6 +134,7 @@ async def _run_broker(config, http, *, task_status=trio.TASK_STATUS_IGNORED) -> 
     if http is not None:
         http.attach(broker)
     registry = _schema_registry(broker, config)  # binds its port first: a taken port stops start-up here
+    rest_proxy = _rest_proxy(config)  # the same for the REST Proxy's port
     await trio.to_thread.run_sync(broker.open)
     if registry is not None:
         await trio.to_thread.run_sync(registry.load)
@@ -158,6 +159,9 @@ async def _run_broker(config, http, *, task_status=trio.TASK_STATUS_IGNORED) -> 
             addresses = await root.start(server.serve_listeners, config.listener_list, connections.nursery)
             if http is not None:
                 http.attach_server(server)
+            if rest_proxy is not None:
+                rest_proxy.set_bootstrap(addresses[0])
+                await root.start(rest_proxy.serve)
             host, port = config.advertised
             listening = ", ".join(f"{a[0]}:{a[1]}" for a in addresses)
             if len(config.listener_list) > 1 or config.listener_list[0].name != "PLAINTEXT":
@@ -176,6 +180,9 @@ async def _run_broker(config, http, *, task_status=trio.TASK_STATUS_IGNORED) -> 
                 # controlled shutdown), so clients see a new leader, not a dead one.
                 with trio.move_on_after(config.get("shutdown.timeout.ms") / 1000):
                     await broker.cluster.controlled_shutdown()
+            if rest_proxy is not None:
+                # while the Kafka listeners still serve: its consumers leave their groups
+                await rest_proxy.close()
             broker.shutting_down = True
             server.close_listeners()
             broker.wake_all()
@@ -199,6 +206,24 @@ def _schema_registry(broker, config):
     from server.schema_registry import RegistryServer
 
     return RegistryServer(broker, listener)  # a taken port: RegistryBindError, reported by serve()
+
+
+def _rest_proxy(config):
+    """The REST Proxy (server/rest_proxy/) when rest.proxy.listeners is set, its port bound;
+    without confluent-kafka (the `rest` extra) it stays off with one log line and the broker
+    starts all the same."""
+    listener = config.get("rest.proxy.listeners")
+    if not listener:
+        return None
+    try:
+        import confluent_kafka  # noqa: F401 - the proxy is a librdkafka client of this broker
+    except ImportError:
+        log.warning("rest proxy: off: confluent-kafka is not installed (pip install 'trafka[rest]'); "
+                    "rest.proxy.listeners=%s is not served", listener)
+        return None
+    from server.rest_proxy import RestProxyServer
+
+    return RestProxyServer(config, listener)  # a taken port: RestProxyBindError, reported by serve()
 
 
 class _ConnectionNursery:
