@@ -256,13 +256,12 @@ def routes(proxy) -> list[Route]:
 
     async def records(request: Request) -> Response:
         instance = await _instance(request)
-        check_accept(request, (RECORD_TYPES[instance.format], "application/json"))
         accept = request.headers.get("accept", "")
-        for item in accept.split(","):
-            media = item.split(";")[0].strip().lower()
-            named = formats.format_of_media_type(media, body=False)
-            if named is not None and named != instance.format:
-                raise errors.format_mismatch()
+        named = {formats.format_of_media_type(item.split(";")[0], body=False) for item in accept.split(",")}
+        named.discard(None)
+        if named and instance.format not in named:
+            raise errors.format_mismatch()  # Accept names other embedded formats only
+        check_accept(request, (RECORD_TYPES[instance.format], V2, "application/json"))
         timeout = int_param(request.query_params.get("timeout"), "timeout", 1000)
         max_bytes = int_param(request.query_params.get("max_bytes"), "max_bytes", 64 * 1024 * 1024, minimum=1)
         msgs = await instance.call(lambda _consumer: instance.poll(min(timeout, 60000) / 1000, max_bytes))
