@@ -192,6 +192,8 @@ class ConsumerInstances:
 
     async def close_all(self) -> None:
         instances, self.instances = list(self.instances.values()), {}
+        if instances:
+            log.info("rest proxy: closing %d consumer instances", len(instances))
         async with trio.open_nursery() as nursery:
             for instance in instances:
                 nursery.start_soon(self._close, instance)

@@ -50,7 +50,8 @@ class KafkaClients:
         self.security_protocol = listener.security_protocol
         self.sasl = self.security_protocol.startswith("SASL")
         enabled = [m.strip().upper() for m in mechanisms.split(",")]
-        self.mechanism = next((m for m in PASSWORD_MECHANISMS if m in enabled), None)
+        self.mechanisms = [m for m in PASSWORD_MECHANISMS if m in enabled]
+        self._mechanism_of: dict = {}  # user key -> the mechanism the user logged in with
         self.bootstrap = ""
         self.limiter = trio.CapacityLimiter(64)
         self._producers: dict = {}
@@ -71,8 +72,8 @@ class KafkaClients:
         conf = {"bootstrap.servers": self.bootstrap, "client.id": "trafka-rest-proxy",
                 "security.protocol": self.security_protocol}
         if self.sasl and creds is not None:
-            conf.update({"sasl.mechanisms": self.mechanism, "sasl.username": creds.user,
-                         "sasl.password": creds.password})
+            conf.update({"sasl.mechanisms": self._mechanism_of.get(creds.key(), self.mechanisms[0]),
+                         "sasl.username": creds.user, "sasl.password": creds.password})
         return conf
 
     def _key(self, creds: Credentials | None):
@@ -101,31 +102,58 @@ class KafkaClients:
         return await trio.to_thread.run_sync(fn, *args, limiter=self.limiter)
 
     async def authenticate(self, creds: Credentials | None) -> None:
-        """401 unless `creds` log in to the broker (security on); verified pairs are
-        remembered for a minute so a request costs no extra round trip."""
+        """401 unless `creds` log in to the broker (security on). A user may be a SCRAM or a
+        PLAIN one: the enabled password mechanisms are tried in turn and the one that
+        works is the user's from then on; verified pairs are remembered for a minute so a
+        request costs no extra round trip."""
         if not self.secured:
             return
         if creds is None:
             raise errors.unauthorized("Authentication required (HTTP Basic, the SASL users of the broker)")
-        if self.mechanism is None:
+        if not self.mechanisms:
             raise errors.unauthorized("no password SASL mechanism (PLAIN, SCRAM) is enabled on the broker")
         key = creds.key()
         if self._verified.get(key, 0) > time.monotonic():
             return
 
-        def probe() -> None:
-            admin = AdminClient(self.base_conf(creds) | {"client.id": "trafka-rest-proxy-login"})
-            admin.list_topics(timeout=10)
+        def probe(mechanism: str) -> KafkaError | None:
+            """Blocking: None when the user logs in with `mechanism`, else the refusal.
+            librdkafka retries a failed login rather than failing a request, so the
+            refusal is taken from its error callback."""
+            seen: list[KafkaError] = []
+            client = Producer(self.base_conf(creds) | {
+                "client.id": "trafka-rest-proxy-login", "sasl.mechanisms": mechanism,
+                "reconnect.backoff.ms": 1000, "reconnect.backoff.max.ms": 1000, "error_cb": seen.append})
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                try:
+                    client.list_topics(timeout=0.3)
+                    return None
+                except KafkaException as exc:
+                    last = exc.args[0]
+                client.poll(0.05)
+                for err in seen:
+                    if err.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED):
+                        return err
+            raise KafkaException(last)
 
-        try:
-            await self.run(probe)
-        except KafkaException as exc:
-            err = exc.args[0]
-            log.info("rest proxy: login of %r refused: %s", creds.user, err)
-            if err.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED):
-                raise errors.unauthorized("Authentication failed") from None
-            raise kafka_error(err) from None
-        self._verified[key] = time.monotonic() + 60
+        refused = None
+        for mechanism in self._ordered(key):
+            try:
+                refused = await self.run(probe, mechanism)
+            except KafkaException as exc:
+                raise kafka_error(exc) from None
+            if refused is not None:
+                continue
+            self._mechanism_of[key] = mechanism
+            self._verified[key] = time.monotonic() + 60
+            return
+        log.info("rest proxy: login of %r refused (%s): %s", creds.user, ", ".join(self.mechanisms), refused)
+        raise errors.unauthorized("Authentication failed")
+
+    def _ordered(self, key) -> list[str]:
+        known = self._mechanism_of.get(key)
+        return ([known] if known else []) + [m for m in self.mechanisms if m != known]
 
     def close(self) -> None:
         """Blocking: deliver what producers hold (bounded), then drop every client."""
@@ -152,7 +180,7 @@ def kafka_error(err) -> errors.RestError:
     if code == KafkaError.TOPIC_ALREADY_EXISTS:
         return errors.RestError(400, 40002, err.str())
     if code in (KafkaError.INVALID_PARTITIONS, KafkaError.INVALID_REPLICATION_FACTOR, KafkaError.INVALID_CONFIG,
-                KafkaError.INVALID_TOPIC_EXCEPTION, KafkaError.POLICY_VIOLATION, KafkaError.INVALID_REQUEST):
+                KafkaError.TOPIC_EXCEPTION, KafkaError.POLICY_VIOLATION, KafkaError.INVALID_REQUEST):
         return errors.RestError(400, 40002, err.str())
     return errors.kafka_error(err.str(), retriable=err.retriable())
 
