@@ -14,7 +14,7 @@ import socket
 from functools import partial
 
 import trio
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ConfigResource, ResourceType
 from hypercorn.trio import serve as hypercorn_serve
 from starlette.applications import Starlette
@@ -49,6 +49,7 @@ class RestProxy:
     """What the routes share: the Kafka clients, the consumer instances, the schemas."""
 
     def __init__(self, config) -> None:
+        self.config = config
         first = config.listener_list[0]
         self.clients = KafkaClients(first, config.get("sasl.enabled.mechanisms"))
         self.consumers = ConsumerInstances(self.clients, config.get("consumer.instance.timeout.ms"))
@@ -78,6 +79,32 @@ class RestProxy:
         if found is None or found.error is not None and not found.partitions:
             raise errors.topic_not_found(name)
         return found
+
+    async def topic_for_produce(self, creds: Credentials | None, name: str):
+        """The topic's metadata for a v2 produce. An unknown topic is created first when
+        the broker auto-creates topics (as Confluent's proxy, whose producer's metadata
+        request creates it), else 40401."""
+        md = await self.metadata(creds)
+        if name in md.topics and md.topics[name].partitions or not self.config.get("auto.create.topics.enable"):
+            return md, self.topic_of(md, name)
+        from confluent_kafka.admin import NewTopic
+
+        admin = self.clients.admin(creds)
+
+        def create() -> None:
+            try:
+                admin.create_topics([NewTopic(name)], request_timeout=15)[name].result(timeout=20)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise
+
+        try:
+            await self.clients.run(create)
+        except KafkaException as exc:
+            raise kafka_error(exc) from None
+        log.info("rest proxy: topic %s created by a produce (auto.create.topics.enable)", name)
+        md = await self.metadata(creds)
+        return md, self.topic_of(md, name)
 
     async def topic_configs(self, creds: Credentials | None, name: str) -> dict:
         admin = self.clients.admin(creds)

@@ -97,8 +97,7 @@ def routes(proxy) -> list[Route]:
             raise errors.unprocessable("the request body must be an object with a 'records' list")
         name = request.path_params["topic"]
         fixed = request.path_params.get("partition")
-        md = await proxy.metadata(creds)
-        found = proxy.topic_of(md, name)
+        _md, found = await proxy.topic_for_produce(creds, name)
         if fixed is not None and fixed not in found.partitions:
             raise errors.partition_not_found(name, fixed)
         records = body["records"]

@@ -90,3 +90,15 @@ def test_shutdown_closes_instances(tmp_path):
     log = broker.log_tail(200)
     assert "rest proxy: closing 1 consumer instances" in log
     assert "member c-" in log and "left the group" in log.split("closing 1 consumer instances")[1]
+
+
+def test_produce_creates_an_unknown_topic_when_the_broker_auto_creates(tmp_path):
+    with RestBroker(tmp_path / "data", "--set", "num.partitions=3") as broker:
+        rest = httpx.Client(base_url=broker.rest_url, timeout=30)
+        r = rest.post("/topics/made-by-produce", headers={"Content-Type": BINARY},
+                      json={"records": [{"value": "aGk="}]})
+        assert r.status_code == 200 and r.json()["offsets"][0]["error_code"] is None, r.text
+        assert len(rest.get("/topics/made-by-produce/partitions").json()) == 3  # num.partitions
+        # reading never creates one
+        assert rest.get("/topics/only-asked-for").json()["error_code"] == 40401
+        assert "only-asked-for" not in rest.get("/topics").json()
