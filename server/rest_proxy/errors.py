@@ -61,11 +61,6 @@ def unsupported_media_type() -> RestError:
     return RestError(415, 415, "HTTP 415 Unsupported Media Type")
 
 
-def already_subscribed() -> RestError:
-    return RestError(409, 40901, "Consumer cannot subscribe the the specified target because it has already "
-                                 "subscribed to other topics.")
-
-
 def consumer_already_exists() -> RestError:
     return RestError(409, 40902, "Consumer with specified consumer ID already exists in the specified consumer "
                                  "group.")

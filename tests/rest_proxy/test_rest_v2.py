@@ -202,6 +202,9 @@ def test_subscription_get_and_delete(broker, rest):
     base_uri = new_consumer(rest, f"g-{topic}")
     subscribe(rest, base_uri, topic)
     assert rest.get(base_uri + "/subscription").json() == {"topics": [topic]}
+    r = rest.post(base_uri + "/assignments", headers={"Content-Type": V2},
+                  json={"partitions": [{"topic": topic, "partition": 0}]})
+    assert r.status_code == 409 and r.json()["error_code"] == 40903  # subscribe and assign exclude each other
     assert rest.delete(base_uri + "/subscription").status_code == 204
     assert rest.get(base_uri + "/subscription").json() == {"topics": []}
 
