@@ -160,7 +160,7 @@ async def _run_broker(config, http, *, task_status=trio.TASK_STATUS_IGNORED) -> 
             if http is not None:
                 http.attach_server(server)
             if rest_proxy is not None:
-                rest_proxy.set_bootstrap(addresses[0])
+                rest_proxy.set_bootstrap(addresses)
                 await root.start(rest_proxy.serve)
             host, port = config.advertised
             listening = ", ".join(f"{a[0]}:{a[1]}" for a in addresses)
@@ -220,6 +220,10 @@ def _rest_proxy(config):
     except ImportError:
         log.warning("rest proxy: off: confluent-kafka is not installed (pip install 'trafka[rest]'); "
                     "rest.proxy.listeners=%s is not served", listener)
+        return None
+    if all(item.tls for item in config.listener_list):
+        log.warning("rest proxy: off: every Kafka listener uses TLS and the proxy connects to a PLAINTEXT or "
+                    "SASL_PLAINTEXT one; rest.proxy.listeners=%s is not served", listener)
         return None
     from server.rest_proxy import RestProxyServer
 

@@ -7,7 +7,7 @@ application). librdkafka calls block, so every call runs in a worker thread
 (`trio.to_thread.run_sync`): producers and admin clients share a pool, each consumer
 instance has a limiter of its own (consumers.py) so one long poll holds nobody else.
 
-With security on (a SASL first listener) each HTTP user gets clients logged in with the
+With security on (the proxy's listener is SASL_PLAINTEXT) each HTTP user gets clients logged in with the
 user's own Basic credentials: the broker authenticates them and its ACLs apply to them.
 """
 

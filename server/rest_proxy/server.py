@@ -50,8 +50,8 @@ class RestProxy:
 
     def __init__(self, config) -> None:
         self.config = config
-        first = config.listener_list[0]
-        self.clients = KafkaClients(first, config.get("sasl.enabled.mechanisms"))
+        self.listener = kafka_listener(config)
+        self.clients = KafkaClients(self.listener, config.get("sasl.enabled.mechanisms"))
         self.consumers = ConsumerInstances(self.clients, config.get("consumer.instance.timeout.ms"))
         registry = config.get("schema.registry.listeners")
         url = None
@@ -136,6 +136,12 @@ class RestProxy:
             raise kafka_error(exc) from None
 
 
+def kafka_listener(config):
+    """The listener the proxy's clients connect to: the first without TLS (PLAINTEXT or
+    SASL_PLAINTEXT: the proxy holds no client trust store); None when every listener is TLS."""
+    return next((listener for listener in config.listener_list if not listener.tls), None)
+
+
 def build_app(proxy: RestProxy) -> Starlette:
     """The ASGI application: v2 routes at the root, v3 under /v3; every refusal Confluent's
     error body, an unexpected exception a 500 / 50002 with its traceback in the log."""
@@ -186,9 +192,14 @@ class RestProxyServer:
         self.address = self.sock.getsockname()[:2]
         self.closed = False
 
-    def set_bootstrap(self, address: tuple) -> None:
-        """The broker's first listener, once bound (its port may have been 0)."""
-        self.proxy.clients.set_bootstrap(address[0], address[1])
+    def set_bootstrap(self, addresses: list) -> None:
+        """The broker's listeners are bound: the proxy's listener's address (a port 0 is
+        the first bound socket's, as tests start brokers with one listener)."""
+        listener = self.proxy.listener
+        if listener.port:
+            self.proxy.clients.set_bootstrap(listener.host, listener.port)
+        else:
+            self.proxy.clients.set_bootstrap(*addresses[0][:2])
 
     async def serve(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         config = listen.hypercorn_config(self.sock, logging.getLogger("trafka.rest_proxy.http"),

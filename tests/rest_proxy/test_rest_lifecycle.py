@@ -102,3 +102,17 @@ def test_produce_creates_an_unknown_topic_when_the_broker_auto_creates(tmp_path)
         # reading never creates one
         assert rest.get("/topics/only-asked-for").json()["error_code"] == 40401
         assert "only-asked-for" not in rest.get("/topics").json()
+
+
+def test_a_tls_first_listener_the_proxy_uses_the_plaintext_one(tmp_path):
+    from tests.security.certs import CertificateAuthority
+
+    ca = CertificateAuthority(tmp_path / "certs")
+    keystore = ca.pem_keystore(ca.issue("broker", server=True, CN="localhost"), tmp_path / "certs" / "ks.pem")
+    port, ssl_port = free_port(), free_port()
+    with RestBroker(tmp_path / "data", "--set", f"listeners=SSL://127.0.0.1:{ssl_port},PLAINTEXT://127.0.0.1:{port}",
+                    "--set", "ssl.keystore.type=PEM", "--set", f"ssl.keystore.location={keystore}",
+                    port=port) as broker:
+        rest = httpx.Client(base_url=broker.rest_url, timeout=30)
+        r = rest.post("/topics/over-plaintext", headers={"Content-Type": BINARY}, json={"records": [{"value": "aGk="}]})
+        assert r.status_code == 200 and r.json()["offsets"][0]["offset"] == 0, r.text
