@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
 from functools import partial
 
 import trio
@@ -30,6 +31,8 @@ from server.rest_proxy.http import JSONAnswer, basic_credentials, error_answer
 from server.rest_proxy.kafka import Credentials, KafkaClients, kafka_error
 
 log = logging.getLogger("trafka.rest_proxy")
+
+PRODUCE_METADATA_AGE = 1.0  # seconds a metadata answer serves v2 produce requests
 
 
 class RestProxyBindError(listen.BindError):
@@ -59,6 +62,7 @@ class RestProxy:
             host, port = listen.split_address(registry)
             url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
         self.schemas = SchemaSource(url)
+        self._recent: dict = {}
 
     async def login(self, request: Request) -> Credentials | None:
         """The request's user when security is on (401 without valid Basic credentials)."""
@@ -69,9 +73,23 @@ class RestProxy:
     async def metadata(self, creds: Credentials | None):
         admin = self.clients.admin(creds)
         try:
-            return await self.clients.run(partial(admin.list_topics, timeout=10))
+            md = await self.clients.run(partial(admin.list_topics, timeout=10))
         except KafkaException as exc:
             raise kafka_error(exc) from None
+        self._recent[None if creds is None else creds.key()] = (time.monotonic(), md)
+        return md
+
+    def recent_topic(self, creds: Credentials | None, name: str, partitions: set):
+        """A topic seen in metadata less than PRODUCE_METADATA_AGE ago holding `partitions`
+        (None: ask again). Produce requests in a row then cost no metadata round trip each;
+        only a hit is trusted, so a topic created or grown meanwhile is never refused."""
+        seen = self._recent.get(None if creds is None else creds.key())
+        if seen is None or time.monotonic() - seen[0] > PRODUCE_METADATA_AGE:
+            return None
+        found = seen[1].topics.get(name)
+        if found is None or found.error is not None or not partitions <= set(found.partitions):
+            return None
+        return found
 
     @staticmethod
     def topic_of(md, name: str):

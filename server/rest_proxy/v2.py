@@ -97,10 +97,14 @@ def routes(proxy) -> list[Route]:
             raise errors.unprocessable("the request body must be an object with a 'records' list")
         name = request.path_params["topic"]
         fixed = request.path_params.get("partition")
-        _md, found = await proxy.topic_for_produce(creds, name)
+        records = body["records"]
+        wanted = {fixed} if fixed is not None else {r.get("partition") for r in records if isinstance(r, dict)}
+        wanted.discard(None)
+        found = proxy.recent_topic(creds, name, {p for p in wanted if isinstance(p, int)} if wanted else set())
+        if found is None:
+            _md, found = await proxy.topic_for_produce(creds, name)
         if fixed is not None and fixed not in found.partitions:
             raise errors.partition_not_found(name, fixed)
-        records = body["records"]
         for r in records:
             if not isinstance(r, dict):
                 raise errors.unprocessable("each record must be a JSON object")

@@ -286,3 +286,39 @@ def test_bad_bodies_and_content_types(broker, rest):
     # the broker took all of it and still serves
     assert rest.get("/topics").status_code == 200
     assert "Traceback" not in broker.log_tail(400)
+
+
+def test_a_topic_grown_meanwhile_is_produced_to_at_once(broker, rest):
+    """Produce requests reuse a recent metadata answer only when it holds the partition:
+    one added a moment ago is looked up, not refused from the cache."""
+    from confluent_kafka.admin import NewPartitions
+
+    topic = new_topic(broker, 1)
+    ok = rest.post(f"/topics/{topic}/partitions/0", headers={"Content-Type": BINARY}, json={"records": [{"value": ""}]})
+    assert ok.status_code == 200
+    r = rest.post(f"/topics/{topic}/partitions/1", headers={"Content-Type": BINARY}, json={"records": [{"value": ""}]})
+    assert r.json()["error_code"] == 40402
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_partitions([NewPartitions(topic, 2)])[topic].result(10)
+    r = rest.post(f"/topics/{topic}/partitions/1", headers={"Content-Type": BINARY}, json={"records": [{"value": ""}]})
+    assert r.status_code == 200 and r.json()["offsets"][0]["partition"] == 1, r.text
+
+
+def test_hostile_requests_get_answers(broker, rest):
+    topic = new_topic(broker)
+    r = rest.get("/no/such/route")
+    assert r.status_code == 404 and r.json()["error_code"] == 404
+    r = rest.put(f"/topics/{topic}")
+    assert r.status_code == 405
+    base_uri = new_consumer(rest, f"g-{topic}")
+    for params in ({"timeout": "-1"}, {"timeout": "soon"}, {"max_bytes": "0"}):
+        r = rest.get(base_uri + "/records", params=params, headers={"Accept": BINARY})
+        assert r.status_code == 400 and r.json()["error_code"] == 400, (params, r.text)
+    big = b'{"records": [{"value": "' + b"A" * (65 * 1024 * 1024) + b'"}]}'
+    r = rest.post(f"/topics/{topic}", headers={"Content-Type": BINARY}, content=big)
+    assert r.status_code == 413
+    r = rest.post(f"/consumers/g-{topic}", headers={"Content-Type": V2}, content=b"[1, 2")
+    assert r.status_code == 400
+    r = rest.post(base_uri + "/positions", headers={"Content-Type": V2}, json={"offsets": [{"topic": topic}]})
+    assert r.status_code == 422
+    assert rest.get("/topics").status_code == 200
