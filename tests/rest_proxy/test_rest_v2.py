@@ -322,3 +322,36 @@ def test_hostile_requests_get_answers(broker, rest):
     r = rest.post(base_uri + "/positions", headers={"Content-Type": V2}, json={"offsets": [{"topic": topic}]})
     assert r.status_code == 422
     assert rest.get("/topics").status_code == 200
+
+
+def test_a_long_poll_holds_no_other_instance(broker, rest):
+    import threading
+
+    import httpx
+
+    idle_topic, busy_topic = new_topic(broker), new_topic(broker)
+    waiting = new_consumer(rest, f"g-{idle_topic}")
+    subscribe(rest, waiting, idle_topic)
+    other = new_consumer(rest, f"g-{busy_topic}")
+    rest.post(f"/topics/{busy_topic}", headers={"Content-Type": BINARY},
+              json={"records": [{"value": b64(b"x")}]}).raise_for_status()
+    subscribe(rest, other, busy_topic)
+    assert read_all(rest, other, BINARY, 1)  # joined and served once
+
+    answers: list = []
+
+    def long_poll() -> None:
+        with httpx.Client(timeout=60) as client:
+            answers.append(client.get(waiting + "/records", params={"timeout": 8000}, headers={"Accept": BINARY}))
+
+    poller = threading.Thread(target=long_poll)
+    poller.start()
+    time.sleep(0.5)
+    for _ in range(5):  # meanwhile the other instance, the producer and metadata answer
+        assert rest.get(other + "/records", params={"timeout": 0}, headers={"Accept": BINARY}).status_code == 200
+        assert rest.post(f"/topics/{busy_topic}", headers={"Content-Type": BINARY},
+                         json={"records": [{"value": b64(b"y")}]}).status_code == 200
+        assert rest.get(f"/topics/{busy_topic}").status_code == 200
+    assert poller.is_alive() and not answers  # all of it answered while the long poll still waited
+    poller.join()
+    assert answers[0].status_code == 200 and answers[0].json() == []
