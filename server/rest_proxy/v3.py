@@ -1,5 +1,5 @@
 """Confluent REST Proxy API v3 (Kafka REST, `application/json`): clusters, brokers, topics
-(list, create, get, delete), partitions, topic configs (list, get, set, reset, batch
+(list, create, get, delete), partitions and replicas, topic configs (list, get, set, reset, batch
 alter), records produce, consumer groups with their consumers, lags and lag summary.
 
 Resources carry Confluent's `kind`, `metadata.self` and `related` links built from the
@@ -181,6 +181,36 @@ def routes(proxy) -> list[Route]:
         if p is None:
             raise errors.unknown_topic_or_partition()
         return _answer(partition_json(base(request), md, t.topic, p))
+
+    def replica_json(b: str, md, topic_name: str, p, broker_id: int) -> dict:
+        c = f"/clusters/{md.cluster_id}/topics/{topic_name}/partitions/{p.id}/replicas/{broker_id}"
+        return _resource(b, c, "KafkaReplica", md.cluster_id,
+                         f"/topic={topic_name}/partition={p.id}/replica={broker_id}", cluster_id=md.cluster_id,
+                         topic_name=topic_name, partition_id=p.id, broker_id=broker_id,
+                         is_leader=broker_id == p.leader, is_in_sync=broker_id in p.isrs,
+                         broker={"related": f"{b}/clusters/{md.cluster_id}/brokers/{broker_id}"})
+
+    def _partition_of(md, request: Request):
+        t = _topic(md, request)
+        p = t.partitions.get(request.path_params["partition_id"])
+        if p is None:
+            raise errors.unknown_topic_or_partition()
+        return t, p
+
+    async def replicas(request: Request) -> Response:
+        _creds, md = await cluster_md(request)
+        t, p = _partition_of(md, request)
+        b = base(request)
+        return _answer(_list(b, f"/clusters/{md.cluster_id}/topics/{t.topic}/partitions/{p.id}/replicas",
+                             "KafkaReplicaList", [replica_json(b, md, t.topic, p, r) for r in p.replicas]))
+
+    async def replica(request: Request) -> Response:
+        _creds, md = await cluster_md(request)
+        t, p = _partition_of(md, request)
+        broker_id = request.path_params["broker_id"]
+        if broker_id not in p.replicas:
+            raise errors.not_found(f"Replica {broker_id} of {t.topic}-{p.id} cannot be found.")
+        return _answer(replica_json(base(request), md, t.topic, p, broker_id))
 
     # ---- configs -------------------------------------------------------------------
     def config_json(b: str, md, topic_name: str, entry) -> dict:
@@ -395,6 +425,13 @@ def routes(proxy) -> list[Route]:
                          instance_id=m.group_instance_id, client_id=m.client_id,
                          assignments={"related": f"{b}{c}/assignments"})
 
+    async def group_consumer(request: Request) -> Response:
+        _creds, md, g = await _group(request)
+        for m in g.members:
+            if m.member_id == request.path_params["consumer"]:
+                return _answer(consumer_json(base(request), md, g.group_id, m))
+        raise errors.not_found(f"Consumer {request.path_params['consumer']} cannot be found.")
+
     async def group_consumers(request: Request) -> Response:
         _creds, md, g = await _group(request)
         b = base(request)
@@ -428,15 +465,26 @@ def routes(proxy) -> list[Route]:
                         "client_id": m.client_id if m else ""})
         return out
 
+    def lag_json(b: str, md, g, lag: dict) -> dict:
+        c = f"/clusters/{md.cluster_id}/consumer-groups/{g.group_id}/lags"
+        return _resource(b, f"{c}/{lag['topic_name']}/partitions/{lag['partition_id']}", "KafkaConsumerLag",
+                         md.cluster_id, f"/consumer-group={g.group_id}/lag={lag['topic_name']}/partition="
+                         f"{lag['partition_id']}", cluster_id=md.cluster_id, consumer_group_id=g.group_id, **lag)
+
     async def lags(request: Request) -> Response:
         creds, md, g = await _group(request)
         b = base(request)
-        c = f"/clusters/{md.cluster_id}/consumer-groups/{g.group_id}/lags"
-        data = [_resource(b, f"{c}/{lag['topic_name']}/partitions/{lag['partition_id']}", "KafkaConsumerLag",
-                          md.cluster_id, f"/consumer-group={g.group_id}/lag={lag['topic_name']}/partition="
-                          f"{lag['partition_id']}", cluster_id=md.cluster_id, consumer_group_id=g.group_id, **lag)
-                for lag in await _lags(creds, md, g)]
-        return _answer(_list(b, c, "KafkaConsumerLagList", data))
+        data = [lag_json(b, md, g, lag) for lag in await _lags(creds, md, g)]
+        return _answer(_list(b, f"/clusters/{md.cluster_id}/consumer-groups/{g.group_id}/lags",
+                             "KafkaConsumerLagList", data))
+
+    async def lag(request: Request) -> Response:
+        creds, md, g = await _group(request)
+        wanted = (request.path_params["topic"], request.path_params["partition_id"])
+        for found in await _lags(creds, md, g):
+            if (found["topic_name"], found["partition_id"]) == wanted:
+                return _answer(lag_json(base(request), md, g, found))
+        raise errors.not_found(f"Consumer lag of {wanted[0]}-{wanted[1]} in group {g.group_id} cannot be found.")
 
     async def lag_summary(request: Request) -> Response:
         creds, md, g = await _group(request)
@@ -483,6 +531,8 @@ def routes(proxy) -> list[Route]:
         Route(t, delete_topic, methods=["DELETE"]),
         Route(t + "/partitions", partitions, methods=["GET"]),
         Route(t + "/partitions/{partition_id:int}", partition, methods=["GET"]),
+        Route(t + "/partitions/{partition_id:int}/replicas", replicas, methods=["GET"]),
+        Route(t + "/partitions/{partition_id:int}/replicas/{broker_id:int}", replica, methods=["GET"]),
         Route(t + "/configs", configs, methods=["GET"]),
         Route(t + "/configs:alter", alter_configs, methods=["POST"]),
         Route(t + "/configs/{name}", config, methods=["GET"]),
@@ -492,7 +542,9 @@ def routes(proxy) -> list[Route]:
         Route(c + "/consumer-groups", groups, methods=["GET"]),
         Route(g, group, methods=["GET"]),
         Route(g + "/consumers", group_consumers, methods=["GET"]),
+        Route(g + "/consumers/{consumer}", group_consumer, methods=["GET"]),
         Route(g + "/lags", lags, methods=["GET"]),
+        Route(g + "/lags/{topic}/partitions/{partition_id:int}", lag, methods=["GET"]),
         Route(g + "/lag-summary", lag_summary, methods=["GET"]),
     ]
 

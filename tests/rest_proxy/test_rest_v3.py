@@ -56,6 +56,11 @@ def test_topics_create_get_list_delete(broker, rest, cluster_id):
     assert [p["partition_id"] for p in parts["data"]] == [0, 1, 2]
     assert parts["data"][0]["leader"]["related"].endswith(f"/topics/{name}/partitions/0/replicas/1")
     assert rest.get(f"/v3/clusters/{cluster_id}/topics/{name}/partitions/2").json()["partition_id"] == 2
+    leader = rest.get(parts["data"][0]["leader"]["related"]).json()  # the link leads somewhere
+    assert (leader["kind"], leader["broker_id"], leader["is_leader"], leader["is_in_sync"]) == ("KafkaReplica", 1,
+                                                                                                True, True)
+    replicas = rest.get(f"/v3/clusters/{cluster_id}/topics/{name}/partitions/0/replicas").json()["data"]
+    assert [r["broker_id"] for r in replicas] == [1]
     r = rest.get(f"/v3/clusters/{cluster_id}/topics/{name}/partitions/9")
     assert r.status_code == 404 and r.json()["error_code"] == 40403
 
@@ -174,10 +179,13 @@ def test_consumer_groups_consumers_and_lags(broker, rest, cluster_id):
                                                                                    False)
         members = rest.get(f"{base}/{group}/consumers").json()["data"]
         assert [m["client_id"] for m in members] == ["lagger"]
+        assert rest.get(members[0]["metadata"]["self"]).json()["consumer_id"] == members[0]["consumer_id"]
         lags = rest.get(f"{base}/{group}/lags").json()["data"]
         assert [(x["partition_id"], x["current_offset"], x["log_end_offset"], x["lag"]) for x in lags] == [
             (0, 2, 5, 3), (1, 3, 3, 0)]
         assert lags[0]["client_id"] == "lagger"
+        one = rest.get(lags[0]["metadata"]["self"]).json()
+        assert (one["kind"], one["lag"], one["partition_id"]) == ("KafkaConsumerLag", 3, 0)
         summary = rest.get(f"{base}/{group}/lag-summary").json()
         assert (summary["max_lag"], summary["total_lag"], summary["max_lag_partition_id"],
                 summary["max_lag_topic_name"]) == (3, 3, 0, name)
