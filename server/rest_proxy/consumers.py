@@ -42,6 +42,7 @@ class ConsumerInstance:
         self.pattern: str | None = None
         self.last_used = time.monotonic()
         self.closed = False
+        self.request_timeout_ms = 1000
 
     async def call(self, fn, *args):
         """`fn(consumer, *args)` in this instance's own worker thread; Kafka errors as
@@ -133,14 +134,18 @@ class ConsumerInstances:
             if str(auto_commit).lower() not in ("true", "false"):
                 raise errors.invalid_consumer_config(f"auto.commit.enable {auto_commit!r} is not true or false")
             conf["enable.auto.commit"] = str(auto_commit).lower() == "true"
-        for key, setting in (("fetch.min.bytes", "fetch.min.bytes"),
-                             ("consumer.request.timeout.ms", None)):
+        numbers = {}
+        for key in ("fetch.min.bytes", "consumer.request.timeout.ms"):
             value = body.get(key)
-            if value is not None and setting is not None:
+            if value is not None:
                 try:
-                    conf[setting] = int(value)
+                    numbers[key] = int(value)
                 except (TypeError, ValueError):
                     raise errors.invalid_consumer_config(f"{key} must be an integer") from None
+                if numbers[key] < 0:
+                    raise errors.invalid_consumer_config(f"{key} must not be negative")
+        if "fetch.min.bytes" in numbers:
+            conf["fetch.min.bytes"] = max(1, numbers["fetch.min.bytes"])
         try:
             consumer = await self.clients.run(Consumer, conf)
         except KafkaException as exc:
@@ -149,6 +154,8 @@ class ConsumerInstances:
             await self.clients.run(consumer.close)
             raise errors.consumer_already_exists()
         instance = self.instances[(group, name)] = ConsumerInstance(group, name, fmt, consumer, owner)
+        # Confluent's: how long GET .../records waits when it names no timeout
+        instance.request_timeout_ms = numbers.get("consumer.request.timeout.ms", 1000)
         log.info("rest proxy: consumer instance %s/%s created (format %s)", group, name, fmt)
         return instance
 

@@ -24,6 +24,7 @@ log = logging.getLogger("trafka.rest_proxy")
 V2 = "application/vnd.kafka.v2+json"
 V3 = "application/json"
 MAX_BODY = 64 * 1024 * 1024
+DRAIN_LIMIT = 4 * MAX_BODY
 
 
 class JSONAnswer(Response):
@@ -37,11 +38,19 @@ def no_content() -> Response:
 
 
 async def raw_body(request: Request) -> bytes:
+    """The request's body, at most MAX_BODY bytes (413 beyond). A larger one is read to its
+    end and dropped when not absurd (DRAIN_LIMIT), so the client, still sending, reads
+    the 413 instead of a reset connection."""
     data = bytearray()
+    seen = 0
     async for chunk in request.stream():
-        data += chunk
-        if len(data) > MAX_BODY:
-            raise errors.RestError(413, 413, f"request body larger than {MAX_BODY} bytes")
+        seen += len(chunk)
+        if seen <= MAX_BODY:
+            data += chunk
+        elif seen > DRAIN_LIMIT:
+            break
+    if seen > MAX_BODY:
+        raise errors.RestError(413, 413, f"request body larger than {MAX_BODY} bytes")
     return bytes(data)
 
 

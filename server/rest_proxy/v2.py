@@ -265,7 +265,7 @@ def routes(proxy) -> list[Route]:
         if named and instance.format not in named:
             raise errors.format_mismatch()  # Accept names other embedded formats only
         check_accept(request, (RECORD_TYPES[instance.format], V2, "application/json"))
-        timeout = int_param(request.query_params.get("timeout"), "timeout", 1000)
+        timeout = int_param(request.query_params.get("timeout"), "timeout", instance.request_timeout_ms)
         max_bytes = int_param(request.query_params.get("max_bytes"), "max_bytes", 64 * 1024 * 1024, minimum=1)
         msgs = await instance.call(lambda _consumer: instance.poll(min(timeout, 60000) / 1000, max_bytes))
         out = []

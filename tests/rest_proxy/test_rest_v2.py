@@ -251,6 +251,8 @@ def test_consumer_instance_errors(broker, rest):
     assert r.status_code == 422 and r.json()["error_code"] == 42204
     r = rest.post("/consumers/g-bad", json={"auto.offset.reset": "sometimes"}, headers={"Content-Type": V2})
     assert r.status_code == 422 and r.json()["error_code"] == 42204
+    r = rest.post("/consumers/g-bad", json={"consumer.request.timeout.ms": "soon"}, headers={"Content-Type": V2})
+    assert r.status_code == 422 and r.json()["error_code"] == 42204
     r = rest.post("/consumers/g-bad", json={"format": "protobuf"}, headers={"Content-Type": V2})
     assert r.status_code == 422 and r.json()["error_code"] == 42206
     # a binary consumer asked for JSON records: Confluent's 406 40601
