@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import time
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
@@ -237,7 +238,21 @@ def routes(proxy) -> list[Route]:
         instance.pending.clear()
         instance.pending.extend(keep)
         for tp in tps:
-            consumer.seek(tp)
+            _seek(consumer, tp)
+
+    def _seek(consumer, tp) -> None:
+        """librdkafka refuses a seek (_STATE) until the partition's fetcher has started, a
+        moment after assign(); Kafka's consumer takes it at once, so it is retried a
+        little while."""
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                consumer.seek(tp)
+                return
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError._STATE or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.02)
 
     def _seek_edge(edge: str):
         async def seek_edge(request: Request) -> Response:
