@@ -287,7 +287,8 @@ def test_bad_bodies_and_content_types(broker, rest):
     assert r.status_code == 415
     # the broker took all of it and still serves
     assert rest.get("/topics").status_code == 200
-    assert "Traceback" not in broker.log_tail(400)
+    log = broker.log_tail(400)
+    assert "Traceback" not in log, log
 
 
 def test_a_topic_grown_meanwhile_is_produced_to_at_once(broker, rest):
