@@ -215,12 +215,16 @@ def _rest_proxy(config):
     listener = config.get("rest.proxy.listeners")
     if not listener:
         return None
-    try:
-        import confluent_kafka  # noqa: F401 - the proxy is a librdkafka client of this broker
-    except ImportError:
-        log.warning("rest proxy: off: confluent-kafka is not installed (pip install 'trafka[rest]'); "
-                    "rest.proxy.listeners=%s is not served", listener)
-        return None
+    import importlib
+
+    # the proxy is a librdkafka client of this broker, and an HTTP client of its Schema Registry
+    for module in ("confluent_kafka", "httpx"):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            log.warning("rest proxy: off: %s is not installed (pip install 'trafka[rest]'); "
+                        "rest.proxy.listeners=%s is not served", module, listener)
+            return None
     if all(item.tls for item in config.listener_list):
         log.warning("rest proxy: off: every Kafka listener uses TLS and the proxy connects to a PLAINTEXT or "
                     "SASL_PLAINTEXT one; rest.proxy.listeners=%s is not served", listener)

@@ -42,7 +42,7 @@ def test_without_confluent_kafka_the_proxy_stays_off(tmp_path):
         create_topic(proc.port, "still-serving", 1)  # the broker itself is up
         with pytest.raises(httpx.ConnectError):
             httpx.get(proc.rest_url + "/topics", timeout=5)
-        assert "rest proxy: off: confluent-kafka is not installed" in proc.log_tail(100)
+        assert "rest proxy: off: confluent_kafka is not installed" in proc.log_tail(100)
 
 
 def _group_members(broker, group: str) -> int:
