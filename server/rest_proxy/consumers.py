@@ -55,7 +55,7 @@ class ConsumerInstance:
 
     def _guarded(self, fn, args):
         if self.closed:
-            raise errors.consumer_instance_not_found(self.group, self.name)
+            raise errors.consumer_instance_not_found()
         try:
             return fn(self.consumer, *args)
         except KafkaException as exc:
@@ -163,7 +163,7 @@ class ConsumerInstances:
         """The instance (40403 when unknown, or owned by another user)."""
         instance = self.instances.get((group, name))
         if instance is None or instance.closed or (self.clients.secured and instance.owner != owner):
-            raise errors.consumer_instance_not_found(group, name)
+            raise errors.consumer_instance_not_found()
         instance.last_used = time.monotonic()
         return instance
 

@@ -31,7 +31,7 @@ def partition_not_found(topic: str = "", partition: object = None) -> RestError:
     return RestError(404, 40402, f"Partition not found.{where}")
 
 
-def consumer_instance_not_found(group: str = "", name: str = "") -> RestError:
+def consumer_instance_not_found() -> RestError:
     return RestError(404, 40403, "Consumer instance not found.")
 
 

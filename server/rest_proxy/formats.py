@@ -139,7 +139,7 @@ class SchemaSource:
             await self._client.aclose()
 
 
-def format_of_media_type(media_type: str, *, body: bool) -> str | None:
+def format_of_media_type(media_type: str) -> str | None:
     """The embedded format an `application/vnd.kafka.FORMAT.v2+json` names (None: a generic
     type that names none: application/vnd.kafka.v2+json, application/json)."""
     media_type = media_type.split(";")[0].strip().lower()

@@ -90,7 +90,7 @@ def routes(proxy) -> list[Route]:
         creds = await proxy.login(request)
         ctype = check_v2_content_type(request, PRODUCE_TYPES)
         check_accept(request, (V2, "application/json"))
-        fmt = formats.format_of_media_type(ctype, body=True) or JSON
+        fmt = formats.format_of_media_type(ctype) or JSON
         if fmt == PROTOBUF:
             raise errors.unsupported_format("PROTOBUF (the Schema Registry has no PROTOBUF schema type)")
         body = await json_body(request)
@@ -275,7 +275,7 @@ def routes(proxy) -> list[Route]:
     async def records(request: Request) -> Response:
         instance = await _instance(request)
         accept = request.headers.get("accept", "")
-        named = {formats.format_of_media_type(item.split(";")[0], body=False) for item in accept.split(",")}
+        named = {formats.format_of_media_type(item.split(";")[0]) for item in accept.split(",")}
         named.discard(None)
         if named and instance.format not in named:
             raise errors.format_mismatch()  # Accept names other embedded formats only

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import datetime, timezone
 from typing import Any
 
 from confluent_kafka import KafkaException, TopicPartition
@@ -312,7 +313,6 @@ def routes(proxy) -> list[Route]:
             timestamp = body.get("timestamp")
             ts_ms = None
             if timestamp is not None:
-                from datetime import datetime
                 try:
                     ts_ms = int(datetime.fromisoformat(str(timestamp).replace("Z", "+00:00")).timestamp() * 1000)
                 except ValueError:
@@ -321,7 +321,6 @@ def routes(proxy) -> list[Route]:
             shapes.append((key_shape, value_shape))
         results = await proxy.clients.run(produce_sync, proxy.clients.producer(creds), items)
         answers = []
-        from datetime import datetime, timezone
         for (partition_id, offset, ts, err), (key_shape, value_shape) in zip(results, shapes):
             if err is not None:
                 e = kafka_error(err)

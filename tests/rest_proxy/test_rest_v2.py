@@ -11,7 +11,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer
 from confluent_kafka.admin import AdminClient
 
 from tests.brokerproc import create_topic
