@@ -176,6 +176,8 @@ SETTINGS: dict[str, Setting] = {
            "Where the REST Proxy (Confluent's v2/v3 REST API, server/rest_proxy/) listens: HOST:PORT; empty: off."),
         _s("consumer.instance.timeout.ms", int, "300000",
            "REST Proxy: a consumer instance not used this long is closed and forgotten."),
+        _s("trafka.rest.proxy.max.consumer.instances", int, "1000",
+           "REST Proxy: consumer instances at once (each is a librdkafka consumer with its threads); more are refused with 429."),
         _s("group.min.session.timeout.ms", int, "6000", "Smallest session.timeout.ms a group member may ask for."),
         _s("group.max.session.timeout.ms", int, "1800000", "Largest session.timeout.ms a group member may ask for."),
         _s("group.initial.rebalance.delay.ms", int, "0", "Wait for more members before the first rebalance of an empty group."),

@@ -99,9 +99,11 @@ def _size(msg) -> int:
 class ConsumerInstances:
     """Every consumer instance of the proxy, by (group, name)."""
 
-    def __init__(self, clients: KafkaClients, timeout_ms: int) -> None:
+    def __init__(self, clients: KafkaClients, timeout_ms: int, limit: int) -> None:
         self.clients = clients
         self.timeout = timeout_ms / 1000
+        self.limit = limit
+        self._creating = 0  # creations under way: they count against the limit already
         self.instances: dict[tuple[str, str], ConsumerInstance] = {}
         self._names = 0
 
@@ -122,6 +124,8 @@ class ConsumerInstances:
             raise errors.invalid_consumer_config(f"format {fmt!r} is not one of binary, json, avro, jsonschema")
         if (group, name) in self.instances:
             raise errors.consumer_already_exists()
+        if len(self.instances) + self._creating >= self.limit:
+            raise errors.too_many_consumer_instances(self.limit)
         conf = self.clients.base_conf(owner) | {"group.id": group, "client.id": name,
                                                  "enable.partition.eof": False}
         reset = body.get("auto.offset.reset")
@@ -146,10 +150,13 @@ class ConsumerInstances:
                     raise errors.invalid_consumer_config(f"{key} must not be negative")
         if "fetch.min.bytes" in numbers:
             conf["fetch.min.bytes"] = max(1, numbers["fetch.min.bytes"])
+        self._creating += 1
         try:
             consumer = await self.clients.run(Consumer, conf)
         except KafkaException as exc:
             raise errors.invalid_consumer_config(str(exc.args[0])) from None
+        finally:
+            self._creating -= 1
         if (group, name) in self.instances:  # created meanwhile by a concurrent request
             await self.clients.run(consumer.close)
             raise errors.consumer_already_exists()

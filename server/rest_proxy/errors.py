@@ -66,6 +66,13 @@ def consumer_already_exists() -> RestError:
                                  "group.")
 
 
+def too_many_consumer_instances(limit: int) -> RestError:
+    """Each instance holds a librdkafka consumer and its threads: a bound keeps a flood of
+    creations from exhausting the broker's process (trafka.rest.proxy.max.consumer.instances)."""
+    return RestError(429, 429, f"Too many consumer instances: {limit} exist (trafka.rest.proxy.max.consumer.instances); "
+                               "delete some or let idle ones expire")
+
+
 def illegal_state(message: str) -> RestError:
     return RestError(409, 40903, f"Illegal state: {message}")
 

@@ -55,7 +55,8 @@ class RestProxy:
         self.config = config
         self.listener = kafka_listener(config)
         self.clients = KafkaClients(self.listener, config.get("sasl.enabled.mechanisms"))
-        self.consumers = ConsumerInstances(self.clients, config.get("consumer.instance.timeout.ms"))
+        self.consumers = ConsumerInstances(self.clients, config.get("consumer.instance.timeout.ms"),
+                                           config.get("trafka.rest.proxy.max.consumer.instances"))
         registry = config.get("schema.registry.listeners")
         url = None
         if registry:

@@ -116,3 +116,15 @@ def test_a_tls_first_listener_the_proxy_uses_the_plaintext_one(tmp_path):
         rest = httpx.Client(base_url=broker.rest_url, timeout=30)
         r = rest.post("/topics/over-plaintext", headers={"Content-Type": BINARY}, json={"records": [{"value": "aGk="}]})
         assert r.status_code == 200 and r.json()["offsets"][0]["offset"] == 0, r.text
+
+
+def test_consumer_instances_are_bounded(tmp_path):
+    with RestBroker(tmp_path / "data", "--set", "trafka.rest.proxy.max.consumer.instances=2") as broker:
+        rest = httpx.Client(base_url=broker.rest_url, timeout=30)
+        made = [rest.post("/consumers/gb", headers={"Content-Type": V2}, json={"name": f"c{i}"}) for i in range(2)]
+        assert [r.status_code for r in made] == [200, 200]
+        r = rest.post("/consumers/gb", headers={"Content-Type": V2}, json={"name": "c2"})
+        assert r.status_code == 429 and r.json()["error_code"] == 429
+        assert "trafka.rest.proxy.max.consumer.instances" in r.json()["message"]
+        assert rest.delete(made[0].json()["base_uri"]).status_code == 204
+        assert rest.post("/consumers/gb", headers={"Content-Type": V2}, json={"name": "c2"}).status_code == 200
