@@ -104,6 +104,7 @@ class ConsumerInstances:
         self.timeout = timeout_ms / 1000
         self.limit = limit
         self._creating = 0  # creations under way: they count against the limit already
+        self.closing = False
         self.instances: dict[tuple[str, str], ConsumerInstance] = {}
         self._names = 0
 
@@ -122,6 +123,8 @@ class ConsumerInstances:
             raise errors.unsupported_format("PROTOBUF (the Schema Registry has no PROTOBUF schema type)")
         if fmt not in (BINARY, JSON, AVRO, JSONSCHEMA):
             raise errors.invalid_consumer_config(f"format {fmt!r} is not one of binary, json, avro, jsonschema")
+        if self.closing:
+            raise errors.RestError(503, 50003, "The broker is shutting down: no new consumer instances")
         if (group, name) in self.instances:
             raise errors.consumer_already_exists()
         if len(self.instances) + self._creating >= self.limit:
@@ -157,8 +160,10 @@ class ConsumerInstances:
             raise errors.invalid_consumer_config(str(exc.args[0])) from None
         finally:
             self._creating -= 1
-        if (group, name) in self.instances:  # created meanwhile by a concurrent request
+        if (group, name) in self.instances or self.closing:  # created meanwhile, or shutdown began
             await self.clients.run(consumer.close)
+            if self.closing:
+                raise errors.RestError(503, 50003, "The broker is shutting down: no new consumer instances")
             raise errors.consumer_already_exists()
         instance = self.instances[(group, name)] = ConsumerInstance(group, name, fmt, consumer, owner)
         # Confluent's: how long GET .../records waits when it names no timeout
@@ -205,6 +210,7 @@ class ConsumerInstances:
                     await self._close(instance)
 
     async def close_all(self) -> None:
+        self.closing = True
         instances, self.instances = list(self.instances.values()), {}
         if instances:
             log.info("rest proxy: closing %d consumer instances", len(instances))
