@@ -128,3 +128,12 @@ def test_consumer_instances_are_bounded(tmp_path):
         assert "trafka.rest.proxy.max.consumer.instances" in r.json()["message"]
         assert rest.delete(made[0].json()["base_uri"]).status_code == 204
         assert rest.post("/consumers/gb", headers={"Content-Type": V2}, json={"name": "c2"}).status_code == 200
+
+
+def test_a_malformed_listener_is_a_configuration_error(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "server", "serve", "--listen", f"127.0.0.1:{free_port()}", "--data-dir",
+         str(tmp_path / "d"), "--set", "http.listeners=", "--set", "rest.proxy.listeners=no-port-here"],
+        cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "rest.proxy.listeners" in proc.stderr and "HOST:PORT" in proc.stderr
