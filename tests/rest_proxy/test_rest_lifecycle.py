@@ -137,3 +137,22 @@ def test_a_malformed_listener_is_a_configuration_error(tmp_path):
         cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "rest.proxy.listeners" in proc.stderr and "HOST:PORT" in proc.stderr
+
+
+def test_schema_formats_without_the_registry_say_so(tmp_path):
+    with BrokerProcess(tmp_path / "data", rest_proxy=True) as broker:  # schema.registry.listeners empty
+        create_topic(broker.port, "needs-schemas", 1)
+        rest = httpx.Client(base_url=broker.rest_url, timeout=30)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                r = rest.post("/topics/needs-schemas", headers={"Content-Type": "application/vnd.kafka.avro.v2+json"},
+                              json={"value_schema": '"string"', "records": [{"value": "x"}]})
+                break
+            except httpx.ConnectError:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        assert r.status_code == 500 and r.json()["error_code"] == 50001
+        assert "schema.registry.listeners" in r.json()["message"]
+        r = rest.post("/topics/needs-schemas", headers={"Content-Type": BINARY}, json={"records": [{"value": "eA=="}]})
+        assert r.status_code == 200  # the rest of the proxy serves
