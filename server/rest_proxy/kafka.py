@@ -216,6 +216,7 @@ def produce_sync(producer: Producer, items: list[tuple], timeout: float = 30.0) 
             kwargs["headers"] = headers
         if timestamp is not None:
             kwargs["timestamp"] = timestamp
+        refreshed = False
         while True:
             try:
                 producer.produce(topic, **kwargs)
@@ -223,6 +224,15 @@ def produce_sync(producer: Producer, items: list[tuple], timeout: float = 30.0) 
             except BufferError:
                 producer.poll(0.05)
             except KafkaException as exc:
+                if exc.args[0].code() == KafkaError._UNKNOWN_PARTITION and not refreshed:
+                    # a partition added since the producer's last metadata (the proxy
+                    # checked it exists): refresh its metadata once and try again
+                    refreshed = True
+                    try:
+                        producer.list_topics(topic, timeout=5)
+                    except KafkaException:
+                        pass
+                    continue
                 results[i] = (partition, None, None, exc.args[0])
                 with guard:
                     left[0] -= 1

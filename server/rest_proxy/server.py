@@ -80,6 +80,12 @@ class RestProxy:
         self._recent[None if creds is None else creds.key()] = (time.monotonic(), md)
         return md
 
+    def recent_metadata(self, creds: Credentials | None, name: str):
+        """The metadata answer of `recent_topic` when it holds the topic `name`, else None."""
+        if self.recent_topic(creds, name, set()) is None:
+            return None
+        return self._recent[None if creds is None else creds.key()][1]
+
     def recent_topic(self, creds: Credentials | None, name: str, partitions: set):
         """A topic seen in metadata less than PRODUCE_METADATA_AGE ago holding `partitions`
         (None: ask again). Produce requests in a row then cost no metadata round trip each;

@@ -139,6 +139,18 @@ def test_records_produce_each_type(broker, rest, cluster_id):
     assert [(a["error_code"], a["offset"]) for a in lines] == [(200, i) for i in range(4)]
 
 
+def test_records_to_a_partition_added_a_moment_ago(broker, rest, cluster_id):
+    from confluent_kafka.admin import NewPartitions
+
+    name = make_topic(rest, cluster_id, 1)
+    url = f"/v3/clusters/{cluster_id}/topics/{name}/records"
+    assert rest.post(url, json={"value": {"type": "STRING", "data": "x"}}).status_code == 200
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_partitions([NewPartitions(name, 2)])[name].result(10)
+    r = rest.post(url, json={"partition_id": 1, "value": {"type": "STRING", "data": "y"}})
+    assert r.status_code == 200 and r.json()["partition_id"] == 1, r.text
+
+
 def test_records_refusals(broker, rest, cluster_id):
     name = make_topic(rest, cluster_id)
     url = f"/v3/clusters/{cluster_id}/topics/{name}/records"
