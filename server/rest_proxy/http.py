@@ -13,7 +13,7 @@ import json
 import logging
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from server.rest_proxy import errors
@@ -48,6 +48,7 @@ async def raw_body(request: Request) -> bytes:
         if seen <= MAX_BODY:
             data += chunk
         elif seen > DRAIN_LIMIT:
+            request.scope["trafka.abandoned"] = True  # absurd: answer now, the connection closes
             break
     if seen > MAX_BODY:
         raise errors.RestError(413, 413, f"request body larger than {MAX_BODY} bytes")
@@ -63,6 +64,21 @@ async def json_body(request: Request, *, empty: Any = None) -> Any:
         return json.loads(data)
     except ValueError as exc:
         raise errors.bad_request(f"Unexpected character in the JSON request body: {exc}") from None
+
+
+async def drain(request: Request) -> None:
+    """Read what is left of a refused request's body (up to DRAIN_LIMIT), so the refusal is
+    answered after the whole request and the client's keep-alive connection stays in step."""
+    if getattr(request, "_stream_consumed", False) or request.scope.get("trafka.abandoned"):
+        return
+    seen = 0
+    try:
+        async for chunk in request.stream():
+            seen += len(chunk)
+            if seen > DRAIN_LIMIT:
+                return
+    except (RuntimeError, ClientDisconnect):
+        return
 
 
 def content_type(request: Request) -> str:

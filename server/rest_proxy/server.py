@@ -27,7 +27,7 @@ from server.http import listen
 from server.rest_proxy import errors, v2, v3
 from server.rest_proxy.consumers import ConsumerInstances
 from server.rest_proxy.formats import SchemaSource
-from server.rest_proxy.http import JSONAnswer, basic_credentials, error_answer
+from server.rest_proxy.http import JSONAnswer, basic_credentials, drain, error_answer
 from server.rest_proxy.kafka import Credentials, KafkaClients, kafka_error
 
 log = logging.getLogger("trafka.rest_proxy")
@@ -186,6 +186,7 @@ def build_app(proxy: RestProxy) -> Starlette:
             try:
                 return await endpoint(request)
             except errors.RestError as exc:
+                await drain(request)
                 return error_answer(request, exc)
             except Exception:
                 log.exception("rest proxy: %s %s failed", request.method, request.url.path)

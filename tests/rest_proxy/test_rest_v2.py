@@ -358,3 +358,38 @@ def test_a_long_poll_holds_no_other_instance(broker, rest):
     assert poller.is_alive() and not answers  # all of it answered while the long poll still waited
     poller.join()
     assert answers[0].status_code == 200 and answers[0].json() == []
+
+
+def test_a_refusal_before_the_body_keeps_the_connection_usable(broker, rest):
+    """A request refused on its headers (415, 42206) still has its body read, so the
+    client's keep-alive connection carries the next request (it was closed under it)."""
+    import socket
+
+    for size in (10, 2000):
+        body = json.dumps({"records": [{"value": "eA=="}] * size}).encode()
+        with socket.create_connection(("127.0.0.1", broker.rest_port), timeout=10) as sock:
+            for _ in range(20):
+                for ctype in ("text/plain", "application/vnd.kafka.protobuf.v2+json"):
+                    head = f"POST /topics/x HTTP/1.1\r\nHost: t\r\nContent-Type: {ctype}\r\n" \
+                           f"Content-Length: {len(body)}\r\n\r\n".encode()
+                    sock.sendall(head)
+                    sock.sendall(body)  # apart: the answer may be ready before the body came
+                    answer = _read_response(sock)
+                    assert answer.startswith((b"HTTP/1.1 415", b"HTTP/1.1 422")), answer[:100]
+            sock.sendall(b"GET /brokers HTTP/1.1\r\nHost: t\r\n\r\n")
+            assert _read_response(sock).startswith(b"HTTP/1.1 200")
+
+
+def _read_response(sock) -> bytes:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, f"connection closed after {data[:200]!r}"
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
+    while len(rest) < length:
+        chunk = sock.recv(65536)
+        assert chunk, "connection closed mid-body"
+        rest += chunk
+    return head
