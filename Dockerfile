@@ -10,6 +10,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     TRAFKA_LISTENERS=0.0.0.0:9092 \
     TRAFKA_HTTP_LISTENERS=0.0.0.0:8080 \
     TRAFKA_SCHEMA_REGISTRY_LISTENERS=0.0.0.0:8081 \
+    TRAFKA_REST_PROXY_LISTENERS=0.0.0.0:8082 \
     TRAFKA_LOG_DIRS=/data
 
 WORKDIR /app
@@ -18,15 +19,16 @@ COPY wire ./wire
 COPY storage ./storage
 COPY server ./server
 COPY spark_jobs ./spark_jobs
-RUN pip install --no-cache-dir . \
+RUN pip install --no-cache-dir '.[rest]' \
     && useradd --system --uid 10001 --home-dir /data trafka \
     && mkdir -p /data && chown trafka /data
 
 USER trafka
 VOLUME ["/data"]
 # 8080: /metrics (Prometheus), /healthz, /readyz (server/http/); 8081: the Schema Registry
-# (server/schema_registry/); brokers per host: 8080/8081, 8090/8091, ...
-EXPOSE 9092 8080 8081
+# (server/schema_registry/); 8082: the REST Proxy (server/rest_proxy/); brokers per host:
+# 8080/8081/8082, 8090/8091/8092, ...
+EXPOSE 9092 8080 8081 8082
 
 # An ApiVersions round trip against the broker itself, not just an open port.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=10s --retries=3 \

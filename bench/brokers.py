@@ -195,7 +195,8 @@ def start_broker(name: str, *, port: int | None = None, data_dir: str | None = N
         # No HTTP listener unless the settings ask (bench/metrics_cost.py): 8080 may be taken.
         for key, value in {"http.listeners": "", **(settings or {})}.items():
             cmd += ["--set", f"{key}={value}"]
-        env = {**os.environ, "PYTHONPATH": str(checkout), "TRAFKA_SCHEMA_REGISTRY_LISTENERS": ""}  # no registry port
+        env = {**os.environ, "PYTHONPATH": str(checkout), "TRAFKA_SCHEMA_REGISTRY_LISTENERS": "",
+               "TRAFKA_REST_PROXY_LISTENERS": ""}  # no registry or REST Proxy port unless `settings` ask
         popen = subprocess.Popen(cmd, cwd=checkout, stdout=logf, stderr=subprocess.STDOUT, env=env)
     elif name == "tansu":
         url = f"tcp://127.0.0.1:{port}"

@@ -209,6 +209,7 @@ class TrafkaBroker(ProcessBroker):
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
         env.setdefault("PYTHONUNBUFFERED", "1")
         env["TRAFKA_SCHEMA_REGISTRY_LISTENERS"] = ""  # no registry port (8081) per test broker
+        env["TRAFKA_REST_PROXY_LISTENERS"] = ""  # nor REST Proxy port (8082)
         return env
 
 

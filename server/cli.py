@@ -136,6 +136,7 @@ async def _run_broker(config, http, *, task_status=trio.TASK_STATUS_IGNORED) -> 
     registry = _schema_registry(broker, config)  # binds its port first: a taken port stops start-up here
     if http is not None and registry is not None:
         http.attach_schema_registry(registry.registry)
+    rest_proxy = _rest_proxy(config)  # the same for the REST Proxy's port
     await trio.to_thread.run_sync(broker.open)
     if registry is not None:
         await trio.to_thread.run_sync(registry.load)
@@ -160,6 +161,9 @@ async def _run_broker(config, http, *, task_status=trio.TASK_STATUS_IGNORED) -> 
             addresses = await root.start(server.serve_listeners, config.listener_list, connections.nursery)
             if http is not None:
                 http.attach_server(server)
+            if rest_proxy is not None:
+                rest_proxy.set_bootstrap(addresses)
+                await root.start(rest_proxy.serve)
             host, port = config.advertised
             listening = ", ".join(f"{a[0]}:{a[1]}" for a in addresses)
             if len(config.listener_list) > 1 or config.listener_list[0].name != "PLAINTEXT":
@@ -178,6 +182,9 @@ async def _run_broker(config, http, *, task_status=trio.TASK_STATUS_IGNORED) -> 
                 # controlled shutdown), so clients see a new leader, not a dead one.
                 with trio.move_on_after(config.get("shutdown.timeout.ms") / 1000):
                     await broker.cluster.controlled_shutdown()
+            if rest_proxy is not None:
+                # while the Kafka listeners still serve: its consumers leave their groups
+                await rest_proxy.close()
             broker.shutting_down = True
             server.close_listeners()
             broker.wake_all()
@@ -201,6 +208,32 @@ def _schema_registry(broker, config):
     from server.schema_registry import RegistryServer
 
     return RegistryServer(broker, listener)  # a taken port: RegistryBindError, reported by serve()
+
+
+def _rest_proxy(config):
+    """The REST Proxy (server/rest_proxy/) when rest.proxy.listeners is set, its port bound;
+    without confluent-kafka (the `rest` extra) it stays off with one log line and the broker
+    starts all the same."""
+    listener = config.get("rest.proxy.listeners")
+    if not listener:
+        return None
+    import importlib
+
+    # the proxy is a librdkafka client of this broker, and an HTTP client of its Schema Registry
+    for module in ("confluent_kafka", "httpx"):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            log.warning("rest proxy: off: %s is not installed (pip install 'trafka[rest]'); "
+                        "rest.proxy.listeners=%s is not served", module, listener)
+            return None
+    if all(item.tls for item in config.listener_list):
+        log.warning("rest proxy: off: every Kafka listener uses TLS and the proxy connects to a PLAINTEXT or "
+                    "SASL_PLAINTEXT one; rest.proxy.listeners=%s is not served", listener)
+        return None
+    from server.rest_proxy import RestProxyServer
+
+    return RestProxyServer(config, listener)  # a taken port: RestProxyBindError, reported by serve()
 
 
 class _ConnectionNursery:

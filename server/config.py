@@ -63,8 +63,8 @@ def _authorizer_class(text: str) -> str:
 
 
 def _registry_listener(text: str) -> str:
-    """schema.registry.listeners: one HOST:PORT (an http:// prefix is allowed, as in
-    Confluent's `listeners`); empty turns the registry off."""
+    """schema.registry.listeners / rest.proxy.listeners: one HOST:PORT (an http:// prefix
+    is allowed, as in Confluent's `listeners`); empty turns that side off."""
     text = text.strip()
     if text:
         host, sep, port = text.removeprefix("http://").rpartition(":")
@@ -174,6 +174,12 @@ SETTINGS: dict[str, Setting] = {
         _s("trafka.max.partitions", int, "100000", "Total partitions the broker accepts across topics."),
         _s("schema.registry.listeners", _registry_listener, "127.0.0.1:8081",
            "Where the Schema Registry (Confluent's REST API, server/schema_registry/) listens: HOST:PORT; empty: off."),
+        _s("rest.proxy.listeners", _registry_listener, "127.0.0.1:8082",
+           "Where the REST Proxy (Confluent's v2/v3 REST API, server/rest_proxy/) listens: HOST:PORT; empty: off."),
+        _s("consumer.instance.timeout.ms", int, "300000",
+           "REST Proxy: a consumer instance not used this long is closed and forgotten."),
+        _s("trafka.rest.proxy.max.consumer.instances", int, "1000",
+           "REST Proxy: consumer instances at once (each is a librdkafka consumer with its threads); more are refused with 429."),
         _s("group.min.session.timeout.ms", int, "6000", "Smallest session.timeout.ms a group member may ask for."),
         _s("group.max.session.timeout.ms", int, "1800000", "Largest session.timeout.ms a group member may ask for."),
         _s("group.initial.rebalance.delay.ms", int, "0", "Wait for more members before the first rebalance of an empty group."),

@@ -14,7 +14,8 @@ single broker's), broker i (0-based) gets:
 - advertised.listeners: the host of TRAFKA_ADVERTISED_LISTENERS, its port + i;
 - log.dirs: TRAFKA_LOG_DIRS/broker-<node.id>;
 - http.listeners: the port of TRAFKA_HTTP_LISTENERS (default 8080) + 10 i (empty: none);
-- schema.registry.listeners: the port of TRAFKA_SCHEMA_REGISTRY_LISTENERS (default 8081) + 10 i.
+- schema.registry.listeners: the port of TRAFKA_SCHEMA_REGISTRY_LISTENERS (default 8081) + 10 i;
+- rest.proxy.listeners: the port of TRAFKA_REST_PROXY_LISTENERS (default 8082) + 10 i.
 
 Every broker's output goes to the container's log. SIGTERM stops them one at a time with
 a controlled shutdown; if one broker exits on its own the others are stopped and the
@@ -78,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
                   flush=True)
             # each broker its own HTTP and Schema Registry ports: PORT + 10 i (8080, 8090, ... / 8081, 8091, ...)
             own = {"http.listeners": offset_listener(config.get("http.listeners"), i),
-                   "schema.registry.listeners": offset_listener(config.raw("schema.registry.listeners"), i)}
+                   "schema.registry.listeners": offset_listener(config.raw("schema.registry.listeners"), i),
+                   "rest.proxy.listeners": offset_listener(config.raw("rest.proxy.listeners"), i)}
             brokers.append((node, config.listen_port + i, start_broker(Path(root), node, listen, own, advertised,
                                                                        log_file=False)))
         while stop.signum is None:

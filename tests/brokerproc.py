@@ -25,13 +25,15 @@ class BrokerProcess:
     """`python -m server serve` with its own data dir; start(), stop(), kill(), restart()."""
 
     def __init__(self, data_dir: Path, *extra: str, port: int | None = None, env: dict | None = None,
-                 http: bool = False, preexec_fn=None) -> None:
+                 http: bool = False, rest_proxy: bool = False, preexec_fn=None) -> None:
         """`http`: serve the HTTP listener (/metrics, /healthz, /readyz) on a free port of its
         own (`http_url`); off by default, so brokers of a test never compete for 8080.
+        `rest_proxy`: serve the REST Proxy on a free port of its own (`rest_url`).
         `preexec_fn`: run in the child before the broker starts (resource limits)."""
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         self.http_port = free_port() if http else None
+        self.rest_port = free_port() if rest_proxy else None
         self.extra = list(extra)
         self.env = env or {}
         self.preexec_fn = preexec_fn
@@ -47,12 +49,18 @@ class BrokerProcess:
         assert self.http_port is not None, "started without http=True"
         return f"http://127.0.0.1:{self.http_port}"
 
+    @property
+    def rest_url(self) -> str:
+        assert self.rest_port is not None, "started without rest_proxy=True"
+        return f"http://127.0.0.1:{self.rest_port}"
+
     def start(self, timeout: float = 30.0) -> "BrokerProcess":
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         # The Schema Registry (port 8081 by default) stays off unless a test asks for it
         # (--set schema.registry.listeners=... or this env): brokers share the host.
-        env = {**os.environ, "PYTHONPATH": str(REPO), "TRAFKA_SCHEMA_REGISTRY_LISTENERS": "", **self.env}
+        env = {**os.environ, "PYTHONPATH": str(REPO), "TRAFKA_SCHEMA_REGISTRY_LISTENERS": "",
+               "TRAFKA_REST_PROXY_LISTENERS": f"127.0.0.1:{self.rest_port}" if self.rest_port else "", **self.env}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "server", "serve", "--listen", self.bootstrap, "--data-dir", str(self.data_dir),
              "--set", f"http.listeners=127.0.0.1:{self.http_port}" if self.http_port else "http.listeners=",

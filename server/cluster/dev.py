@@ -105,11 +105,13 @@ def run(args: argparse.Namespace) -> int:
         http = settings.pop("http.listeners", "")
         for node in range(1, count + 1):
             port = args.base_port + node - 1
-            # each broker its own HTTP and Schema Registry ports: PORT, PORT+10, ... (8080, 8090 / 8081, 8091, ...)
+            # each broker its own HTTP, Schema Registry and REST Proxy ports: PORT, PORT+10, ... (8080, 8090 / 8081, 8091 / 8082, 8092, ...)
             registry = settings.get("schema.registry.listeners",
                                     os.environ.get("TRAFKA_SCHEMA_REGISTRY_LISTENERS", "127.0.0.1:8081"))
+            rest = settings.get("rest.proxy.listeners", os.environ.get("TRAFKA_REST_PROXY_LISTENERS", "127.0.0.1:8082"))
             own = {**settings, "http.listeners": offset_listener(http, node - 1),
-                   "schema.registry.listeners": offset_listener(registry, node - 1)}
+                   "schema.registry.listeners": offset_listener(registry, node - 1),
+                   "rest.proxy.listeners": offset_listener(rest, node - 1)}
             brokers.append((node, port, start_broker(root, node, f"127.0.0.1:{port}", own)))
         ports = [port for _node, port, _proc in brokers]
         failed = _wait_registered(brokers, ports, stop)

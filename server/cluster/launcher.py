@@ -36,9 +36,9 @@ HTTP_PORT_STRIDE = 10
 
 
 def offset_listener(address: str, index: int) -> str:
-    """An HTTP listener setting (http.listeners, schema.registry.listeners) for the
-    `index`-th (from 0) broker started on one host: the port plus 10 x `index` (8080, 8090,
-    ... and 8081, 8091, ...), so brokers started together never compete for a port, and
+    """An HTTP listener setting (http.listeners, schema.registry.listeners,
+    rest.proxy.listeners) for the `index`-th (from 0) broker started on one host: the port
+    plus 10 x `index` (8080, 8090, ..., 8081, 8091, ... and 8082, 8092, ...), so brokers started together never compete for a port, and
     one broker's registry (8081) never meets the next broker's metrics (8080 + 1); empty
     (off) and port 0 stay as they are."""
     if not address:

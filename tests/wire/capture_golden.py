@@ -211,7 +211,7 @@ def start_trafka(proxy_port: int, data_dir: pathlib.Path) -> Broker:
     port = free_port()
     return Broker([sys.executable, "-m", "server", "serve", "--listen", f"127.0.0.1:{port}",
                    "--advertised", f"127.0.0.1:{proxy_port}", "--data-dir", str(data_dir), "--set", "http.listeners=",
-                   "--set", "schema.registry.listeners="],
+                   "--set", "schema.registry.listeners=", "--set", "rest.proxy.listeners="],
                   port, cwd=ROOT, env={"PYTHONPATH": str(ROOT)}).wait()
 
 
