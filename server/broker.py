@@ -140,19 +140,22 @@ class Broker:
                   if self.cluster is None or self.node_id in meta.assignment.get(p, ())]
         self.logs.set_aside_strays(hosted)
         headers = 0
+        loaded: list[Partition] = []
         for name, meta in sorted(self.topics.items()):
             config = self._configs[name] = self._log_config(meta)
             for index in range(meta.partitions):
                 if self.cluster is not None and self.node_id not in meta.assignment.get(index, ()):
                     continue
                 plog = self.logs.open_log(name, index, config)
-                partition = self._add_partition(meta, index, plog)
+                partition = self._new_partition(meta, index, plog)
+                loaded.append(partition)
                 if self.cluster is not None:
                     # No leader until the controller says; and no high watermark checkpoint
                     # here, so start it low: a leader raises it once its ISR has fetched.
                     partition.leader_id = partition.leader_epoch = -1
                     partition.high_watermark = plog.log_start_offset
                 headers += partition.load_producer_state()
+        self._add_partitions(loaded)
         if headers:
             log.info("producer state rebuilt from %d batch headers", headers)
         self.producers.load()
@@ -231,11 +234,21 @@ class Broker:
         if self.cluster is not None and topic not in self.cluster.cache.topics and self.nursery is not None:
             self.nursery.start_soon(self.groups.forget_topic, topic)
 
+    def _new_partition(self, meta: TopicMeta, index: int, plog) -> Partition:
+        return Partition(meta.name, index, meta.topic_id, plog, node_id=self.node_id,
+                         producer_ids=self.producers, replicas=meta.replicas(index, self.node_id),
+                         verification=self.config.get("transaction.partition.verification.enable"))
+
+    def _add_partitions(self, added: list[Partition]) -> None:
+        """Publish new partitions. `self.partitions` is replaced, never changed in place, so
+        a task iterating the old dict across a checkpoint sees a consistent snapshot; one
+        copy per batch (a topic, or start-up) rather than per partition, which made
+        creating or loading N partitions cost O(N²) (issue 21: 100 000 partitions)."""
+        self.partitions = {**self.partitions, **{(p.topic, p.index): p for p in added}}
+
     def _add_partition(self, meta: TopicMeta, index: int, plog) -> Partition:
-        partition = Partition(meta.name, index, meta.topic_id, plog, node_id=self.node_id,
-                              producer_ids=self.producers, replicas=meta.replicas(index, self.node_id),
-                              verification=self.config.get("transaction.partition.verification.enable"))
-        self.partitions = {**self.partitions, (meta.name, index): partition}
+        partition = self._new_partition(meta, index, plog)
+        self._add_partitions([partition])
         return partition
 
     def _log_config(self, meta: TopicMeta) -> LogConfig:
@@ -346,8 +359,7 @@ class Broker:
             self.logs.delete_logs(name)
             raise
         self._configs[name] = config
-        for index, plog in enumerate(plogs):
-            self._add_partition(meta, index, plog)
+        self._add_partitions([self._new_partition(meta, index, plog) for index, plog in enumerate(plogs)])
         log.info("created topic %s (%s) with %d partitions %s", name, meta.topic_id, partitions, configs or "")
         return meta
 
@@ -367,8 +379,8 @@ class Broker:
         except BaseException:
             self.logs.delete_logs(name, added)
             raise
-        for index, plog in zip(range(meta.partitions, total), plogs):
-            self._add_partition(new_meta, index, plog)
+        self._add_partitions([self._new_partition(new_meta, index, plog)
+                              for index, plog in zip(range(meta.partitions, total), plogs)])
         return new_meta
 
     def alter_topic_configs(self, name: str, explicit: dict[str, str]) -> TopicMeta:
