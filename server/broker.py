@@ -32,6 +32,7 @@ from server.errors import KafkaError, NotLeaderOrFollower, UnknownTopicOrPartiti
 from server.fetch_sessions import FetchSessionCache
 from server.groups import GroupCoordinator
 from server.groups.share import ShareCoordinator
+from server.purgatory_timer import PurgatoryTimer
 from server.partition import AppendOutcome, Partition
 from server.producers import ProducerIdManager
 from server.security.quotas import ClientQuotas
@@ -79,6 +80,8 @@ class Broker:
         self.metrics = None
         self.purgatory = {"Produce": 0, "Fetch": 0, "ShareFetch": 0}
         self.purgatory_watchers = {"Produce": 0, "Fetch": 0, "ShareFetch": 0}
+        # The deadlines of those waits; its task runs in the root nursery (cli.run_broker).
+        self.purgatory_timer = PurgatoryTimer()
         self.cluster = None
         if config.clustered:
             from server.cluster.node import ClusterNode
@@ -465,8 +468,12 @@ class Broker:
         for partition in partitions:
             getattr(partition, kind).add(event)
         try:
-            with trio.move_on_after(timeout_s):
+            if self.purgatory_timer.running:  # one shared timer, not a cancel scope per wait
+                self.purgatory_timer.add(trio.current_time() + timeout_s, event)
                 await event.wait()
+            else:
+                with trio.move_on_after(timeout_s):
+                    await event.wait()
         finally:
             if purgatory is not None:
                 self.purgatory[purgatory] -= 1
