@@ -342,17 +342,21 @@ def _spawn(port: int, data_dir: str, settings: dict[str, str], timeout_s: float)
     return broker, time.perf_counter() - t0
 
 
-def _create_topics(client: RawClient, names: list[str], partitions: int, per_request: int) -> float:
+def _create_topics(client: RawClient, names: list[str], partitions: int, per_request: int) -> tuple[float, list, list]:
+    """(seconds, topics created, errors). Stops at the first batch with an error (e.g.
+    too many open files): the run goes on with what was created, and says so."""
     t0 = time.perf_counter()
+    created, bad = [], []
     for i in range(0, len(names), per_request):
         body = {"topics": [{"name": n, "num_partitions": partitions, "replication_factor": 1, "assignments": [],
                             "configs": []} for n in names[i:i + per_request]],
                 "timeout_ms": 600000, "validate_only": False}
         resp = client.call(19, CREATE_TOPICS_V, body)
+        created += [t["name"] for t in resp["topics"] if not t["error_code"]]
         bad = [(t["name"], t["error_code"], t.get("error_message")) for t in resp["topics"] if t["error_code"]]
         if bad:
-            raise RuntimeError(f"CreateTopics failed: {bad[:3]}")
-    return time.perf_counter() - t0
+            break
+    return time.perf_counter() - t0, created, bad
 
 
 def _metadata_rtt_ms(client: RawClient, topics: list[str] | None) -> float:
@@ -425,20 +429,26 @@ def _produce_latency(bootstrap: str, topic: str, partitions: int, seconds: float
     lat = []
     t0 = time.perf_counter()
     i = 0
+    error = None
     while time.perf_counter() - t0 < seconds:
         due = t0 + i / rate
         now = time.perf_counter()
         if due > now:
             time.sleep(due - now)
         s = time.perf_counter()
-        c.send(0, 9, None, frame=frames[i % len(frames)])
-        c.recv()
+        try:
+            c.send(0, 9, None, frame=frames[i % len(frames)])
+            c.recv()
+        except OSError as exc:  # a timeout: the broker did not answer within 60 s
+            error = f"{type(exc).__name__} after {time.perf_counter() - s:.1f} s"
+            break
         lat.append((time.perf_counter() - s) * 1000)
         i += 1
     c.close()
     p = percentiles(lat)
-    return {"p50_ms": p.get("p50"), "p99_ms": p.get("p99"), "max_ms": p.get("max"), "requests": len(lat),
-            "req_per_s": len(lat) / (time.perf_counter() - t0)}
+    return {"p50_ms": p.get("p50", float("nan")), "p99_ms": p.get("p99", float("nan")),
+            "max_ms": p.get("max", float("nan")), "requests": len(lat),
+            "req_per_s": len(lat) / (time.perf_counter() - t0), "error": error}
 
 
 def _scale_one(label: str, n_topics: int, per_topic: int, args) -> dict:
@@ -452,7 +462,12 @@ def _scale_one(label: str, n_topics: int, per_topic: int, args) -> dict:
         broker, row["start_s"] = _spawn(port, data_dir, base, args.start_timeout)
         admin = RawClient(broker.bootstrap, timeout_s=900)
         names = [f"scale-{i:04d}" for i in range(n_topics)]
-        row["create_s"] = _create_topics(admin, names, per_topic, args.topics_per_request)
+        row["create_s"], names, row["create_errors"] = _create_topics(admin, names, per_topic,
+                                                                     args.topics_per_request)
+        row["partitions"] = len(names) * per_topic
+        if row["create_errors"]:
+            print(f"  [{label}] CreateTopics failed after {row['partitions']:,} partitions: "
+                  f"{row['create_errors'][:2]}; going on with those", flush=True)
         row["rss_mb"] = broker.rss_mb()
         row["fds"] = len(os.listdir(f"/proc/{broker.pid}/fd"))
         print(f"  [{label}] created {row['partitions']:,} partitions in {row['create_s']:.1f} s; "
@@ -667,12 +682,13 @@ def scale_connections(args, n: int) -> dict:
         ctx = mp.get_context("fork")
         ready, stop, out = ctx.Event(), ctx.Event(), ctx.Queue()
         child = ctx.Process(target=_idle_pollers, args=(broker.bootstrap, n, fetch, args.idle_max_wait_ms,
-                                                         ready, stop, out))
+                                                         ready, stop, out), daemon=True)
         t0 = time.perf_counter()
         child.start()
         ready.wait(600)
         hold_s = time.perf_counter() - t0
         time.sleep(2)  # every poll parked at least once
+        print(f"  {n:,} connections held after {hold_s:.1f} s", flush=True)
         rss_idle = broker.rss_mb()
         cpu0, w0 = broker.cpu_s(), time.perf_counter()
         beside = _produce_latency(broker.bootstrap, "active", 6, args.conn_seconds, args.producer_rate)
