@@ -17,7 +17,9 @@ PERF.md, is what this avoids).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 import logging
+import sys
 import time
 import uuid
 from types import MappingProxyType
@@ -25,6 +27,9 @@ from types import MappingProxyType
 import trio
 
 from storage import InvalidConfig, LogConfig, LogManager
+from storage.compaction import clean_log
+from storage.errors import LogClosed
+from storage.retention import apply_retention
 from wire.errors import ErrorCode
 
 from server.config import BrokerConfig
@@ -43,6 +48,25 @@ from server.txn import TransactionCoordinator
 __all__ = ["AppendOutcome", "Broker", "INTERNAL_TOPICS", "validate_topic_name"]
 
 log = logging.getLogger("trafka.broker")
+
+
+SWEEP_CHUNK = 250  # partition logs per worker-thread call of a retention/compaction sweep
+SWEEP_SWITCH_INTERVAL_S = 0.001
+
+
+def _retain_and_clean(plogs: list, now: int) -> None:
+    """Retention, then compaction where cleanup.policy has compact, for some logs (in a
+    worker thread): what LogManager.run_retention and run_compaction do for all of them,
+    with their error handling, so a sweep can go a chunk at a time."""
+    for plog in plogs:
+        try:
+            apply_retention(plog, now)
+            if plog.config.compact:
+                clean_log(plog, now)
+        except LogClosed:
+            continue
+        except Exception:
+            log.exception("retention/compaction of %s failed", plog.name)
 
 
 def now_ms() -> int:
@@ -311,11 +335,30 @@ class Broker:
                     next_sweep = trio.current_time() + 1.0
                     await trio.to_thread.run_sync(self.logs.sweep)
                 if trio.current_time() >= next_retention:
+                    await self._sweep_logs(_retain_and_clean, now_ms())
+                    await trio.to_thread.run_sync(self.logs.sweep)
                     next_retention = trio.current_time() + retention_every
-                    await trio.to_thread.run_sync(self.logs.run_retention, now_ms())
-                    await trio.to_thread.run_sync(self.logs.run_compaction, now_ms())
             except Exception:  # keep serving; the next round retries
                 log.exception("background storage duty failed")
+
+    async def _sweep_logs(self, duty: Callable[[list, int], None], now: int) -> None:
+        """Run `duty` over every partition log, SWEEP_CHUNK logs per worker-thread call,
+        pausing after each chunk as long as it took. One thread call over 100 000 logs
+        held the GIL against the event loop for the whole sweep, stalling the data path
+        (issue 21: produce p99 2.4 -> 5.5 ms with a sweep a second at 10 000 partitions);
+        chunks with pauses keep the sweep's share of the interpreter at half or less."""
+        plogs = self.logs.logs()
+        # While the worker holds the GIL, the event loop waits up to the switch interval
+        # for it at every turn (5 ms by default): 1 ms while a sweep runs.
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(interval, SWEEP_SWITCH_INTERVAL_S))
+        try:
+            for i in range(0, len(plogs), SWEEP_CHUNK):
+                started = trio.current_time()
+                await trio.to_thread.run_sync(duty, plogs[i:i + SWEEP_CHUNK], now)
+                await trio.sleep(min(trio.current_time() - started, 0.1))
+        finally:
+            sys.setswitchinterval(interval)
 
     # ---- topics -------------------------------------------------------------------
     def partition_exists(self, topic: str, index: int) -> bool:
