@@ -373,12 +373,16 @@ def _metadata_rtt_ms(client: RawClient, topics: list[str] | None) -> float:
 
 
 def _metadata_timings(client: RawClient, one_topic: str, n_all: int, n_one: int) -> dict:
+    """Metadata for all topics (median), for one 1 000-partition topic and for the
+    1-partition `probe` topic (p50/p99): what the one-topic answers cost apart from the
+    topic's own size is what the other topics add."""
     parts = sum(len(t["partitions"]) for t in client.metadata(None)["topics"])
     all_ms = [_metadata_rtt_ms(client, None) for _ in range(n_all)]
-    one_ms = [_metadata_rtt_ms(client, [one_topic]) for _ in range(n_one)]
-    one = percentiles(one_ms)
+    one = percentiles([_metadata_rtt_ms(client, [one_topic]) for _ in range(n_one)])
+    small = percentiles([_metadata_rtt_ms(client, ["probe"]) for _ in range(n_one)])
     return {"metadata_all_ms": statistics.median(all_ms), "metadata_all_partitions": parts,
-            "metadata_one_p50_ms": one.get("p50"), "metadata_one_p99_ms": one.get("p99")}
+            "metadata_one_p50_ms": one.get("p50"), "metadata_one_p99_ms": one.get("p99"),
+            "metadata_small_p50_ms": small.get("p50"), "metadata_small_p99_ms": small.get("p99")}
 
 
 def _throughput(bootstrap: str, topic: str, partitions: int, seconds: float, per_partition: int) -> dict:
@@ -389,6 +393,10 @@ def _throughput(bootstrap: str, topic: str, partitions: int, seconds: float, per
     batch = make_batch(per_partition, 100)
     groups = [list(range(i, min(i + 100, partitions))) for i in range(0, partitions, 100)]
     frames = [c.produce_frame(topic, {p: batch for p in g}) for g in groups]
+    # where this run's records start (an earlier round wrote to the same partitions)
+    listed = c.call(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
+        {"partition_index": p, "current_leader_epoch": -1, "timestamp": -1} for p in range(partitions)]}]})
+    start = {p["partition_index"]: p["offset"] for t in listed["topics"] for p in t["partitions"]}
     sent = inflight = acked = 0
     errors = 0
     t0 = time.perf_counter()
@@ -408,7 +416,7 @@ def _throughput(bootstrap: str, topic: str, partitions: int, seconds: float, per
                 else:
                     acked += per_partition
     produce_s = time.perf_counter() - t0
-    offsets = {p: 0 for p in range(partitions)}
+    offsets = dict(start)
     got = 0
     t0 = time.perf_counter()
     while got < acked and time.perf_counter() - t0 < 300:
@@ -451,74 +459,120 @@ def _produce_latency(bootstrap: str, topic: str, partitions: int, seconds: float
             "req_per_s": len(lat) / (time.perf_counter() - t0), "error": error}
 
 
-def _scale_one(label: str, n_topics: int, per_topic: int, args) -> dict:
-    """Create, measure, restart (SIGTERM, then SIGKILL) one broker of n_topics x per_topic."""
-    data_dir = tempfile.mkdtemp(prefix=f"trafka-scale-{label}-")
-    port = free_port()
-    base = {"trafka.max.partitions": str(n_topics * per_topic + 1000), "num.partitions": "1"}
-    row: dict = {"broker": label, "partitions": n_topics * per_topic}
-    broker = None
-    try:
-        broker, row["start_s"] = _spawn(port, data_dir, base, args.start_timeout)
-        admin = RawClient(broker.bootstrap, timeout_s=900)
+class _Scaled:
+    """One broker of the partitions run, kept across phases so A and B alternate."""
+
+    def __init__(self, label: str, n_topics: int, per_topic: int, args) -> None:
+        self.label, self.per_topic, self.args = label, per_topic, args
+        self.data_dir = tempfile.mkdtemp(prefix=f"trafka-scale-{label}-")
+        self.port = free_port()
+        self.base = {"trafka.max.partitions": str(n_topics * per_topic + 1000), "num.partitions": "1"}
+        self.row: dict = {"broker": label, "partitions": n_topics * per_topic, "throughput_runs": []}
+        self.broker, self.row["start_s"] = _spawn(self.port, self.data_dir, self.base, args.start_timeout)
+        admin = RawClient(self.broker.bootstrap, timeout_s=900)
         names = [f"scale-{i:04d}" for i in range(n_topics)]
-        row["create_s"], names, row["create_errors"] = _create_topics(admin, names, per_topic,
-                                                                     args.topics_per_request)
-        row["partitions"] = len(names) * per_topic
+        row = self.row
+        row["create_s"], self.names, row["create_errors"] = _create_topics(admin, names, per_topic,
+                                                                           args.topics_per_request)
+        row["partitions"] = len(self.names) * per_topic
         if row["create_errors"]:
             print(f"  [{label}] CreateTopics failed after {row['partitions']:,} partitions: "
                   f"{row['create_errors'][:2]}; going on with those", flush=True)
-        row["rss_mb"] = broker.rss_mb()
-        row["fds"] = len(os.listdir(f"/proc/{broker.pid}/fd"))
+        if admin.create_topic("probe", 1) != 0:
+            raise RuntimeError("could not create the probe topic")
+        admin.close()
+        row["rss_mb"] = self.broker.rss_mb()
+        row["fds"] = len(os.listdir(f"/proc/{self.broker.pid}/fd"))
         print(f"  [{label}] created {row['partitions']:,} partitions in {row['create_s']:.1f} s; "
               f"RSS {row['rss_mb']:.0f} MB, {row['fds']:,} fds", flush=True)
-        row.update(_metadata_timings(admin, names[-1], args.metadata_all_repeats, args.metadata_one_requests))
+
+    def metadata(self) -> None:
+        admin = RawClient(self.broker.bootstrap, timeout_s=900)
+        self.row.update(_metadata_timings(admin, self.names[-1], self.args.metadata_all_repeats,
+                                          self.args.metadata_one_requests))
         admin.close()
-        print(f"  [{label}] Metadata all {row['metadata_all_ms']:.1f} ms ({row['metadata_all_partitions']:,} "
-              f"partitions), one topic p50/p99 {row['metadata_one_p50_ms']:.2f}/{row['metadata_one_p99_ms']:.2f} ms",
-              flush=True)
-        row["throughput"] = _throughput(broker.bootstrap, names[0], per_topic, args.scale_seconds, 10)
-        print(f"  [{label}] 1 000 active partitions: produce {row['throughput']['produce_msgs']:,.0f} msg/s, "
-              f"consume {row['throughput']['consume_msgs']:,.0f} msg/s, verified {row['throughput']['verified']}",
-              flush=True)
-        row["latency_quiet"] = _produce_latency(broker.bootstrap, names[0], per_topic, args.scale_seconds, 200)
-        row["rss_after_mb"] = broker.rss_mb()
-        # Clean restart: SIGTERM (stop() waits for the exit), spawn, time to ApiVersions.
+        row = self.row
+        print(f"  [{self.label}] Metadata all {row['metadata_all_ms']:.1f} ms ({row['metadata_all_partitions']:,} "
+              f"partitions), one topic p50/p99 {row['metadata_one_p50_ms']:.2f}/{row['metadata_one_p99_ms']:.2f} ms "
+              f"(1 000 partitions), {row['metadata_small_p50_ms']:.2f}/{row['metadata_small_p99_ms']:.2f} ms "
+              f"(1 partition)", flush=True)
+
+    def throughput(self) -> None:
+        t = _throughput(self.broker.bootstrap, self.names[0], self.per_topic, self.args.scale_seconds, 10)
+        self.row["throughput_runs"].append(t)
+        print(f"  [{self.label}] 1 000 active partitions: produce {t['produce_msgs']:,.0f} msg/s, "
+              f"consume {t['consume_msgs']:,.0f} msg/s, verified {t['verified']}", flush=True)
+
+    def latency(self, key: str) -> None:
+        self.row[key] = _produce_latency(self.broker.bootstrap, self.names[0], self.per_topic,
+                                         self.args.scale_seconds, 200)
+
+    def restarts(self) -> None:
+        """SIGTERM and restart, then SIGKILL and restart with a retention sweep every
+        --sweep-interval-ms; each timed from spawn to the first ApiVersions answer."""
+        row, args = self.row, self.args
+        row["rss_after_mb"] = self.broker.rss_mb()
         t0 = time.perf_counter()
-        broker.stop(grace_s=args.start_timeout)
+        self.broker.stop(grace_s=args.start_timeout)
         row["shutdown_s"] = time.perf_counter() - t0
-        broker, row["restart_clean_s"] = _spawn(port, data_dir, base, args.start_timeout)
-        print(f"  [{label}] clean shutdown {row['shutdown_s']:.1f} s, restart to ApiVersions "
-              f"{row['restart_clean_s']:.1f} s; RSS {broker.rss_mb():.0f} MB", flush=True)
-        # SIGKILL, then a restart whose retention/compaction sweep runs every second.
-        broker.popen.kill()
-        broker.popen.wait()
-        sweep = {**base, "log.retention.check.interval.ms": str(args.sweep_interval_ms)}
-        broker, row["restart_kill_s"] = _spawn(port, data_dir, sweep, args.start_timeout)
-        row["rss_restarted_mb"] = broker.rss_mb()
-        print(f"  [{label}] restart after SIGKILL to ApiVersions {row['restart_kill_s']:.1f} s; "
+        self.broker, row["restart_clean_s"] = _spawn(self.port, self.data_dir, self.base, args.start_timeout)
+        print(f"  [{self.label}] clean shutdown {row['shutdown_s']:.1f} s, restart to ApiVersions "
+              f"{row['restart_clean_s']:.1f} s; RSS {self.broker.rss_mb():.0f} MB", flush=True)
+        self.broker.popen.kill()
+        self.broker.popen.wait()
+        sweep = {**self.base, "log.retention.check.interval.ms": str(args.sweep_interval_ms)}
+        self.broker, row["restart_kill_s"] = _spawn(self.port, self.data_dir, sweep, args.start_timeout)
+        row["rss_restarted_mb"] = self.broker.rss_mb()
+        print(f"  [{self.label}] restart after SIGKILL to ApiVersions {row['restart_kill_s']:.1f} s; "
               f"RSS {row['rss_restarted_mb']:.0f} MB", flush=True)
-        row["latency_sweeping"] = _produce_latency(broker.bootstrap, names[0], per_topic, args.scale_seconds, 200)
-        lq, ls = row["latency_quiet"], row["latency_sweeping"]
-        print(f"  [{label}] produce p99 {lq['p99_ms']:.2f} ms without sweeps, {ls['p99_ms']:.2f} ms with a "
-              f"retention sweep every {args.sweep_interval_ms} ms (max {lq['max_ms']:.1f} / {ls['max_ms']:.1f})",
-              flush=True)
-        row["alive"] = broker.alive()
-    finally:
-        if broker is not None:
-            broker.stop(grace_s=args.start_timeout)
-        shutil.rmtree(data_dir, ignore_errors=True)
-    return row
+
+    def finish(self) -> dict:
+        row = self.row
+        runs = row["throughput_runs"]
+        row["throughput"] = {"produce_msgs": statistics.median(r["produce_msgs"] for r in runs),
+                             "consume_msgs": statistics.median(r["consume_msgs"] for r in runs),
+                             "verified": all(r["verified"] for r in runs)}
+        row["alive"] = self.broker is not None and self.broker.alive()
+        return row
+
+    def close(self) -> None:
+        if self.broker is not None:
+            self.broker.stop(grace_s=self.args.start_timeout)
+        shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
 def scale_partitions(args, n: int) -> dict:
+    """Broker A with n partitions and broker B with 1 000, both up at once; every phase
+    runs on A then B (throughput A, B, A, B, medians), so a neighbour's load on this
+    shared machine falls on both."""
     per_topic = 1000
     n_topics = max(1, n // per_topic)
     nofile = raise_nofile()
     print(f"issue 21: {n_topics} topics x {per_topic} partitions vs 1 topic x {per_topic} (RLIMIT_NOFILE {nofile})",
           flush=True)
-    a = _scale_one("A", n_topics, per_topic, args)
-    b = _scale_one("B", 1, per_topic, args)
+    brokers: list[_Scaled] = []
+    try:
+        brokers.append(_Scaled("A", n_topics, per_topic, args))
+        brokers.append(_Scaled("B", 1, per_topic, args))
+        for s in brokers:
+            s.metadata()
+        for _ in range(args.throughput_rounds):
+            for s in brokers:
+                s.throughput()
+        for s in brokers:
+            s.latency("latency_quiet")
+        for s in brokers:
+            s.restarts()
+        for s in brokers:
+            s.latency("latency_sweeping")
+            lq, ls = s.row["latency_quiet"], s.row["latency_sweeping"]
+            print(f"  [{s.label}] produce p99 {lq['p99_ms']:.2f} ms without sweeps, {ls['p99_ms']:.2f} ms with a "
+                  f"retention sweep every {args.sweep_interval_ms} ms (max {lq['max_ms']:.1f} / {ls['max_ms']:.1f})",
+                  flush=True)
+        a, b = (s.finish() for s in brokers)
+    finally:
+        for s in brokers:
+            s.close()
     ratio_p = a["throughput"]["produce_msgs"] / b["throughput"]["produce_msgs"]
     ratio_c = a["throughput"]["consume_msgs"] / b["throughput"]["consume_msgs"]
     print(f"\n## Partitions: {a['partitions']:,} (A) vs {b['partitions']:,} (B) on one broker "
@@ -531,8 +585,10 @@ def scale_partitions(args, n: int) -> dict:
         ("RSS after the load (MB)", "rss_after_mb", 0, "≤ 1 000"),
         ("open files", "fds", 0, ""),
         ("Metadata, all topics (ms, median)", "metadata_all_ms", 1, "≤ 1 000"),
-        ("Metadata, one topic p50 (ms)", "metadata_one_p50_ms", 2, ""),
-        ("Metadata, one topic p99 (ms)", "metadata_one_p99_ms", 2, "≤ 2"),
+        ("Metadata, one topic of 1 000 partitions p50 (ms)", "metadata_one_p50_ms", 2, "≈ B"),
+        ("Metadata, one topic of 1 000 partitions p99 (ms)", "metadata_one_p99_ms", 2, "≈ B"),
+        ("Metadata, one topic of 1 partition p50 (ms)", "metadata_small_p50_ms", 2, "≤ 2"),
+        ("Metadata, one topic of 1 partition p99 (ms)", "metadata_small_p99_ms", 2, "≤ 2"),
         ("clean shutdown (s)", "shutdown_s", 1, ""),
         ("restart after SIGTERM to ApiVersions (s)", "restart_clean_s", 1, "≤ 10"),
         ("restart after SIGKILL to ApiVersions (s)", "restart_kill_s", 1, "≤ 60"),
@@ -752,6 +808,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--metadata-all-repeats", type=int, default=5)
     ap.add_argument("--metadata-one-requests", type=int, default=200)
     ap.add_argument("--scale-seconds", type=float, default=8.0, help="issue 21: per throughput/latency phase")
+    ap.add_argument("--throughput-rounds", type=int, default=2, help="issue 21: A,B rounds (medians)")
     ap.add_argument("--sweep-interval-ms", type=int, default=1000,
                     help="issue 21: log.retention.check.interval.ms of the sweep phase")
     ap.add_argument("--idle-max-wait-ms", type=int, default=500)
