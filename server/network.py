@@ -77,6 +77,7 @@ LARGE_READ_SIZE = 256 * 1024
 CLOSE_TIMEOUT_S = 2.0  # a TLS close_notify to a peer that does not read
 # Connections taken off a listener's queue per wake-up of its accept loop (issue 21).
 ACCEPT_BURST = 256
+LIMIT_RECHECK_PASSES = 10  # scheduler passes a connection at max.connections waits for a slot
 _MSG_MORE = getattr(socket, "MSG_MORE", 0)  # Linux; elsewhere the header goes out alone
 
 PLAINTEXT = Listener("PLAINTEXT", "PLAINTEXT", "0.0.0.0", 0, "127.0.0.1", 0)
@@ -193,6 +194,13 @@ class Server:
                     break
                 streams.append(trio.SocketStream(trio.socket.from_stdlib_socket(sock)))
             for stream in streams:
+                for _ in range(LIMIT_RECHECK_PASSES):
+                    if self.connections < self.max_connections:
+                        break
+                    # Before refusing: connections whose peers already left (a readiness
+                    # probe) end within a few scheduler passes, which one accept per pass
+                    # used to give them.
+                    await trio.sleep(0)
                 if self.connections >= self.max_connections:
                     log.warning("closing new connection: max.connections=%d reached", self.max_connections)
                     await stream.aclose()
