@@ -14,6 +14,7 @@ How this works:
   task sleeps to, the task is woken to sleep less.
 - An event woken early (data came) stays in the heap until its deadline and is then set
   again, which does nothing: no removal bookkeeping on the hot path.
+- At most EXPIRE_PER_PASS waits are woken per scheduler pass; the rest a pass later.
 - `running` is False until `run` has started: callers fall back to a cancel scope of
   their own (a broker used without its background tasks, as some tests do).
 """
@@ -24,6 +25,8 @@ import heapq
 import math
 
 import trio
+
+EXPIRE_PER_PASS = 128  # waits woken per scheduler pass when many expire together
 
 
 class PurgatoryTimer:
@@ -52,8 +55,16 @@ class PurgatoryTimer:
         try:
             while True:
                 now = trio.current_time()
-                while heap and heap[0][0] <= now:
+                expired = 0
+                while heap and heap[0][0] <= now and expired < EXPIRE_PER_PASS:
                     heapq.heappop(heap)[2].set()
+                    expired += 1
+                if expired == EXPIRE_PER_PASS:
+                    # A wave of expiries (10 000 consumers whose polls began together) would
+                    # make one scheduler pass of them all, and every other task — a
+                    # producer's request — waits for the whole pass: let it in between.
+                    await trio.sleep(0)
+                    continue
                 self._sleeping_to = heap[0][0] if heap else math.inf
                 self._wakeup = trio.Event()
                 with trio.move_on_at(self._sleeping_to):

@@ -145,3 +145,29 @@ def test_a_queued_burst_is_served_and_the_duplicate_listener_closed(tmp_path):
     probe.bind(("127.0.0.1", port))  # nothing holds the port any more
     probe.close()
     assert len(os.listdir("/proc/self/fd")) <= fds_before
+
+
+def test_a_wave_of_expiries_is_spread_over_scheduler_passes():
+    """300 waits due at once are woken at most EXPIRE_PER_PASS a pass, so a task that
+    runs every pass (a producer's connection) sees the wave in parts, not all at once."""
+    from server.purgatory_timer import EXPIRE_PER_PASS
+
+    async def main():
+        timer = PurgatoryTimer()
+        events = [trio.Event() for _ in range(300)]
+        seen: list[int] = []
+        async with trio.open_nursery() as nursery:
+            await nursery.start(timer.run)
+            due = trio.current_time() + 1
+            for event in events:
+                timer.add(due, event)
+            await trio.sleep_until(due)
+            while len(seen) < 10:
+                seen.append(sum(e.is_set() for e in events))
+                await trio.sleep(0)
+            nursery.cancel_scope.cancel()
+        woken = [n for n in seen if n]
+        assert woken[0] <= EXPIRE_PER_PASS < 300 and woken[-1] == 300
+        assert all(b - a <= EXPIRE_PER_PASS for a, b in zip(seen, seen[1:]))
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
