@@ -16,7 +16,16 @@ printed as tables:
   near the newest, and `--random-reads` single-batch fetches hit random offsets of the
   older and the newer half. With an offset index, the oldest reads as fast as the newest.
 
+Issue 21's scale runs replace the sweeps when `--partitions` or `--connections` is one
+number above the sweep's range: `--partitions 100000` (broker A with 100 000 partitions
+vs broker B with 1 000, same run: creation time, RSS, Metadata, restarts after SIGTERM and
+SIGKILL, throughput over 1 000 active partitions A/B, produce p99 with and without
+retention sweeps) and `--connections 10000` (idle long-polling consumers beside one
+producer; 1 000-connect storms). bench/README.md says what each figure is.
+
     python bench/scaling.py                       # all three, about 3-5 minutes
+    python bench/scaling.py --partitions 100000   # issue 21, A/B in one run
+    python bench/scaling.py --connections 10000   # issue 21
     python bench/scaling.py --only partitions --partitions 1,10,100,1000
     python bench/scaling.py --only retained --retained-gb 4
 """
@@ -470,6 +479,8 @@ class _Scaled:
         self.row: dict = {"broker": label, "partitions": n_topics * per_topic, "throughput_runs": []}
         self.broker, self.row["start_s"] = _spawn(self.port, self.data_dir, self.base, args.start_timeout)
         admin = RawClient(self.broker.bootstrap, timeout_s=900)
+        if admin.create_topic("probe", 1) != 0:  # first: creation may stop at the file limit
+            raise RuntimeError("could not create the probe topic")
         names = [f"scale-{i:04d}" for i in range(n_topics)]
         row = self.row
         row["create_s"], self.names, row["create_errors"] = _create_topics(admin, names, per_topic,
@@ -478,8 +489,6 @@ class _Scaled:
         if row["create_errors"]:
             print(f"  [{label}] CreateTopics failed after {row['partitions']:,} partitions: "
                   f"{row['create_errors'][:2]}; going on with those", flush=True)
-        if admin.create_topic("probe", 1) != 0:
-            raise RuntimeError("could not create the probe topic")
         admin.close()
         row["rss_mb"] = self.broker.rss_mb()
         row["fds"] = len(os.listdir(f"/proc/{self.broker.pid}/fd"))
