@@ -478,6 +478,13 @@ class _Scaled:
         self.base = {"trafka.max.partitions": str(n_topics * per_topic + 1000), "num.partitions": "1"}
         self.row: dict = {"broker": label, "partitions": n_topics * per_topic, "throughput_runs": []}
         self.broker, self.row["start_s"] = _spawn(self.port, self.data_dir, self.base, args.start_timeout)
+        try:
+            self._create(label, n_topics, per_topic, args)
+        except BaseException:
+            self.close()  # not yet in the caller's list: nobody else would stop it
+            raise
+
+    def _create(self, label: str, n_topics: int, per_topic: int, args) -> None:
         admin = RawClient(self.broker.bootstrap, timeout_s=900)
         if admin.create_topic("probe", 1) != 0:  # first: creation may stop at the file limit
             raise RuntimeError("could not create the probe topic")
