@@ -150,6 +150,7 @@ async def _run_broker(config, http, *, task_status=trio.TASK_STATUS_IGNORED) -> 
         async with trio.open_nursery() as root:
             connections = await root.start(_connection_nursery)
             broker.nursery = root
+            await root.start(broker.purgatory_timer.run)
             await root.start(broker.groups.run)
             await root.start(broker.txn.run)
             await root.start(broker.share.run)

@@ -75,6 +75,9 @@ log = logging.getLogger("trafka.network")
 READ_SIZE = 65536
 LARGE_READ_SIZE = 256 * 1024
 CLOSE_TIMEOUT_S = 2.0  # a TLS close_notify to a peer that does not read
+# Connections taken off a listener's queue per wake-up of its accept loop (issue 21).
+ACCEPT_BURST = 256
+LIMIT_RECHECK_PASSES = 10  # scheduler passes a connection at max.connections waits for a slot
 _MSG_MORE = getattr(socket, "MSG_MORE", 0)  # Linux; elsewhere the header goes out alone
 
 PLAINTEXT = Listener("PLAINTEXT", "PLAINTEXT", "0.0.0.0", 0, "127.0.0.1", 0)
@@ -92,6 +95,7 @@ class Server:
         self.mappers: dict[str, PrincipalMapper] = {}
         self._idle: set[_Idle] = set()
         self._closing = False
+        self._raw_listeners: list[socket.socket] = []  # duplicates the accept loops drain
         # API keys whose handler may wait, so earlier answers on the connection go out first.
         self.blocking = frozenset(key for key, h in HANDLERS.items() if h.MAY_BLOCK)
 
@@ -156,29 +160,63 @@ class Server:
 
     async def _accept_loop(self, listener: trio.SocketListener, nursery: trio.Nursery,
                            spec: Listener = PLAINTEXT) -> None:
+        """Accept connections; after each wake-up, drain what else is queued (up to
+        ACCEPT_BURST) without yielding. trio's accept() takes one connection per pass of
+        the scheduler, and with 10 000 connections busy a pass is long: a storm of 1 000
+        connects took 4 s to be accepted and new clients waited behind a full listen queue
+        (issue 21). The drain uses a duplicate of the listening socket (same queue)."""
+        raw = socket.socket(fileno=os.dup(listener.socket.fileno()))
+        raw.setblocking(False)
+        self._raw_listeners.append(raw)
+        try:
+            await self._accept_from(listener, raw, nursery, spec)
+        finally:
+            raw.close()
+
+    async def _accept_from(self, listener: trio.SocketListener, raw: socket.socket, nursery: trio.Nursery,
+                           spec: Listener) -> None:
         while True:
             try:
-                stream = await listener.accept()
+                streams = [await listener.accept()]
             except trio.ClosedResourceError:
                 return
             except OSError as exc:  # EMFILE and friends: back off, keep serving
                 log.warning("accept failed: %s", exc)
                 await trio.sleep(0.1)
                 continue
-            if self.connections >= self.max_connections:
-                log.warning("closing new connection: max.connections=%d reached", self.max_connections)
-                await stream.aclose()
-                continue
-            # Counted here, not in the task: a burst of accepts runs ahead of the tasks it
-            # starts, and would let more than max.connections in.
-            self.connections += 1
-            nursery.start_soon(self._connection, stream, spec)
+            while len(streams) < ACCEPT_BURST and not self._closing:
+                try:
+                    sock, _addr = raw.accept()
+                except (BlockingIOError, InterruptedError):
+                    break
+                except OSError as exc:  # EMFILE: what was accepted is served; the loop backs off
+                    log.warning("accept failed: %s", exc)
+                    break
+                streams.append(trio.SocketStream(trio.socket.from_stdlib_socket(sock)))
+            for stream in streams:
+                for _ in range(LIMIT_RECHECK_PASSES):
+                    if self.connections < self.max_connections:
+                        break
+                    # Before refusing: connections whose peers already left (a readiness
+                    # probe) end within a few scheduler passes, which one accept per pass
+                    # used to give them.
+                    await trio.sleep(0)
+                if self.connections >= self.max_connections:
+                    log.warning("closing new connection: max.connections=%d reached", self.max_connections)
+                    await stream.aclose()
+                    continue
+                # Counted here, not in the task: a burst of accepts runs ahead of the tasks it
+                # starts, and would let more than max.connections in.
+                self.connections += 1
+                nursery.start_soon(self._connection, stream, spec)
 
     def close_listeners(self) -> None:
         """Stop accepting, and end connections that are waiting for their next request."""
         self._closing = True
         for listener in self.listeners:
             listener.socket.close()
+        for raw in self._raw_listeners:  # the duplicates too, or the port stays bound
+            raw.close()
         for idle in list(self._idle):
             if idle.waiting:  # the others finish the request they are on, then stop
                 idle.scope.cancel()

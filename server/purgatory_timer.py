@@ -1,0 +1,76 @@
+"""`PurgatoryTimer`: the deadlines of parked long polls, in one heap, expired by one task.
+
+Why: a Fetch that finds no data parks on its partitions' waiter sets until data comes or
+its max_wait_ms passes (Kafka's delayed-fetch purgatory). A `trio.move_on_after` per wait
+made each park and expiry cost a cancel scope: entering it, registering its deadline, and
+at expiry cancelling the task through trio's cancel-status machinery. With 10 000 idle
+consumers long-polling (issue 21) that was about half of the broker's CPU. Kafka keeps
+its purgatory's deadlines in a timing wheel served by one thread; this is the same idea
+in trio's shape: a wait adds (deadline, event) to a heap, and the timer task sets the
+events whose deadline has passed. Setting an `Event` only reschedules the waiting task.
+
+How this works:
+- `add(deadline, event)` pushes; if the new deadline is earlier than the one the timer
+  task sleeps to, the task is woken to sleep less.
+- An event woken early (data came) stays in the heap until its deadline and is then set
+  again, which does nothing: no removal bookkeeping on the hot path.
+- At most EXPIRE_PER_PASS waits are woken per scheduler pass; the rest a pass later.
+- `running` is False until `run` has started: callers fall back to a cancel scope of
+  their own (a broker used without its background tasks, as some tests do).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import trio
+
+EXPIRE_PER_PASS = 128  # waits woken per scheduler pass when many expire together
+
+
+class PurgatoryTimer:
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, trio.Event]] = []
+        self._seq = 0  # ties broken by arrival, never by comparing events
+        self._sleeping_to = math.inf
+        self._wakeup = trio.Event()
+        self.running = False
+
+    def add(self, deadline: float, event: trio.Event) -> None:
+        """Set `event` at `deadline` (trio clock) unless something sets it earlier."""
+        self._seq += 1
+        heapq.heappush(self._heap, (deadline, self._seq, event))
+        if deadline < self._sleeping_to:
+            self._wakeup.set()
+
+    def statistics(self) -> dict[str, int]:
+        """Deadlines held (woken waits included until their deadline passes)."""
+        return {"deadlines": len(self._heap)}
+
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        self.running = True
+        task_status.started()
+        heap = self._heap
+        try:
+            while True:
+                now = trio.current_time()
+                expired = 0
+                while heap and heap[0][0] <= now and expired < EXPIRE_PER_PASS:
+                    heapq.heappop(heap)[2].set()
+                    expired += 1
+                if expired == EXPIRE_PER_PASS:
+                    # A wave of expiries (10 000 consumers whose polls began together) would
+                    # make one scheduler pass of them all, and every other task — a
+                    # producer's request — waits for the whole pass: let it in between.
+                    await trio.sleep(0)
+                    continue
+                self._sleeping_to = heap[0][0] if heap else math.inf
+                self._wakeup = trio.Event()
+                with trio.move_on_at(self._sleeping_to):
+                    await self._wakeup.wait()
+        finally:
+            self.running = False
+            for _deadline, _seq, event in heap:  # nobody is left to expire them
+                event.set()
+            heap.clear()
