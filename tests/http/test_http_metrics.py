@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.brokerproc import REPO, BrokerProcess, free_port, raw_request
+from tests.brokerproc import REPO, BrokerProcess, create_topic, free_port, raw_request
 from wire.registry import ApiKey
 
 pytestmark = pytest.mark.timeout(180)
@@ -281,3 +281,30 @@ def test_bytes_out_counts_what_a_long_poll_sends_once(broker):
     assert sent > 100
     after = value(scrape(broker), "kafka_server_brokertopicmetrics_bytesout_total", topic=topic)
     assert after - before == sent
+
+
+def test_error_counter_counts_none_as_kafka_does(broker):
+    """Kafka's ErrorsPerSec counts error="NONE" too: one per error_code that is 0 (here one
+    per partition of a ListOffsets answer), next to the failures of the same response."""
+    create_topic(broker.port, "counted", 2)
+
+    def errors(code: str) -> float:
+        return value(scrape(broker), "kafka_network_requestmetrics_errors_total", request="ListOffsets",
+                     error=code) or 0
+
+    assert errors("NONE") == 0
+    body = {"replica_id": -1, "topics": [
+        {"name": "counted", "partitions": [{"partition_index": 0, "timestamp": -1},
+                                           {"partition_index": 1, "timestamp": -1}]},
+        {"name": "no-such-topic", "partitions": [{"partition_index": 0, "timestamp": -1}]}]}
+    response = raw_request("127.0.0.1", broker.port, ApiKey.LIST_OFFSETS, 1, body)
+    codes = sorted(p["error_code"] for t in response["topics"] for p in t["partitions"])
+    assert codes == [0, 0, 3]
+    assert errors("NONE") == 2
+    assert errors("UNKNOWN_TOPIC_OR_PARTITION") == 1
+    # An API whose answer has a single top-level error_code: one NONE per request.
+    api_versions = value(scrape(broker), "kafka_network_requestmetrics_errors_total", request="ApiVersions",
+                         error="NONE")
+    requests = sum(v for labels, v in scrape(broker)["kafka_network_requestmetrics_requests_total"].items()
+                   if ("request", "ApiVersions") in labels)
+    assert api_versions == requests >= 1
