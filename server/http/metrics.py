@@ -253,8 +253,13 @@ class BrokerCollector:
 
         # SocketServer
         if self.server is not None:
-            yield GaugeMetricFamily("kafka_server_socketservermetrics_connection_count",
-                                    "Open client connections (all listeners).", value=self.server.connections)
+            # Kafka's is per listener and network processor; Trafka's one event loop has no
+            # processors, so the label is the listener name only (sum by listener in Kafka).
+            connection_count = GaugeMetricFamily("kafka_server_socketservermetrics_connection_count",
+                                                 "Open client connections, per listener.", labels=["listener"])
+            for listener, count in sorted(list(self.server.listener_connections.items())):
+                connection_count.add_metric([listener], count)
+            yield connection_count
 
         # ReplicaManager
         cluster = broker.cluster

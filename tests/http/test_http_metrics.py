@@ -157,7 +157,7 @@ def test_error_counter_counts_an_unknown_partition(broker):
 
 def test_connection_count_and_fetch_purgatory(broker):
     def connections() -> float:
-        return value(scrape(broker), "kafka_server_socketservermetrics_connection_count")
+        return value(scrape(broker), "kafka_server_socketservermetrics_connection_count", listener="PLAINTEXT")
 
     base = connections()
     sockets = [socket.create_connection(("127.0.0.1", broker.port)) for _ in range(3)]
@@ -308,3 +308,35 @@ def test_error_counter_counts_none_as_kafka_does(broker):
     requests = sum(v for labels, v in scrape(broker)["kafka_network_requestmetrics_requests_total"].items()
                    if ("request", "ApiVersions") in labels)
     assert api_versions == requests >= 1
+
+
+def test_connection_count_per_listener(tmp_path):
+    """Two listeners, a named one mapped to SASL_PLAINTEXT: each listener's
+    kafka_server_socketservermetrics_connection_count{listener} counts its own connections."""
+    port, client_port = free_port(), free_port()
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";'
+    with BrokerProcess(tmp_path / "data",
+                       "--set", f"listeners=PLAINTEXT://127.0.0.1:{port},CLIENT://127.0.0.1:{client_port}",
+                       "--set", "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CLIENT:SASL_PLAINTEXT",
+                       "--set", "sasl.enabled.mechanisms=PLAIN", "--set", f"sasl.jaas.config={jaas}",
+                       port=port, http=True) as broker:
+        def counts() -> dict[str, float]:
+            family = scrape(broker)["kafka_server_socketservermetrics_connection_count"]
+            return {dict(labels)["listener"]: v for labels, v in family.items()}
+
+        # Both listeners are there before any client connects (0 is a value, not a gap).
+        base = {"PLAINTEXT": 0, "CLIENT": 0}
+        wait_for(lambda: counts() == base, 10, "both listeners at 0 (the start-up probe gone)")
+        plain = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
+        sasl = [socket.create_connection(("127.0.0.1", client_port)) for _ in range(3)]
+        try:
+            wait_for(lambda: counts() == {"PLAINTEXT": base["PLAINTEXT"] + 2, "CLIENT": base["CLIENT"] + 3}, 10,
+                     "2 PLAINTEXT and 3 CLIENT connections")
+            for sock in sasl:
+                sock.close()
+            wait_for(lambda: counts() == {"PLAINTEXT": base["PLAINTEXT"] + 2, "CLIENT": base["CLIENT"]}, 10,
+                     "the CLIENT connections to close")
+        finally:
+            for sock in plain + sasl:
+                sock.close()
+        wait_for(lambda: counts() == base, 10, "every connection to close")
