@@ -353,9 +353,12 @@ class BrokerCollector:
 
     def _group_lag(self, partitions: list) -> Iterator[Any]:
         """kafka_exporter's names (kafka_consumergroup_lag{consumergroup,topic,partition}):
-        Kafka's JMX has no per-group lag. Only partitions with a replica here that knows
-        the high watermark (the leader) are reported: a coordinator in a cluster does not
-        see the rest."""
+        Kafka's JMX has no per-group lag. `groups` holds classic and KIP-848 consumer
+        groups alike, both GroupOffsets (server/groups/offsets.py), so both are reported;
+        KIP-932 share groups (broker.share) keep share-partition state, not committed
+        offsets, and are left out (Kafka reports their lag differently). Only
+        partitions with a replica here that knows the high watermark (the leader) are
+        reported: a coordinator in a cluster does not see the rest."""
         from prometheus_client.core import GaugeMetricFamily
 
         high_watermarks = {(p.topic, p.index): p.high_watermark for p in partitions

@@ -283,6 +283,49 @@ def test_bytes_out_counts_what_a_long_poll_sends_once(broker):
     assert after - before == sent
 
 
+def test_lag_of_a_kip848_consumer_group(tmp_path):
+    """A group.protocol=consumer group (ConsumerGroupHeartbeat, server/groups/consumer/)
+    commits through the same offset store as a classic one: its lag is produced minus
+    committed, per partition."""
+    topic, partitions, produced, group = "metered-848", 3, 90, "metered-848-group"
+    with BrokerProcess(tmp_path / "data", "--set", "group.consumer.min.heartbeat.interval.ms=500",
+                       "--set", "group.consumer.heartbeat.interval.ms=1000", http=True) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(30)
+        producer = ck.Producer({"bootstrap.servers": broker.bootstrap})
+        for i in range(produced):
+            producer.produce(topic, value=b"%d" % i, partition=i % partitions)
+        assert producer.flush(30) == 0
+
+        consumer = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                                "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                                "enable.auto.commit": False})
+        try:
+            consumer.subscribe([topic])
+            seen = 0
+            deadline = time.monotonic() + 60
+            while seen < produced and time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+                if message is not None and message.error() is None:
+                    seen += 1
+            assert seen == produced
+            committed = {0: 30, 1: 7, 2: 0}
+            consumer.commit(offsets=[ck.TopicPartition(topic, p, o) for p, o in committed.items()],
+                            asynchronous=False)
+            # ListGroups v5's group_type: the coordinator holds a KIP-848 group, not a classic one.
+            listed = raw_request("127.0.0.1", broker.port, ApiKey.LIST_GROUPS, 5,
+                                 {"states_filter": [], "types_filter": []})
+            assert {g["group_id"]: g["group_type"] for g in listed["groups"]}[group] == "consumer"
+
+            samples = scrape(broker)
+            for p, offset in committed.items():
+                labels = {"consumergroup": group, "topic": topic, "partition": str(p)}
+                assert value(samples, "kafka_consumergroup_current_offset", **labels) == offset
+                assert value(samples, "kafka_consumergroup_lag", **labels) == produced / partitions - offset
+        finally:
+            consumer.close()
+
+
 def test_error_counter_counts_none_as_kafka_does(broker):
     """Kafka's ErrorsPerSec counts error="NONE" too: one per error_code that is 0 (here one
     per partition of a ListOffsets answer), next to the failures of the same response."""
