@@ -87,6 +87,9 @@ class Server:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.connections = 0
+        # Open connections per listener name (Kafka's connection-count of
+        # socket-server-metrics{listener=...}); every bound listener has an entry, 0 included.
+        self.listener_connections: dict[str, int] = {}
         self.idle_s = broker.config.get("connections.max.idle.ms") / 1000
         self.max_frame = broker.config.get("socket.request.max.bytes")
         self.listeners: list[trio.SocketListener] = []
@@ -129,6 +132,7 @@ class Server:
                 listener = dataclasses.replace(listener, port=port, advertised_port=listener.advertised_port or port)
                 self._rebound(listener)
             bound.append((listener, sockets))
+            self.listener_connections.setdefault(listener.name, 0)
             log.info("listener %s (%s) on %s", listener.name, listener.security_protocol,
                      ", ".join(f"{a[0]}:{a[1]}" for a in (s.socket.getsockname() for s in sockets)))
         task_status.started([l.socket.getsockname() for l in self.listeners])
@@ -208,6 +212,7 @@ class Server:
                 # Counted here, not in the task: a burst of accepts runs ahead of the tasks it
                 # starts, and would let more than max.connections in.
                 self.connections += 1
+                self.listener_connections[spec.name] = self.listener_connections.get(spec.name, 0) + 1
                 nursery.start_soon(self._connection, stream, spec)
 
     def close_listeners(self) -> None:
@@ -253,6 +258,7 @@ class Server:
                                     security_protocol=listener.security_protocol, tls=tls)
         finally:
             self.connections -= 1
+            self.listener_connections[listener.name] -= 1
 
     async def _handshake(self, stream: trio.SocketStream, listener: Listener, host: str,
                          port: int) -> trio.SSLStream | None:

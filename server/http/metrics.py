@@ -14,9 +14,9 @@ one process, and the global registry would mix them.
 
 Units: request latency (`kafka_network_requestmetrics_totaltimems`) and flush latency
 (`kafka_log_logflushstats_logflushrateandtimems`) are histograms in milliseconds, as the
-"Ms" in Kafka's MBean names says. Error counts leave out NONE (Kafka's ErrorsPerSec
-includes error="NONE"; counting every successful partition would cost a dict update per
-partition on the hot path).
+"Ms" in Kafka's MBean names says. Error counts include error="NONE" as Kafka's
+ErrorsPerSec does (one per error_code field that is 0: per partition in Produce and
+Fetch); the generated walker sums them in a local and updates the dict once per response.
 
 `collect` may run in a worker thread (server/http/app.py renders off the event loop): it
 only reads, and takes snapshots (`list(d.items())`, copy-on-write dicts such as
@@ -86,6 +86,8 @@ def _walker_source(tree: _Tree, var: str, depth: int, lines: list[str]) -> None:
         lines.append(f"{pad}code = {var}.get('error_code')")
         lines.append(f"{pad}if code:")
         lines.append(f"{pad}    counts[code] = counts.get(code, 0) + 1")
+        lines.append(f"{pad}elif code is not None:  # absent: a field this response does not carry")
+        lines.append(f"{pad}    none += 1")
     for index, (name, sub, is_array) in enumerate(children):
         child = f"v{depth}_{index}"
         if is_array:
@@ -97,15 +99,18 @@ def _walker_source(tree: _Tree, var: str, depth: int, lines: list[str]) -> None:
 
 
 def _error_walker(api_key: int) -> Callable[[dict, dict], None] | None:
-    """A function counting the non-zero error codes of a response body of this API into
-    `counts`: nested loops generated from the message definition, no recursion (it runs
-    once per request: ~0.3 µs for a one-partition Produce response)."""
+    """A function counting the error codes of a response body of this API into `counts`,
+    NONE (0) included as Kafka's ErrorsPerSec counts it: nested loops generated from the
+    message definition, no recursion (it runs once per request: ~0.3 µs for a
+    one-partition Produce response)."""
     msg = MESSAGES.get((api_key, "response"))
     tree = _tree(msg["fields"]) if msg is not None else None
     if tree is None:
         return None
-    lines = ["def walk(body, counts):"]
+    lines = ["def walk(body, counts):", "    none = 0"]
     _walker_source(tree, "body", 0, lines)
+    # NONE is counted in a local and added once: one dict update per response, not per partition.
+    lines += ["    if none:", "        counts[0] = counts.get(0, 0) + none"]
     namespace: dict = {}
     exec("\n".join(lines), namespace)  # noqa: S102 - source built above from field names only
     return namespace["walk"]
@@ -222,7 +227,7 @@ class BrokerCollector:
                                            "Requests answered, per API and version (RequestsPerSec).",
                                            labels=["request", "version"])
             errors = CounterMetricFamily("kafka_network_requestmetrics_errors",
-                                         "Error codes in responses, per API (ErrorsPerSec; NONE not counted).",
+                                         "Error codes in responses, per API, NONE included (ErrorsPerSec).",
                                          labels=["request", "error"])
             latency = HistogramMetricFamily("kafka_network_requestmetrics_totaltimems",
                                             "Request time in milliseconds from dispatch to the response "
@@ -248,8 +253,13 @@ class BrokerCollector:
 
         # SocketServer
         if self.server is not None:
-            yield GaugeMetricFamily("kafka_server_socketservermetrics_connection_count",
-                                    "Open client connections (all listeners).", value=self.server.connections)
+            # Kafka's is per listener and network processor; Trafka's one event loop has no
+            # processors, so the label is the listener name only (sum by listener in Kafka).
+            connection_count = GaugeMetricFamily("kafka_server_socketservermetrics_connection_count",
+                                                 "Open client connections, per listener.", labels=["listener"])
+            for listener, count in sorted(list(self.server.listener_connections.items())):
+                connection_count.add_metric([listener], count)
+            yield connection_count
 
         # ReplicaManager
         cluster = broker.cluster
@@ -343,9 +353,12 @@ class BrokerCollector:
 
     def _group_lag(self, partitions: list) -> Iterator[Any]:
         """kafka_exporter's names (kafka_consumergroup_lag{consumergroup,topic,partition}):
-        Kafka's JMX has no per-group lag. Only partitions with a replica here that knows
-        the high watermark (the leader) are reported: a coordinator in a cluster does not
-        see the rest."""
+        Kafka's JMX has no per-group lag. `groups` holds classic and KIP-848 consumer
+        groups alike, both GroupOffsets (server/groups/offsets.py), so both are reported;
+        KIP-932 share groups (broker.share) keep share-partition state, not committed
+        offsets, and are left out (Kafka reports their lag differently). Only
+        partitions with a replica here that knows the high watermark (the leader) are
+        reported: a coordinator in a cluster does not see the rest."""
         from prometheus_client.core import GaugeMetricFamily
 
         high_watermarks = {(p.topic, p.index): p.high_watermark for p in partitions

@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.brokerproc import REPO, BrokerProcess, free_port, raw_request
+from tests.brokerproc import REPO, BrokerProcess, create_topic, free_port, raw_request
 from wire.registry import ApiKey
 
 pytestmark = pytest.mark.timeout(180)
@@ -157,7 +157,7 @@ def test_error_counter_counts_an_unknown_partition(broker):
 
 def test_connection_count_and_fetch_purgatory(broker):
     def connections() -> float:
-        return value(scrape(broker), "kafka_server_socketservermetrics_connection_count")
+        return value(scrape(broker), "kafka_server_socketservermetrics_connection_count", listener="PLAINTEXT")
 
     base = connections()
     sockets = [socket.create_connection(("127.0.0.1", broker.port)) for _ in range(3)]
@@ -281,3 +281,105 @@ def test_bytes_out_counts_what_a_long_poll_sends_once(broker):
     assert sent > 100
     after = value(scrape(broker), "kafka_server_brokertopicmetrics_bytesout_total", topic=topic)
     assert after - before == sent
+
+
+def test_lag_of_a_kip848_consumer_group(tmp_path):
+    """A group.protocol=consumer group (ConsumerGroupHeartbeat, server/groups/consumer/)
+    commits through the same offset store as a classic one: its lag is produced minus
+    committed, per partition."""
+    topic, partitions, produced, group = "metered-848", 3, 90, "metered-848-group"
+    with BrokerProcess(tmp_path / "data", "--set", "group.consumer.min.heartbeat.interval.ms=500",
+                       "--set", "group.consumer.heartbeat.interval.ms=1000", http=True) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(30)
+        producer = ck.Producer({"bootstrap.servers": broker.bootstrap})
+        for i in range(produced):
+            producer.produce(topic, value=b"%d" % i, partition=i % partitions)
+        assert producer.flush(30) == 0
+
+        consumer = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                                "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                                "enable.auto.commit": False})
+        try:
+            consumer.subscribe([topic])
+            seen = 0
+            deadline = time.monotonic() + 60
+            while seen < produced and time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+                if message is not None and message.error() is None:
+                    seen += 1
+            assert seen == produced
+            committed = {0: 30, 1: 7, 2: 0}
+            consumer.commit(offsets=[ck.TopicPartition(topic, p, o) for p, o in committed.items()],
+                            asynchronous=False)
+            # ListGroups v5's group_type: the coordinator holds a KIP-848 group, not a classic one.
+            listed = raw_request("127.0.0.1", broker.port, ApiKey.LIST_GROUPS, 5,
+                                 {"states_filter": [], "types_filter": []})
+            assert {g["group_id"]: g["group_type"] for g in listed["groups"]}[group] == "consumer"
+
+            samples = scrape(broker)
+            for p, offset in committed.items():
+                labels = {"consumergroup": group, "topic": topic, "partition": str(p)}
+                assert value(samples, "kafka_consumergroup_current_offset", **labels) == offset
+                assert value(samples, "kafka_consumergroup_lag", **labels) == produced / partitions - offset
+        finally:
+            consumer.close()
+
+
+def test_error_counter_counts_none_as_kafka_does(broker):
+    """Kafka's ErrorsPerSec counts error="NONE" too: one per error_code that is 0 (here one
+    per partition of a ListOffsets answer), next to the failures of the same response."""
+    create_topic(broker.port, "counted", 2)
+
+    def errors(code: str) -> float:
+        return value(scrape(broker), "kafka_network_requestmetrics_errors_total", request="ListOffsets",
+                     error=code) or 0
+
+    assert errors("NONE") == 0
+    body = {"replica_id": -1, "topics": [
+        {"name": "counted", "partitions": [{"partition_index": 0, "timestamp": -1},
+                                           {"partition_index": 1, "timestamp": -1}]},
+        {"name": "no-such-topic", "partitions": [{"partition_index": 0, "timestamp": -1}]}]}
+    response = raw_request("127.0.0.1", broker.port, ApiKey.LIST_OFFSETS, 1, body)
+    codes = sorted(p["error_code"] for t in response["topics"] for p in t["partitions"])
+    assert codes == [0, 0, 3]
+    assert errors("NONE") == 2
+    assert errors("UNKNOWN_TOPIC_OR_PARTITION") == 1
+    # An API whose answer has a single top-level error_code: one NONE per request.
+    api_versions = value(scrape(broker), "kafka_network_requestmetrics_errors_total", request="ApiVersions",
+                         error="NONE")
+    requests = sum(v for labels, v in scrape(broker)["kafka_network_requestmetrics_requests_total"].items()
+                   if ("request", "ApiVersions") in labels)
+    assert api_versions == requests >= 1
+
+
+def test_connection_count_per_listener(tmp_path):
+    """Two listeners, a named one mapped to SASL_PLAINTEXT: each listener's
+    kafka_server_socketservermetrics_connection_count{listener} counts its own connections."""
+    port, client_port = free_port(), free_port()
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";'
+    with BrokerProcess(tmp_path / "data",
+                       "--set", f"listeners=PLAINTEXT://127.0.0.1:{port},CLIENT://127.0.0.1:{client_port}",
+                       "--set", "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CLIENT:SASL_PLAINTEXT",
+                       "--set", "sasl.enabled.mechanisms=PLAIN", "--set", f"sasl.jaas.config={jaas}",
+                       port=port, http=True) as broker:
+        def counts() -> dict[str, float]:
+            family = scrape(broker)["kafka_server_socketservermetrics_connection_count"]
+            return {dict(labels)["listener"]: v for labels, v in family.items()}
+
+        # Both listeners are there before any client connects (0 is a value, not a gap).
+        base = {"PLAINTEXT": 0, "CLIENT": 0}
+        wait_for(lambda: counts() == base, 10, "both listeners at 0 (the start-up probe gone)")
+        plain = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
+        sasl = [socket.create_connection(("127.0.0.1", client_port)) for _ in range(3)]
+        try:
+            wait_for(lambda: counts() == {"PLAINTEXT": base["PLAINTEXT"] + 2, "CLIENT": base["CLIENT"] + 3}, 10,
+                     "2 PLAINTEXT and 3 CLIENT connections")
+            for sock in sasl:
+                sock.close()
+            wait_for(lambda: counts() == {"PLAINTEXT": base["PLAINTEXT"] + 2, "CLIENT": base["CLIENT"]}, 10,
+                     "the CLIENT connections to close")
+        finally:
+            for sock in plain + sasl:
+                sock.close()
+        wait_for(lambda: counts() == base, 10, "every connection to close")
