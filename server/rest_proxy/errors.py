@@ -100,7 +100,7 @@ def invalid_schema(message: str) -> RestError:
 
 
 def unsupported_format(what: str) -> RestError:
-    """An embedded format this proxy cannot serve (PROTOBUF: the registry has no PROTOBUF type)."""
+    """An embedded format this proxy cannot serve (Confluent's 42206; every format it names is served now)."""
     return RestError(422, 42206, f"Unsupported format: {what}")
 
 
