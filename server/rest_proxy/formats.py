@@ -138,7 +138,7 @@ class SchemaSource:
             if not isinstance(ref, dict) or ref.get("name") in seen:
                 continue
             seen.add(ref.get("name"))
-            found = await self._call("GET", f"/subjects/{ref.get('subject')}/versions/{ref.get('version')}"
+            found = await self._call("GET", f"/subjects/{quote(str(ref.get('subject')), safe='')}/versions/{ref.get('version')}"
                                             "?format=serialized")
             files += await self._protobuf_imports(found.get("references") or [], seen)
             proto = protobuf.read_file(found["schema"])

@@ -173,3 +173,44 @@ def test_schema_id_of_another_type(broker, rest):
     r = rest.post(f"/topics/{topic}", headers={"Content-Type": PROTOBUF},
                   json={"value_schema_id": avro, "records": [{"value": {"id": "1"}}]})
     assert (r.status_code, r.json()["error_code"]) == (422, 42205), r.text
+
+
+MONEY = 'syntax = "proto3"; package common; message Money { int64 units = 1; string currency = 2; }'
+PRICED = """
+syntax = "proto3";
+package shop;
+
+import "shop/money.proto";
+import "google/protobuf/timestamp.proto";
+
+message Priced {
+  string sku = 1;
+  common.Money price = 2;
+  google.protobuf.Timestamp since = 3;
+}
+"""
+
+
+def test_references_and_well_known_imports(broker, rest):
+    """A schema importing a file of another subject (a reference, its subject holding a '/')
+    and a well-known google/protobuf file: the proxy loads both to build the message."""
+    topic = new_topic(broker)
+    registry = broker.registry_url
+    money = httpx.post(f"{registry}/subjects/shop%2Fmoney.proto/versions",
+                       json={"schemaType": "PROTOBUF", "schema": MONEY})
+    assert money.status_code == 200, money.text
+    priced = httpx.post(f"{registry}/subjects/{topic}-value/versions", json={
+        "schemaType": "PROTOBUF", "schema": PRICED,
+        "references": [{"name": "shop/money.proto", "subject": "shop/money.proto", "version": 1}]})
+    assert priced.status_code == 200, priced.text
+    schema_id = priced.json()["id"]
+    value = {"sku": "b-1", "price": {"units": "12", "currency": "EUR"}, "since": "2024-05-01T10:00:00Z"}
+    r = rest.post(f"/topics/{topic}", headers={"Content-Type": PROTOBUF},
+                  json={"value_schema_id": schema_id, "records": [{"value": value}]})
+    assert r.status_code == 200, r.text
+    base_uri = rest_consumer(rest, topic, "protobuf")
+    try:
+        (got,) = read_all(rest, base_uri, PROTOBUF, 1)
+    finally:
+        rest.delete(base_uri, headers={"Content-Type": V2})
+    assert got["value"] == value and got["value_schema_id"] == schema_id
