@@ -6,14 +6,20 @@ codes for a schema that does not parse and a record that does not match."""
 from __future__ import annotations
 
 import base64
+import io
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from confluent_kafka.schema_registry.common.serde import SchemaId
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+from server.rest_proxy.protobuf import message_indexes, read_message_indexes
 
 from tests.rest_proxy.conftest import V2, read_all
 from tests.rest_proxy.test_rest_schemas import native_values, new_topic, rest_consumer
@@ -214,3 +220,48 @@ def test_references_and_well_known_imports(broker, rest):
     finally:
         rest.delete(base_uri, headers={"Content-Type": V2})
     assert got["value"] == value and got["value_schema_id"] == schema_id
+
+
+@given(st.lists(st.integers(min_value=0, max_value=2 ** 31 - 1), min_size=1, max_size=8))
+def test_message_indexes_are_confluent_kafkas(path):
+    """Bytes in, bytes out against confluent-kafka's own writer and reader of the
+    message-index array (zigzag varints; [0] a single 0)."""
+    theirs = io.BytesIO()
+    SchemaId._encode_varints(theirs, path)
+    ours = message_indexes(path)
+    assert ours == theirs.getvalue()
+    assert SchemaId._read_index_array(io.BytesIO(ours)) == path
+    assert read_message_indexes(b"\x00" * 5 + ours + b"rest", 5) == (path, 5 + len(ours))
+
+
+@pytest.mark.parametrize("cut", [b"\x80", b"\x04\x02", b"\xff" * 12])
+def test_a_cut_message_index_array_is_refused(cut):
+    with pytest.raises(ValueError):
+        read_message_indexes(b"\x00" * 5 + cut, 5)
+
+
+def test_a_record_the_schema_cannot_read(broker, rest):
+    """A record naming a message the schema has not (index path [5]) or cut short: Confluent's
+    deserialization failure, 50002, never a crash."""
+    topic = new_topic(broker)
+    r = rest.post(f"/topics/{topic}", headers={"Content-Type": PROTOBUF},
+                  json={"value_schema": ORDER, "records": [{"value": {"id": "1"}}]})
+    assert r.status_code == 200, r.text
+    header = b"\x00" + r.json()["value_schema_id"].to_bytes(4, "big")
+    for value in (header + message_indexes([5]) + b"", header + b"\x00" + b"\x08"):
+        topic = new_topic(broker)
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        producer.produce(topic, value=value)
+        assert producer.flush(30) == 0
+        base_uri = rest_consumer(rest, topic, "protobuf")
+        try:
+            statuses = []
+            for _ in range(30):
+                answer = rest.get(base_uri + "/records", params={"timeout": 1000}, headers={"Accept": PROTOBUF})
+                statuses.append(answer.status_code)
+                if answer.status_code != 200:
+                    break
+            assert (answer.status_code, answer.json()["error_code"]) == (500, 50002), statuses
+            assert "cannot be read with schema" in answer.json()["message"]
+        finally:
+            rest.delete(base_uri, headers={"Content-Type": V2})
