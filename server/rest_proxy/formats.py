@@ -125,7 +125,7 @@ class SchemaSource:
             kind = answer.get("schemaType", "AVRO")
             if kind == "PROTOBUF":
                 imports = await self._protobuf_imports(answer.get("references") or [], set())
-                schema = ProtobufSchema(schema_id, answer["schema"], protobuf.read_file(answer["schema"]), imports)
+                schema = ProtobufSchema(schema_id, protobuf.read_file(answer["schema"]), imports)
             else:
                 schema = Schema(schema_id, kind, answer["schema"])
             self._by_id[schema_id] = schema
@@ -138,8 +138,8 @@ class SchemaSource:
             if not isinstance(ref, dict) or ref.get("name") in seen:
                 continue
             seen.add(ref.get("name"))
-            found = await self._call("GET", f"/subjects/{quote(str(ref.get('subject')), safe='')}/versions/{ref.get('version')}"
-                                            "?format=serialized")
+            subject = quote(str(ref.get("subject")), safe="")
+            found = await self._call("GET", f"/subjects/{subject}/versions/{ref.get('version')}?format=serialized")
             files += await self._protobuf_imports(found.get("references") or [], seen)
             proto = protobuf.read_file(found["schema"])
             proto.name = ref["name"]  # the importing file names it so

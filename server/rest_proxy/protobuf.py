@@ -109,9 +109,8 @@ class ProtobufSchema:
 
     type = "PROTOBUF"
 
-    def __init__(self, schema_id: int, text: str, main: FDP, imports: list[FDP]) -> None:
+    def __init__(self, schema_id: int, main: FDP, imports: list[FDP]) -> None:
         self.id = schema_id
-        self.text = text
         self.main = main
         self.pool = descriptor_pool.DescriptorPool()
         added: set[str] = set()
