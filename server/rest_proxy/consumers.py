@@ -119,10 +119,9 @@ class ConsumerInstances:
         if not isinstance(name, str) or not name:
             raise errors.invalid_consumer_config("name must be a non-empty string")
         fmt = str(body.get("format") or BINARY).lower()
-        if fmt == PROTOBUF:
-            raise errors.unsupported_format("PROTOBUF (the Schema Registry has no PROTOBUF schema type)")
-        if fmt not in (BINARY, JSON, AVRO, JSONSCHEMA):
-            raise errors.invalid_consumer_config(f"format {fmt!r} is not one of binary, json, avro, jsonschema")
+        if fmt not in (BINARY, JSON, AVRO, JSONSCHEMA, PROTOBUF):
+            raise errors.invalid_consumer_config(f"format {fmt!r} is not one of binary, json, avro, jsonschema, "
+                                                 "protobuf")
         if self.closing:
             raise errors.RestError(503, 50003, "The broker is shutting down: no new consumer instances")
         if (group, name) in self.instances:

@@ -99,11 +99,6 @@ def invalid_schema(message: str) -> RestError:
     return RestError(422, 42205, f"Invalid schema: {message}")
 
 
-def unsupported_format(what: str) -> RestError:
-    """An embedded format this proxy cannot serve (PROTOBUF: the registry has no PROTOBUF type)."""
-    return RestError(422, 42206, f"Unsupported format: {what}")
-
-
 def unprocessable(message: str) -> RestError:
     """A request body that is JSON but not the entity the endpoint takes (Confluent: 422)."""
     return RestError(422, 422, message)

@@ -1,10 +1,11 @@
 """Embedded formats: how a record's key/value travels inside the JSON of a request or answer.
 
 binary: base64 text of the bytes; json: any JSON value, stored as its UTF-8 JSON text;
-avro / jsonschema: a JSON value checked against a schema of the broker's Schema Registry and
-stored in Confluent's wire format (magic byte 0, the schema id as 4 big-endian bytes, then
-the Avro binary encoding / the JSON text). Avro values are taken and given in Avro's JSON
-encoding (unions as {"type": value}), as Confluent's REST Proxy does.
+avro / jsonschema / protobuf: a JSON value checked against a schema of the broker's Schema
+Registry and stored in Confluent's wire format (magic byte 0, the schema id as 4 big-endian
+bytes, then the Avro binary encoding / the JSON text / the message-index array and the
+protobuf message, `protobuf.py`). Avro values are taken and given in Avro's JSON encoding
+(unions as {"type": value}), as Confluent's REST Proxy does.
 
 Why the registry's HTTP API and not its object: the proxy then needs nothing of the
 registry's internals, and in a cluster the registry forwards writes to the leader of
@@ -19,13 +20,15 @@ import io
 import json
 import logging
 import struct
+from urllib.parse import quote
 from typing import Any
 
 import fastavro
 import httpx
 import jsonschema
 
-from server.rest_proxy import errors
+from server.rest_proxy import errors, protobuf
+from server.rest_proxy.protobuf import ProtobufSchema
 
 log = logging.getLogger("trafka.rest_proxy")
 
@@ -111,23 +114,56 @@ class SchemaSource:
             raise errors.schema_registry_unavailable(str(message))
         return answer
 
-    async def by_id(self, schema_id: Any) -> Schema:
+    async def by_id(self, schema_id: Any) -> Schema | ProtobufSchema:
         if not isinstance(schema_id, int) or isinstance(schema_id, bool):
             raise errors.unprocessable(f"a schema id must be an integer, not {schema_id!r}")
         schema = self._by_id.get(schema_id)
         if schema is None:
-            answer = await self._call("GET", f"/schemas/ids/{schema_id}")
-            schema = self._by_id[schema_id] = Schema(schema_id, answer.get("schemaType", "AVRO"), answer["schema"])
+            # ?format=serialized: a PROTOBUF schema as the FileDescriptorProto the pool loads
+            # (other types ignore it and come back as their text)
+            answer = await self._call("GET", f"/schemas/ids/{schema_id}?format=serialized")
+            kind = answer.get("schemaType", "AVRO")
+            if kind == "PROTOBUF":
+                imports = await self._protobuf_imports(answer.get("references") or [], set())
+                schema = ProtobufSchema(schema_id, protobuf.read_file(answer["schema"]), imports)
+            else:
+                schema = Schema(schema_id, kind, answer["schema"])
+            self._by_id[schema_id] = schema
         return schema
 
-    async def register(self, subject: str, fmt: str, text: Any) -> Schema:
-        """The id of `text` under `subject` (registering it when new: TopicNameStrategy)."""
+    async def _protobuf_imports(self, references: list, seen: set[str]) -> list:
+        """The files a PROTOBUF schema's references name, each after its own imports."""
+        files = []
+        for ref in references:
+            if not isinstance(ref, dict) or ref.get("name") in seen:
+                continue
+            seen.add(ref.get("name"))
+            subject = quote(str(ref.get("subject")), safe="")
+            found = await self._call("GET", f"/subjects/{subject}/versions/{ref.get('version')}?format=serialized")
+            files += await self._protobuf_imports(found.get("references") or [], seen)
+            proto = protobuf.read_file(found["schema"])
+            proto.name = ref["name"]  # the importing file names it so
+            files.append(proto)
+        return files
+
+    async def by_version(self, subject: str, version: Any) -> tuple[Schema | ProtobufSchema, int]:
+        """A subject's version (a number or "latest") and its schema (v3 subject + schema_version)."""
+        if not (version == "latest" or (isinstance(version, int) and not isinstance(version, bool)
+                                        and version > 0)):
+            raise errors.unprocessable(f"schema_version must be a positive integer or latest, not {version!r}")
+        answer = await self._call("GET", f"/subjects/{quote(subject, safe='')}/versions/{version}")
+        return await self.by_id(answer["id"]), answer["version"]
+
+    async def register(self, subject: str, fmt: str, text: Any) -> Schema | ProtobufSchema:
+        """The id of `text` under `subject` (registering it when new: TopicNameStrategy).
+        PROTOBUF text is only parsed by the registry (its 42201 is our 42205)."""
         if not isinstance(text, str):
             raise errors.invalid_schema("the schema must be given as a string")
         try:
-            document = json.loads(text)
-            if fmt == AVRO:
-                fastavro.parse_schema(document)
+            if fmt != PROTOBUF:
+                document = json.loads(text)
+                if fmt == AVRO:
+                    fastavro.parse_schema(document)
         except Exception as exc:
             raise errors.invalid_schema(str(exc)) from None
         answer = await self._call("POST", f"/subjects/{subject}/versions",

@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from server.rest_proxy import errors, formats
 from server.rest_proxy.consumers import ConsumerInstance, topic_partitions
-from server.rest_proxy.formats import AVRO, BINARY, JSON, JSONSCHEMA, PROTOBUF
+from server.rest_proxy.formats import BINARY, JSON
 from server.rest_proxy.http import (V2, JSONAnswer, check_accept, check_v2_content_type, int_param, json_body,
                                     no_content)
 from server.rest_proxy.kafka import produce_sync
@@ -91,8 +91,6 @@ def routes(proxy) -> list[Route]:
         ctype = check_v2_content_type(request, PRODUCE_TYPES)
         check_accept(request, (V2, "application/json"))
         fmt = formats.format_of_media_type(ctype) or JSON
-        if fmt == PROTOBUF:
-            raise errors.unsupported_format("PROTOBUF (the Schema Registry has no PROTOBUF schema type)")
         body = await json_body(request)
         if not isinstance(body, dict) or not isinstance(body.get("records"), list):
             raise errors.unprocessable("the request body must be an object with a 'records' list")
@@ -113,12 +111,12 @@ def routes(proxy) -> list[Route]:
             if p is not None and (not isinstance(p, int) or isinstance(p, bool) or p not in found.partitions):
                 raise errors.partition_not_found(name, p)
         key_schema = value_schema = None
-        if fmt in (AVRO, JSONSCHEMA):
+        if fmt in formats.SCHEMA_FORMATS:
             key_schema = await _schema(body, "key", name, fmt, any(r.get("key") is not None for r in records))
             value_schema = await _schema(body, "value", name, fmt, any(r.get("value") is not None for r in records))
         items = []
         for r in records:
-            if fmt in (AVRO, JSONSCHEMA):
+            if fmt in formats.SCHEMA_FORMATS:
                 key = None if r.get("key") is None else key_schema.encode(r["key"])
                 value = None if r.get("value") is None else value_schema.encode(r["value"])
             else:
@@ -142,7 +140,11 @@ def routes(proxy) -> list[Route]:
         schema_id = body.get(f"{part}_schema_id")
         text = body.get(f"{part}_schema")
         if schema_id is not None:
-            return await proxy.schemas.by_id(schema_id)
+            schema = await proxy.schemas.by_id(schema_id)
+            if schema.type != formats.REGISTRY_TYPE[fmt]:
+                raise errors.invalid_schema(f"{part}_schema_id {schema_id} is a {schema.type} schema, "
+                                            f"not {formats.REGISTRY_TYPE[fmt]} (format {fmt})")
+            return schema
         if text is not None:
             return await proxy.schemas.register(f"{topic}-{part}", fmt, text)
         if needed:
@@ -288,7 +290,7 @@ def routes(proxy) -> list[Route]:
             entry = {"topic": m.topic(), "key": await _decode(instance.format, m.key()),
                      "value": await _decode(instance.format, m.value()),
                      "partition": m.partition(), "offset": m.offset()}
-            if instance.format in (AVRO, JSONSCHEMA):
+            if instance.format in formats.SCHEMA_FORMATS:
                 entry["key_schema_id"] = formats.schema_id_of(m.key())
                 entry["value_schema_id"] = formats.schema_id_of(m.value())
             headers = m.headers()

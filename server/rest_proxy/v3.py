@@ -28,6 +28,9 @@ from server.rest_proxy.kafka import kafka_error, produce_sync
 
 log = logging.getLogger("trafka.rest_proxy")
 
+# v3's key/value "type" for each registry schema type
+SCHEMA_KINDS = {"AVRO": formats.AVRO, "JSONSCHEMA": formats.JSONSCHEMA, "PROTOBUF": formats.PROTOBUF}
+
 
 def _answer(content: Any, status: int = 200) -> Response:
     return JSONAnswer(content, status, V3)
@@ -355,8 +358,11 @@ def routes(proxy) -> list[Route]:
         kind = str(spec.get("type") or "").upper()
         data = spec.get("data")
         schema = None
-        if not kind and ("schema_id" in spec or "schema" in spec or "subject" in spec):
-            kind = str(spec.get("schema_type") or "AVRO").upper()
+        version = subject = None
+        if not kind and any(k in spec for k in ("schema_id", "schema", "subject", "schema_version")):
+            # no type: the registry's schema says which (a schema text without one is AVRO,
+            # or its schema_type)
+            kind = "SCHEMA" if "schema" not in spec else str(spec.get("schema_type") or "AVRO").upper()
         if kind == "BINARY":
             raw = formats.to_bytes(formats.BINARY, data, what=part)
         elif kind == "JSON":
@@ -365,23 +371,31 @@ def routes(proxy) -> list[Route]:
             if data is not None and not isinstance(data, str):
                 raise errors.unprocessable(f"a STRING {part} must be a string")
             raw = None if data is None else data.encode()
-        elif kind in ("AVRO", "JSONSCHEMA"):
-            fmt = formats.AVRO if kind == "AVRO" else formats.JSONSCHEMA
+        elif kind in ("AVRO", "JSONSCHEMA", "PROTOBUF", "SCHEMA"):
+            fmt = SCHEMA_KINDS.get(kind)
+            subject = spec.get("subject") or f"{topic}-{part}"
+            if not isinstance(subject, str):
+                raise errors.unprocessable(f"{part} subject must be a string")
             if "schema_id" in spec:
                 schema = await proxy.schemas.by_id(spec["schema_id"])
-            elif "schema" in spec:
-                subject = spec.get("subject") or f"{topic}-{part}"
+                subject = spec.get("subject")
+            elif "schema_version" in spec or ("subject" in spec and "schema" not in spec):
+                schema, version = await proxy.schemas.by_version(subject, spec.get("schema_version", "latest"))
+            elif "schema" in spec and fmt is not None:
                 schema = await proxy.schemas.register(subject, fmt, spec["schema"])
             else:
                 raise errors.key_schema_missing() if part == "key" else errors.value_schema_missing()
+            found = {"AVRO": "AVRO", "JSON": "JSONSCHEMA", "PROTOBUF": "PROTOBUF"}.get(schema.type)
+            if fmt is not None and found != kind:
+                raise errors.invalid_schema(f"the {part} schema {schema.id} is {schema.type}, not {kind}")
+            kind = found
             raw = None if data is None else schema.encode(data)
-        elif kind == "PROTOBUF":
-            raise errors.unsupported_format("PROTOBUF (the Schema Registry has no PROTOBUF schema type)")
         else:
-            raise errors.unprocessable(f"{part} type {kind!r} is not BINARY, JSON, STRING, AVRO or JSONSCHEMA")
+            raise errors.unprocessable(f"{part} type {kind!r} is not BINARY, JSON, STRING, AVRO, JSONSCHEMA "
+                                       "or PROTOBUF")
         shape = {"type": kind, "size": 0 if raw is None else len(raw)}
         if schema is not None:
-            shape.update({"subject": None, "schema_id": schema.id, "schema_version": None})
+            shape.update({"subject": subject, "schema_id": schema.id, "schema_version": version})
         return raw, shape
 
     # ---- consumer groups -----------------------------------------------------------

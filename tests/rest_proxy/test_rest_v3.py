@@ -165,7 +165,7 @@ def test_records_refusals(broker, rest, cluster_id):
     r = rest.post(url, content=b"{}", headers={"Content-Type": "text/plain"})
     assert r.status_code == 415
     r = rest.post(url, json={"value": {"type": "PROTOBUF", "data": {}}})
-    assert r.status_code == 422 and r.json()["error_code"] == 42206
+    assert r.status_code == 422 and r.json()["error_code"] == 42202  # no schema, id nor subject
 
 
 def test_consumer_groups_consumers_and_lags(broker, rest, cluster_id):
