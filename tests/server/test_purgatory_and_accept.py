@@ -166,8 +166,11 @@ def test_a_wave_of_expiries_is_spread_over_scheduler_passes():
                 seen.append(sum(e.is_set() for e in events))
                 await trio.sleep(0)
             nursery.cancel_scope.cancel()
-        woken = [n for n in seen if n]
-        assert woken[0] <= EXPIRE_PER_PASS < 300 and woken[-1] == 300
-        assert all(b - a <= EXPIRE_PER_PASS for a, b in zip(seen, seen[1:]))
+        # trio may run the timer before or after this task within a batch, so between two
+        # looks here the timer may have had two passes: at most 2 x EXPIRE_PER_PASS (< 300)
+        # new wake-ups per look, and the wave is seen half-done at least once.
+        assert 2 * EXPIRE_PER_PASS < 300 and seen[-1] == 300
+        assert all(b - a <= 2 * EXPIRE_PER_PASS for a, b in zip(seen, seen[1:])), seen
+        assert any(0 < n < 300 for n in seen), seen
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
