@@ -192,6 +192,10 @@ class RegistryClient:
             self._by_id[schema_id] = parsed
         return parsed
 
+    def latest(self, subject: str) -> dict:
+        """The latest version of ``subject``: ``{"subject", "version", "id", "schema", ...}``."""
+        return self._call("GET", f"/subjects/{subject}/versions/latest")
+
     def decode(self, data: bytes, reader_schema: Any = None) -> Any:
         """A framed value decoded with the schema its id names."""
         return decode(data, self.schema(schema_id_of(data)), reader_schema)
@@ -228,13 +232,10 @@ def from_confluent_avro(col: Any, registry_url: str, schema: Any = None, *, on_e
     """
     import pandas as pd
     from pyspark.sql import functions as F
-    from pyspark.sql.functions import pandas_udf
-
     if on_error not in ("fail", "null"):
         raise ValueError(f"on_error must be 'fail' or 'null', not {on_error!r}")
 
-    @pandas_udf("string")  # type: ignore[call-overload]
-    def _decode(values: pd.Series) -> pd.Series:
+    def _decode(values):
         client = registry_client(registry_url)
         out = []
         for data in values:
@@ -250,7 +251,7 @@ def from_confluent_avro(col: Any, registry_url: str, schema: Any = None, *, on_e
                 out.append(None)
         return pd.Series(out, dtype=object)
 
-    decoded = _decode(col)
+    decoded = _udf(_decode, "string")(col)
     return decoded if schema is None else F.from_json(decoded, schema)
 
 
@@ -262,18 +263,92 @@ def to_confluent_avro(col: Any, subject: str, schema: str | dict, registry_url: 
     """
     import pandas as pd
     from pyspark.sql import functions as F
-    from pyspark.sql.functions import pandas_udf
-
     text = schema if isinstance(schema, str) else json.dumps(schema)
     with RegistryClient(registry_url) as client:
         schema_id = client.register(subject, text)
     log.info("output schema registered: subject %s id %d", subject, schema_id)
 
-    @pandas_udf("binary")  # type: ignore[call-overload]
-    def _encode(values: pd.Series) -> pd.Series:
+    def _encode(values):
         parsed = parse_schema(text)
         return pd.Series(
             [None if v is None else encode(schema_id, parsed, json.loads(v)) for v in values], dtype=object
         )
 
-    return _encode(F.to_json(col, {"ignoreNullFields": "false"}))
+    return _udf(_encode, "binary")(F.to_json(col, {"ignoreNullFields": "false"}))
+
+
+def _udf(fn: Any, return_type: str) -> Any:
+    """A Series → Series pandas UDF. pyspark infers the UDF kind from the annotations, which
+    this module's ``from __future__ import annotations`` would leave as unresolvable strings
+    (pandas is imported lazily), so they are set as real types here."""
+    import pandas as pd
+    from pyspark.sql.functions import pandas_udf
+
+    fn.__annotations__ = {"values": pd.Series, "return": pd.Series}
+    return pandas_udf(fn, return_type)  # type: ignore[call-overload]
+
+
+# --------------------------------------------------------------------------- schema mapping
+
+_AVRO_TO_SPARK = {
+    "null": "string", "boolean": "boolean", "int": "int", "long": "bigint", "float": "float",
+    "double": "double", "bytes": "binary", "string": "string",
+}
+
+
+def avro_to_spark_ddl(schema: Any) -> str:
+    """The Spark type (DDL text) that ``from_json`` needs to read an Avro value's JSON: records
+    → struct, arrays, maps, ``["null", T]`` → T (nullable), enums → string, fixed → binary.
+    Logical types keep their underlying type (timestamp-millis stays a long)."""
+    if isinstance(schema, str) and schema.lstrip().startswith(("{", "[")):
+        schema = json.loads(schema)
+    if isinstance(schema, str):
+        if schema not in _AVRO_TO_SPARK:
+            raise AvroSchemaError(f"named type reference {schema!r} is not supported here: inline it")
+        return _AVRO_TO_SPARK[schema]
+    if isinstance(schema, list):
+        branches = [b for b in schema if b != "null"]
+        if len(branches) != 1:
+            raise AvroSchemaError(f"union {schema} has no Spark type (only [\"null\", T] unions have)")
+        return avro_to_spark_ddl(branches[0])
+    kind = schema["type"]
+    if kind == "record":
+        return "struct<" + ",".join(f"`{f['name']}`:{avro_to_spark_ddl(f['type'])}" for f in schema["fields"]) + ">"
+    if kind == "array":
+        return f"array<{avro_to_spark_ddl(schema['items'])}>"
+    if kind == "map":
+        return f"map<string,{avro_to_spark_ddl(schema['values'])}>"
+    if kind == "enum":
+        return "string"
+    if kind == "fixed":
+        return "binary"
+    return avro_to_spark_ddl(kind)
+
+
+def spark_to_avro(data_type: Any, name: str = "Value", namespace: str = "trafka.spark") -> dict | str | list:
+    """An Avro schema for a Spark type: structs → records (nullable fields as ``["null", T]``
+    with default null), arrays, string-keyed maps, the primitive types. What
+    ``to_confluent_avro`` registers when no schema is given."""
+    from pyspark.sql import types as T
+
+    primitives = {
+        T.BooleanType: "boolean", T.IntegerType: "int", T.ShortType: "int", T.ByteType: "int",
+        T.LongType: "long", T.FloatType: "float", T.DoubleType: "double", T.StringType: "string",
+        T.BinaryType: "bytes",
+    }
+    for cls, avro in primitives.items():
+        if isinstance(data_type, cls):
+            return avro
+    if isinstance(data_type, T.StructType):
+        fields = []
+        for f in data_type.fields:
+            t = spark_to_avro(f.dataType, f"{name}_{f.name}", namespace)
+            fields.append({"name": f.name, "type": ["null", t], "default": None} if f.nullable
+                          else {"name": f.name, "type": t})
+        return {"type": "record", "name": name, "namespace": namespace, "fields": fields}
+    if isinstance(data_type, T.ArrayType):
+        return {"type": "array", "items": spark_to_avro(data_type.elementType, name + "_item", namespace)}
+    if isinstance(data_type, T.MapType) and isinstance(data_type.keyType, T.StringType):
+        return {"type": "map", "values": spark_to_avro(data_type.valueType, name + "_value", namespace)}
+    raise AvroSchemaError(f"no Avro type for Spark's {data_type.simpleString()} (cast it first: "
+                          "timestamps to long milliseconds, decimals to string or double)")
