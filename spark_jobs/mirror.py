@@ -35,6 +35,11 @@ checkpoint's offset log), for each source partition:
   not); of the rest, the first ``end(target) - (D + 1)`` are skipped too (written before the
   crash, sync not yet written); the remainder is written.
 
+The first time a source partition is seen, a *start marker* sync goes out before any of its
+records: (first source offset - 1, target end - 1). Records another writer left in the
+target topic are thereby never counted as ours, and a partition without any sync has
+nothing of ours in the target.
+
 Nothing is lost (a record is skipped only if the target holds it) and nothing is written
 twice (a record is written only if the target does not hold it). A failed write inside a
 batch (target restarting) is retried by running the same plan again from a fresh look at
@@ -321,6 +326,16 @@ class MirrorWriter:
             errors.append(f"{left} records not acknowledged within 60 s")
         return errors
 
+    def _write_syncs(self, syncs: dict[tuple[str, int], tuple[int, int]]) -> None:
+        errors = self._produce([
+            (self.offsets_topic, 0, encode_sync_key(t, p), encode_sync_value(u, d), None, [])
+            for (t, p), (u, d) in syncs.items()
+        ])
+        if errors:
+            raise RuntimeError("offset syncs: " + "; ".join(errors[:5]))
+        assert self.syncs is not None
+        self.syncs.update(syncs)
+
     def write_batch(self, groups: dict[tuple[str, int], list[Record]], batch_id: int = -1) -> int:
         """Write what the target lacks of ``groups``, then the offset syncs; retried as a whole
         until ``retry_for`` seconds pass. Returns how many records this call wrote."""
@@ -334,6 +349,14 @@ class MirrorWriter:
                 if self.syncs is None:
                     self.syncs = self.read_syncs()
                 ends = self.target_ends(groups)
+                # A partition seen for the first time gets a start marker before any record:
+                # "just before this batch's first source record is the target's current end".
+                # Records already in the target topic (another writer's) are then never
+                # mistaken for ours, and no sync at all means nothing of ours was written.
+                markers = {tp: (rows[0].offset - 1, ends[tp] - 1) for tp, rows in groups.items()
+                           if tp not in self.syncs}
+                if markers:
+                    self._write_syncs(markers)
                 todo = {tp: pending(rows, self.syncs.get(tp), ends[tp]) for tp, rows in groups.items()}
                 out = [
                     (self.prefix + r.topic, r.partition, r.key, r.value, r.timestamp_ms, list(r.headers))
@@ -344,14 +367,7 @@ class MirrorWriter:
                     raise RuntimeError("; ".join(errors[:5]))
                 written += len(out)
                 ends = self.target_ends(groups)
-                syncs = {tp: (rows[-1].offset, ends[tp] - 1) for tp, rows in groups.items()}
-                errors = self._produce([
-                    (self.offsets_topic, 0, encode_sync_key(t, p), encode_sync_value(u, d), None, [])
-                    for (t, p), (u, d) in syncs.items()
-                ])
-                if errors:
-                    raise RuntimeError("offset syncs: " + "; ".join(errors[:5]))
-                self.syncs.update(syncs)
+                self._write_syncs({tp: (rows[-1].offset, ends[tp] - 1) for tp, rows in groups.items()})
                 log.info("batch %d: %d records written, %d already on the target", batch_id, len(out),
                          sum(len(rows) for rows in groups.values()) - len(out))
                 return written

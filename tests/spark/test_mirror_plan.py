@@ -93,6 +93,7 @@ def _target_records(bootstrap: str, topic: str, partitions: int) -> list[tuple]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "check", "enable.auto.commit": False})
     out = []
     try:
+        consumer.list_topics(topic, timeout=10)  # metadata first, or the watermark call may say unknown partition
         for p in range(partitions):
             _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
             if not high:
@@ -132,6 +133,19 @@ def test_replayed_batches_are_written_once(brokers):
     assert fresh.write_batch(group_records(batch2), 1) == 2
     assert fresh.read_syncs() == {("orders", 0): (8, 8), ("orders", 1): (3, 3)}
     assert sorted(_target_records(target.bootstrap, "orders", 2)) == _expected(batch1 + batch2)
+
+
+def test_records_already_in_the_target_topic_are_not_ours(brokers):
+    source, target = brokers
+    create_topic(source.port, "t", 1)
+    create_topic(target.port, "t", 1)
+    other = [Record("t", 0, o, b"other", b"x", T0, ()) for o in range(3)]
+    MirrorWriter(source.bootstrap, target.bootstrap, "syncs.internal")._produce(
+        [("t", 0, r.key, r.value, r.timestamp_ms, []) for r in other])
+    rows = _rows(range(5))
+    assert MirrorWriter(source.bootstrap, target.bootstrap, "syncs.internal").write_batch(group_records(rows)) == 5
+    assert MirrorWriter(source.bootstrap, target.bootstrap, "syncs.internal").write_batch(group_records(rows)) == 0
+    assert sorted(_target_records(target.bootstrap, "t", 1)) == _expected(other + rows)
 
 
 def test_target_restart_mid_batch(brokers):
