@@ -167,3 +167,20 @@ def test_target_restart_mid_batch(brokers):
     finally:
         bouncer.join()
     assert sorted(_target_records(target.bootstrap, "t", 1)) == _expected(rows)
+
+
+def test_command_line_refusals_name_the_problem(brokers, capsys):
+    from spark_jobs.mirror import main, source_options, build_parser
+
+    source, target = brokers
+    create_topic(source.port, "a", 3)
+    create_topic(target.port, "a", 2)
+    base = ["--source", source.bootstrap, "--target", target.bootstrap, "--checkpoint", "/nonexistent"]
+    assert main(base + ["--topics", "a,nope"]) == 2
+    assert "source has no topic nope" in capsys.readouterr().err
+    assert main(base + ["--topics", "a"]) == 2
+    assert "target topic a has 2 partitions, source topic a has 3" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(base + ["--topics", "a", "--topics-regex", "a.*"])  # one or the other
+    opts = source_options(build_parser().parse_args(base + ["--topics-regex", "orders\\..*"]))
+    assert opts["includeHeaders"] == "true" and opts["subscribePattern"].endswith("(?:orders\\..*)")

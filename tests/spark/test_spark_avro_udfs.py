@@ -83,3 +83,11 @@ def test_decode_transform_encode(spark, registry):
     assert result == {b"k%d" % i: {"user": c["user"], "weight": 2 * c["n"], "tags": len(c["tags"])}
                       for i, c in enumerate(clicks) if c["page"] == "/p1"}
     assert theirs.get_latest_version("weighted-value").schema.schema_str  # registered by the driver
+
+
+def test_pipeline_refuses_an_unknown_input_subject(registry, capsys):
+    from spark_jobs.avro_pipeline import main
+
+    assert main(["--registry", registry.url, "--input-topic", "nosuch", "--output-topic", "out"]) == 2
+    err = capsys.readouterr().err
+    assert "nosuch-value" in err and "40401" in err
