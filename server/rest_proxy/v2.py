@@ -99,9 +99,11 @@ def routes(proxy) -> list[Route]:
         name = request.path_params["topic"]
         fixed = request.path_params.get("partition")
         records = body["records"]
-        wanted = {fixed} if fixed is not None else {r.get("partition") for r in records if isinstance(r, dict)}
-        wanted.discard(None)
-        found = proxy.recent_topic(creds, name, {p for p in wanted if isinstance(p, int)} if wanted else set())
+        # only the int partitions: a hostile record's partition may be any JSON value (a dict is
+        # unhashable); whatever is not a partition number is refused record by record below
+        wanted = {fixed} if fixed is not None else {r.get("partition") for r in records
+                                                      if isinstance(r, dict) and isinstance(r.get("partition"), int)}
+        found = proxy.recent_topic(creds, name, wanted)
         if found is None:
             _md, found = await proxy.topic_for_produce(creds, name)
         if fixed is not None and fixed not in found.partitions:

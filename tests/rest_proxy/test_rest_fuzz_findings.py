@@ -1,0 +1,75 @@
+"""Requests the fuzzing (test_rest_fuzz.py) and its review found answered 500 / 50002 with a
+Traceback: JSON values that pass a type check but not librdkafka's C types (a partition
+beyond int32, an offset beyond int64, Infinity), a dict where a partition number goes.
+Each must be a 4xx, and the broker's log must stay free of tracebacks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.rest_proxy.conftest import BINARY, V2
+
+
+def new_instance(rest, group: str) -> str:
+    r = rest.post(f"/consumers/{group}", headers={"Content-Type": V2}, json={"format": "binary"})
+    assert r.status_code == 200, r.text
+    return r.json()["base_uri"].split(str(rest.base_url).rstrip("/"), 1)[1]
+
+
+def assert_refused(r, status: int = 422) -> None:
+    assert r.status_code == status, r.text
+    assert isinstance(r.json()["error_code"], int) and r.json()["message"]
+
+
+def test_a_record_partition_that_is_not_a_number(broker, rest):
+    r = rest.post("/topics/any-topic", headers={"Content-Type": BINARY},
+                  json={"records": [{"value": None, "partition": {}}]})
+    assert r.status_code in (404, 422), r.text  # unknown topic or bad partition: never a 500
+    assert "Traceback" not in broker.log_tail(200)
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/assignments", {"partitions": [{"topic": "t", "partition": 2 ** 40}]}),
+    ("/positions/beginning", {"partitions": [{"topic": "t", "partition": 2 ** 31}]}),
+    ("/positions", {"offsets": [{"topic": "t", "partition": 0, "offset": 2 ** 70}]}),
+    ("/offsets", {"offsets": [{"topic": "t", "partition": -1, "offset": 0}]}),
+])
+def test_partitions_and_offsets_beyond_kafkas_types(broker, rest, path, body):
+    base = new_instance(rest, "fuzz-findings")
+    assert_refused(rest.post(base + path, headers={"Content-Type": V2}, json=body))
+    assert "Traceback" not in broker.log_tail(200)
+
+
+def test_consumer_settings_of_infinity(broker, rest):
+    body = json.dumps({"format": "binary", "fetch.min.bytes": float("inf")})  # Python writes Infinity
+    assert_refused(rest.post("/consumers/fuzz-findings", headers={"Content-Type": V2}, content=body))
+    assert "Traceback" not in broker.log_tail(200)
+
+
+@pytest.mark.parametrize("field, value", [("partitions_count", 2 ** 40), ("replication_factor", 2 ** 40),
+                                          ("replication_factor", 11499)])
+def test_topic_sizes_beyond_kafkas_types(broker, rest, field, value):
+    """Beyond int32, or beyond what librdkafka's NewTopic takes (replication_factor up to 10000)."""
+    cluster = rest.get("/v3/clusters").json()["data"][0]["cluster_id"]
+    body = {"topic_name": "fuzz-too-big", "partitions_count": 1, "replication_factor": 1, field: value}
+    r = rest.post(f"/v3/clusters/{cluster}/topics", json=body)
+    assert r.status_code in (400, 422), r.text
+    assert "Traceback" not in broker.log_tail(200)
+
+
+@pytest.mark.parametrize("record", [
+    {"value": {"type": "STRING", "data": "x"}, "headers": 5},
+    {"value": {"type": "STRING", "data": "x"}, "headers": {"name": "h"}},
+    {"value": {"type": "STRING", "data": "x"}, "timestamp": "0001-01-01T00:00:00+14:00"},
+])
+def test_v3_record_fields_of_the_wrong_shape(broker, rest, record):
+    from tests.brokerproc import create_topic
+
+    cluster = rest.get("/v3/clusters").json()["data"][0]["cluster_id"]
+    if "fuzz-v3" not in rest.get("/topics").json():
+        create_topic(broker.port, "fuzz-v3", 1)
+    r = rest.post(f"/v3/clusters/{cluster}/topics/fuzz-v3/records", json=record)
+    assert r.status_code < 500, r.text
+    assert "Traceback" not in broker.log_tail(200)
