@@ -66,7 +66,7 @@ async def _body(request: Request) -> Any:
         return {}
     try:
         return json.loads(data)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than the parser goes
         raise errors.bad_request(f"Unrecognized JSON in the request body: {exc}") from None
 
 
