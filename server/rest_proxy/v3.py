@@ -530,7 +530,7 @@ def routes(proxy) -> list[Route]:
         data = (await raw_body(request)).strip()
         try:
             body = json.loads(data) if data else {}
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than the parser goes
             raise errors.bad_request(f"Unexpected character in the JSON request body: {exc}") from None
         if not isinstance(body, dict):
             raise errors.unprocessable("the request body must be a JSON object")
@@ -589,6 +589,6 @@ def _json_stream(text: str) -> list:
             return out
         try:
             value, i = decoder.raw_decode(text, i)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than the parser goes
             raise errors.bad_request(f"Unexpected character in the JSON request body: {exc}") from None
         out.append(value)

@@ -73,3 +73,18 @@ def test_v3_record_fields_of_the_wrong_shape(broker, rest, record):
     r = rest.post(f"/v3/clusters/{cluster}/topics/fuzz-v3/records", json=record)
     assert r.status_code < 500, r.text
     assert "Traceback" not in broker.log_tail(200)
+
+
+@pytest.mark.parametrize("path, media", [("/topics/any-topic", BINARY), ("/consumers/fuzz-findings", V2),
+                                         ("/v3/clusters/{cluster}/topics", "application/json"),
+                                         ("/v3/clusters/{cluster}/topics/fuzz-deep/records", "application/json")])
+def test_a_body_nested_too_deep_is_400(broker, rest, path, media):
+    from tests.brokerproc import create_topic
+
+    cluster = rest.get("/v3/clusters").json()["data"][0]["cluster_id"]
+    if "fuzz-deep" not in rest.get("/topics").json():
+        create_topic(broker.port, "fuzz-deep", 1)
+    r = rest.post(path.format(cluster=cluster), headers={"Content-Type": media},
+                  content=b"[" * 100_000 + b"]" * 100_000)
+    assert_refused(r, 400)
+    assert "Traceback" not in broker.log_tail(200)
