@@ -6,10 +6,13 @@ crash" (the descriptions document no 5xx at all), `response_schema_conformance` 
 answers true to the description; after the run the broker must still be alive, answer
 ApiVersions on its Kafka port and have no Traceback in its log (an exception the HTTP layer
 swallowed into a 500 would leave one). Bounded and reproducible: few examples per
-operation, derandomized, no example database.
+operation, derandomized, no example database. Deeper by hand: TRAFKA_FUZZ_EXAMPLES=200
+(examples per operation) and TRAFKA_FUZZ_RANDOM=1 (a new random run each time).
 """
 
 from __future__ import annotations
+
+import os
 
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
@@ -21,7 +24,9 @@ CHECKS = [not_a_server_error, response_schema_conformance]
 
 
 def fuzz_settings(max_examples: int):
-    return settings(max_examples=max_examples, derandomize=True, deadline=None, database=None,
+    """CI's bounded, reproducible run, unless the environment asks for more (see above)."""
+    return settings(max_examples=int(os.environ.get("TRAFKA_FUZZ_EXAMPLES", max_examples)),
+                    derandomize=os.environ.get("TRAFKA_FUZZ_RANDOM") != "1", deadline=None, database=None,
                     suppress_health_check=list(HealthCheck), print_blob=True)
 
 

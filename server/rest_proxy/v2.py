@@ -263,6 +263,12 @@ def routes(proxy) -> list[Route]:
             tps = topic_partitions(await json_body(request))
 
             def run(consumer) -> None:
+                # the assignment first: a partition not assigned is an illegal state at once,
+                # not a watermark lookup that times out (10 s, then a 500) for an unknown topic
+                assigned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
+                for tp in tps:
+                    if (tp.topic, tp.partition) not in assigned:
+                        raise errors.illegal_state(f"No current assignment for partition {tp.topic}-{tp.partition}")
                 targets = []
                 for tp in tps:
                     low, high = consumer.get_watermark_offsets(tp, timeout=10)

@@ -259,8 +259,11 @@ def routes(proxy) -> list[Route]:
                                else AlterConfigOpType.DELETE) for name, value in changes]
         resource = ConfigResource(ResourceType.TOPIC, topic_name, incremental_configs=entries)
         admin = proxy.clients.admin(creds)
-        await _call(lambda: admin.incremental_alter_configs([resource], request_timeout=15)[resource]
-                    .result(timeout=20))
+        try:
+            await _call(lambda: admin.incremental_alter_configs([resource], request_timeout=15)[resource]
+                        .result(timeout=20))
+        except ValueError as exc:  # librdkafka's own checks of the entries (an empty config name)
+            raise errors.RestError(400, 40002, str(exc)) from None
         log.info("rest proxy: topic %s configs altered: %s", topic_name, [c[0] for c in changes])
 
     async def set_config(request: Request) -> Response:

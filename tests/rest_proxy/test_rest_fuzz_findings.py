@@ -88,3 +88,27 @@ def test_a_body_nested_too_deep_is_400(broker, rest, path, media):
                   content=b"[" * 100_000 + b"]" * 100_000)
     assert_refused(r, 400)
     assert "Traceback" not in broker.log_tail(200)
+
+
+def test_seek_to_an_edge_of_an_unassigned_partition_is_refused_at_once(broker, rest):
+    """Before: the watermarks of an unknown topic were asked first, 10 s, then 500 / 50002."""
+    import time
+
+    base = new_instance(rest, "fuzz-findings")
+    start = time.monotonic()
+    r = rest.post(base + "/positions/beginning", headers={"Content-Type": V2},
+                  json={"partitions": [{"topic": "fuzz-no-such-topic", "partition": 857}]})
+    assert_refused(r, 409)
+    assert r.json()["error_code"] == 40903 and time.monotonic() - start < 5
+
+
+def test_an_empty_config_name_in_a_batch_alter(broker, rest):
+    from tests.brokerproc import create_topic
+
+    cluster = rest.get("/v3/clusters").json()["data"][0]["cluster_id"]
+    if "fuzz-configs" not in rest.get("/topics").json():
+        create_topic(broker.port, "fuzz-configs", 1)
+    r = rest.post(f"/v3/clusters/{cluster}/topics/fuzz-configs/configs:alter",
+                  json={"data": [{"name": "", "value": "1", "operation": "SET"}]})
+    assert_refused(r, 400)
+    assert "Traceback" not in broker.log_tail(200)
