@@ -112,3 +112,14 @@ def test_an_empty_config_name_in_a_batch_alter(broker, rest):
                   json={"data": [{"name": "", "value": "1", "operation": "SET"}]})
     assert_refused(r, 400)
     assert "Traceback" not in broker.log_tail(200)
+
+
+def test_a_config_named_twice_in_a_batch_alter(broker, rest):
+    from tests.brokerproc import create_topic
+
+    cluster = rest.get("/v3/clusters").json()["data"][0]["cluster_id"]
+    if "fuzz-configs" not in rest.get("/topics").json():
+        create_topic(broker.port, "fuzz-configs", 1)
+    r = rest.post(f"/v3/clusters/{cluster}/topics/fuzz-configs/configs:alter",
+                  json={"data": [{"name": "retention.ms", "value": "1000"}, {"name": "retention.ms", "value": "2000"}]})
+    assert_refused(r, 400)
