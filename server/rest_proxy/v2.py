@@ -14,7 +14,7 @@ import logging
 import time
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -269,12 +269,11 @@ def routes(proxy) -> list[Route]:
                 for tp in tps:
                     if (tp.topic, tp.partition) not in assigned:
                         raise errors.illegal_state(f"No current assignment for partition {tp.topic}-{tp.partition}")
-                targets = []
+                # librdkafka's logical offsets, resolved by the consumer as Kafka's seekToBeginning /
+                # seekToEnd are: no watermark lookup that waits 10 s for a partition that does not exist
                 for tp in tps:
-                    low, high = consumer.get_watermark_offsets(tp, timeout=10)
-                    tp.offset = low if edge == "beginning" else high
-                    targets.append(tp)
-                _seek_all(consumer, instance, targets)
+                    tp.offset = OFFSET_BEGINNING if edge == "beginning" else OFFSET_END
+                _seek_all(consumer, instance, tps)
 
             await instance.call(run)
             return no_content()

@@ -123,3 +123,43 @@ def test_a_config_named_twice_in_a_batch_alter(broker, rest):
     r = rest.post(f"/v3/clusters/{cluster}/topics/fuzz-configs/configs:alter",
                   json={"data": [{"name": "retention.ms", "value": "1000"}, {"name": "retention.ms", "value": "2000"}]})
     assert_refused(r, 400)
+
+
+@pytest.mark.parametrize("edge", ["beginning", "end"])
+def test_seek_to_an_edge_of_an_assigned_partition_that_does_not_exist(broker, rest, edge):
+    """Kafka's assign() takes any partition and seekToBeginning/End resolve lazily; before, the
+    proxy asked the watermarks first: 10 s, then 500 / 50002."""
+    import time
+
+    base = new_instance(rest, "fuzz-findings")
+    tps = {"partitions": [{"topic": "no such\u000ftopic", "partition": 1366}]}  # not even a valid name
+    assert rest.post(base + "/assignments", headers={"Content-Type": V2}, json=tps).status_code == 204
+    start = time.monotonic()
+    r = rest.post(base + f"/positions/{edge}", headers={"Content-Type": V2}, json=tps)
+    assert r.status_code < 500, r.text
+    assert time.monotonic() - start < 8
+
+
+def test_seek_to_the_edges_still_lands_on_them(broker, rest):
+    """The logical offsets above keep the edges' meaning: the end reads only what comes next,
+    the beginning everything."""
+    import base64
+
+    from tests.brokerproc import create_topic
+    from tests.rest_proxy.conftest import read_all
+
+    create_topic(broker.port, "fuzz-edges", 1)
+
+    def produce(values: list[bytes]) -> None:
+        rest.post("/topics/fuzz-edges", headers={"Content-Type": BINARY}, json={
+            "records": [{"value": base64.b64encode(v).decode()} for v in values]}).raise_for_status()
+
+    produce([b"a", b"b", b"c"])
+    base = new_instance(rest, "fuzz-edges")
+    tps = {"partitions": [{"topic": "fuzz-edges", "partition": 0}]}
+    assert rest.post(base + "/assignments", headers={"Content-Type": V2}, json=tps).status_code == 204
+    assert rest.post(base + "/positions/end", headers={"Content-Type": V2}, json=tps).status_code == 204
+    produce([b"d"])
+    assert [r["offset"] for r in read_all(rest, base, BINARY, 1)] == [3]
+    assert rest.post(base + "/positions/beginning", headers={"Content-Type": V2}, json=tps).status_code == 204
+    assert [r["offset"] for r in read_all(rest, base, BINARY, 4)] == [0, 1, 2, 3]
