@@ -146,7 +146,7 @@ class ConsumerInstances:
             if value is not None:
                 try:
                     numbers[key] = int(value)
-                except (TypeError, ValueError):
+                except (TypeError, ValueError, OverflowError):  # OverflowError: JSON's Infinity
                     raise errors.invalid_consumer_config(f"{key} must be an integer") from None
                 if numbers[key] < 0:
                     raise errors.invalid_consumer_config(f"{key} must not be negative")
@@ -225,14 +225,26 @@ def topic_partitions(body: Any, key: str = "partitions", *, offsets: bool = Fals
         raise errors.unprocessable(f"the request body must be an object with a {key!r} list")
     out = []
     for item in body[key]:
+        # ranges too: librdkafka's TopicPartition takes an int32 partition and an int64 offset
+        # (OverflowError beyond), and a negative partition is one of its markers, not a partition
         if not isinstance(item, dict) or not isinstance(item.get("topic"), str) \
-                or not isinstance(item.get("partition"), int) or isinstance(item.get("partition"), bool):
-            raise errors.unprocessable(f"each of {key!r} must have a topic (string) and a partition (integer)")
+                or not _in_range(item.get("partition"), INT32_MAX):
+            raise errors.unprocessable(f"each of {key!r} must have a topic (string) and a partition "
+                                       f"(integer, 0 to {INT32_MAX})")
         if offsets:
             offset = item.get("offset")
-            if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-                raise errors.unprocessable("each offset must be a non-negative integer")
+            if not _in_range(offset, INT64_MAX):
+                raise errors.unprocessable(f"each offset must be an integer from 0 to {INT64_MAX}")
             out.append(TopicPartition(item["topic"], item["partition"], offset))
         else:
             out.append(TopicPartition(item["topic"], item["partition"]))
     return out
+
+
+INT32_MAX = 2 ** 31 - 1
+INT64_MAX = 2 ** 63 - 1
+
+
+def _in_range(value: Any, maximum: int) -> bool:
+    """A JSON integer (not a bool) from 0 to `maximum`."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= maximum

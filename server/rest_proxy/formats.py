@@ -209,7 +209,7 @@ def from_bytes(fmt: str, data: bytes | None) -> Any:
         return base64.b64encode(data).decode()
     try:
         return json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
         raise errors.kafka_error("a record's data is not JSON (consumer format json)") from None
 
 

@@ -62,7 +62,7 @@ async def json_body(request: Request, *, empty: Any = None) -> Any:
         return empty
     try:
         return json.loads(data)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than the parser goes
         raise errors.bad_request(f"Unexpected character in the JSON request body: {exc}") from None
 
 

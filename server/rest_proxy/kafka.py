@@ -177,6 +177,8 @@ def kafka_error(err) -> errors.RestError:
     if code in (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
                 KafkaError.CLUSTER_AUTHORIZATION_FAILED):
         return errors.forbidden(err.str())
+    if code == KafkaError._INVALID_ARG:  # librdkafka refused the call's arguments (duplicate config entries, ...)
+        return errors.bad_request(err.str())
     if code == KafkaError.TOPIC_ALREADY_EXISTS:
         return errors.RestError(400, 40002, err.str())
     if code in (KafkaError.INVALID_PARTITIONS, KafkaError.INVALID_REPLICATION_FACTOR, KafkaError.INVALID_CONFIG,

@@ -13,6 +13,7 @@ import logging
 import socket
 import time
 from functools import partial
+from importlib.resources import files
 
 import trio
 from confluent_kafka import KafkaError, KafkaException
@@ -174,6 +175,13 @@ def build_app(proxy: RestProxy) -> Starlette:
     async def root(request: Request) -> Response:
         return JSONAnswer({})
 
+    description = files("server.rest_proxy").joinpath("openapi.json").read_bytes()
+
+    async def openapi(request: Request) -> Response:
+        """This API's OpenAPI 3 description (package data, checked against these routes by
+        tests/rest_proxy/test_rest_openapi.py), for clients and fuzzers."""
+        return Response(description, media_type="application/json")
+
     async def on_rest_error(request: Request, exc: errors.RestError) -> Response:
         return error_answer(request, exc)
 
@@ -195,7 +203,8 @@ def build_app(proxy: RestProxy) -> Starlette:
 
     from starlette.routing import Route
 
-    routes = [Route("/", root, methods=["GET"])] + v2.routes(proxy) + v3.routes(proxy)
+    routes = [Route("/", root, methods=["GET"]), Route("/openapi.json", openapi, methods=["GET"])] \
+        + v2.routes(proxy) + v3.routes(proxy)
     for route in routes:
         route.app = _wrap(route, guarded)
     return Starlette(routes=routes, exception_handlers={errors.RestError: on_rest_error,

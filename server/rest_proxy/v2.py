@@ -14,7 +14,7 @@ import logging
 import time
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -97,9 +97,11 @@ def routes(proxy) -> list[Route]:
         name = request.path_params["topic"]
         fixed = request.path_params.get("partition")
         records = body["records"]
-        wanted = {fixed} if fixed is not None else {r.get("partition") for r in records if isinstance(r, dict)}
-        wanted.discard(None)
-        found = proxy.recent_topic(creds, name, {p for p in wanted if isinstance(p, int)} if wanted else set())
+        # only the int partitions: a hostile record's partition may be any JSON value (a dict is
+        # unhashable); whatever is not a partition number is refused record by record below
+        wanted = {fixed} if fixed is not None else {r.get("partition") for r in records
+                                                      if isinstance(r, dict) and isinstance(r.get("partition"), int)}
+        found = proxy.recent_topic(creds, name, wanted)
         if found is None:
             _md, found = await proxy.topic_for_produce(creds, name)
         if fixed is not None and fixed not in found.partitions:
@@ -263,12 +265,17 @@ def routes(proxy) -> list[Route]:
             tps = topic_partitions(await json_body(request))
 
             def run(consumer) -> None:
-                targets = []
+                # the assignment first: a partition not assigned is an illegal state at once,
+                # not a watermark lookup that times out (10 s, then a 500) for an unknown topic
+                assigned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
                 for tp in tps:
-                    low, high = consumer.get_watermark_offsets(tp, timeout=10)
-                    tp.offset = low if edge == "beginning" else high
-                    targets.append(tp)
-                _seek_all(consumer, instance, targets)
+                    if (tp.topic, tp.partition) not in assigned:
+                        raise errors.illegal_state(f"No current assignment for partition {tp.topic}-{tp.partition}")
+                # librdkafka's logical offsets, resolved by the consumer as Kafka's seekToBeginning /
+                # seekToEnd are: no watermark lookup that waits 10 s for a partition that does not exist
+                for tp in tps:
+                    tp.offset = OFFSET_BEGINNING if edge == "beginning" else OFFSET_END
+                _seek_all(consumer, instance, tps)
 
             await instance.call(run)
             return no_content()

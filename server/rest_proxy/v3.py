@@ -145,8 +145,11 @@ def routes(proxy) -> list[Route]:
             raise errors.unprocessable("topic_name is required")
         partitions = body.get("partitions_count", -1)
         replication = body.get("replication_factor", -1)
-        if not isinstance(partitions, int) or not isinstance(replication, int):
-            raise errors.unprocessable("partitions_count and replication_factor must be integers")
+        # int32 / int16 as in CreateTopics (librdkafka's NewTopic overflows beyond); -1 is the
+        # broker's default
+        if not _int_between(partitions, -1, 2 ** 31 - 1) or not _int_between(replication, -1, 2 ** 15 - 1):
+            raise errors.unprocessable("partitions_count (int32) and replication_factor (int16) must be integers "
+                                       "from -1 (the broker's default)")
         configs = body.get("configs") or []
         if not isinstance(configs, list) or not all(isinstance(c, dict) and isinstance(c.get("name"), str)
                                                     for c in configs):
@@ -154,7 +157,10 @@ def routes(proxy) -> list[Route]:
         new = NewTopic(name, num_partitions=partitions, replication_factor=replication,
                        config={c["name"]: str(c.get("value")) for c in configs})
         admin = proxy.clients.admin(creds)
-        await _call(lambda: admin.create_topics([new], request_timeout=15)[name].result(timeout=20))
+        try:
+            await _call(lambda: admin.create_topics([new], request_timeout=15)[name].result(timeout=20))
+        except ValueError as exc:  # librdkafka's own checks of a NewTopic (replication_factor -1..10000)
+            raise errors.RestError(400, 40002, str(exc)) from None
         log.info("rest proxy: topic %s created", name)
         md = await proxy.metadata(creds)
         found = md.topics.get(name)
@@ -256,8 +262,11 @@ def routes(proxy) -> list[Route]:
                                else AlterConfigOpType.DELETE) for name, value in changes]
         resource = ConfigResource(ResourceType.TOPIC, topic_name, incremental_configs=entries)
         admin = proxy.clients.admin(creds)
-        await _call(lambda: admin.incremental_alter_configs([resource], request_timeout=15)[resource]
-                    .result(timeout=20))
+        try:
+            await _call(lambda: admin.incremental_alter_configs([resource], request_timeout=15)[resource]
+                        .result(timeout=20))
+        except ValueError as exc:  # librdkafka's own checks of the entries (an empty config name)
+            raise errors.RestError(400, 40002, str(exc)) from None
         log.info("rest proxy: topic %s configs altered: %s", topic_name, [c[0] for c in changes])
 
     async def set_config(request: Request) -> Response:
@@ -318,6 +327,8 @@ def routes(proxy) -> list[Route]:
             key, key_shape = await _data(body.get("key"), t.topic, "key")
             value, value_shape = await _data(body.get("value"), t.topic, "value")
             headers = []
+            if not isinstance(body.get("headers") or [], list):
+                raise errors.unprocessable("headers must be a list of {name, value (base64)}")
             for h in body.get("headers") or []:
                 if not isinstance(h, dict) or not isinstance(h.get("name"), str):
                     raise errors.unprocessable("headers must be a list of {name, value (base64)}")
@@ -330,6 +341,9 @@ def routes(proxy) -> list[Route]:
                     ts_ms = int(datetime.fromisoformat(str(timestamp).replace("Z", "+00:00")).timestamp() * 1000)
                 except ValueError:
                     raise errors.unprocessable(f"timestamp {timestamp!r} is not an ISO 8601 date") from None
+                if ts_ms < 0:  # as Kafka's ProducerRecord: a record before 1970 cannot be told from "none"
+                    raise errors.unprocessable(f"Invalid timestamp: {timestamp!r}. Timestamp should always be "
+                                               "non-negative or null.")
             items.append((t.topic, p, key, value, headers, ts_ms))
             shapes.append((key_shape, value_shape))
         results = await proxy.clients.run(produce_sync, proxy.clients.producer(creds), items)
@@ -533,7 +547,7 @@ def routes(proxy) -> list[Route]:
         data = (await raw_body(request)).strip()
         try:
             body = json.loads(data) if data else {}
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than the parser goes
             raise errors.bad_request(f"Unexpected character in the JSON request body: {exc}") from None
         if not isinstance(body, dict):
             raise errors.unprocessable("the request body must be a JSON object")
@@ -571,6 +585,10 @@ def routes(proxy) -> list[Route]:
     ]
 
 
+def _int_between(value: Any, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
 @functools.lru_cache(maxsize=1024)
 def _iso_time(ms: int) -> str:
     """A record timestamp as v3 answers it (records of one request mostly share a few)."""
@@ -588,6 +606,6 @@ def _json_stream(text: str) -> list:
             return out
         try:
             value, i = decoder.raw_decode(text, i)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than the parser goes
             raise errors.bad_request(f"Unexpected character in the JSON request body: {exc}") from None
         out.append(value)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from importlib.resources import files
 from typing import Any
 
 from starlette.applications import Starlette
@@ -65,7 +66,7 @@ async def _body(request: Request) -> Any:
         return {}
     try:
         return json.loads(data)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than the parser goes
         raise errors.bad_request(f"Unrecognized JSON in the request body: {exc}") from None
 
 
@@ -75,6 +76,13 @@ def build_app(registry: SchemaRegistry, link=None) -> Starlette:
 
     async def root(request: Request) -> Response:
         return RegistryJSON({})
+
+    description = files("server.schema_registry").joinpath("openapi.json").read_bytes()
+
+    async def openapi(request: Request) -> Response:
+        """This API's OpenAPI 3 description (package data, checked against these routes by
+        tests/schema_registry/test_registry_openapi.py), for clients and fuzzers."""
+        return Response(description, media_type="application/json")
 
     async def list_subjects(request: Request) -> Response:
         names = registry.store.subject_names(deleted=_flag(request, "deleted"))
@@ -243,6 +251,7 @@ def build_app(registry: SchemaRegistry, link=None) -> Starlette:
     # the longer subject routes first so the plain one does not swallow them.
     routes = [
         Route("/", root, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
         Route("/subjects", list_subjects, methods=["GET"]),
         Route("/subjects/{subject:path}/versions/{version}/referencedby", referenced_by, methods=["GET"]),
         Route("/subjects/{subject:path}/versions/{version}/schema", subject_version_schema, methods=["GET"]),

@@ -63,10 +63,19 @@ def decode(key: bytes | None, value: bytes | None) -> tuple[dict, dict | None]:
     the expected shape."""
     if key is None:
         raise ValueError("record without a key")
-    parsed_key = json.loads(key)
+    parsed_key = _json(key)
     if not isinstance(parsed_key, dict) or not isinstance(parsed_key.get("keytype"), str):
         raise ValueError(f"not a registry key: {key[:100]!r}")
-    parsed_value = json.loads(value) if value is not None else None
+    parsed_value = _json(value) if value is not None else None
     if parsed_value is not None and not isinstance(parsed_value, dict):
         raise ValueError(f"not a registry value: {value[:100]!r}")
     return parsed_key, parsed_value
+
+
+def _json(data: bytes):
+    """JSON, or ValueError: a record nested deeper than the parser goes (RecursionError) is as
+    unreadable as one that is not JSON, and anyone allowed to produce to _schemas can write one."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError(f"JSON nested too deep: {data[:100]!r}") from None

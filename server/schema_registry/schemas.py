@@ -88,7 +88,7 @@ def parse(schema_type: str, text: str, references: tuple[Reference, ...] = (),
         return _parse_protobuf(text, references, resolved or [], normalize)
     try:
         document = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than the parser goes
         raise invalid_schema(f"not JSON: {exc}") from None
     if schema_type == AVRO:
         return _parse_avro(document, references, resolved or [], normalize)

@@ -45,6 +45,10 @@ class Store:
     configs: dict[str | None, str] = field(default_factory=dict)  # None: the global level
     modes: dict[str | None, str] = field(default_factory=dict)
     max_id: int = 0
+    # Indexes kept by apply(), so the lookups every client makes do not walk every version:
+    # schema id -> its subject versions (in the order they came), fingerprint -> an id.
+    ids: dict[int, dict[tuple[str, int], Version]] = field(default_factory=dict, repr=False)
+    fingerprints: dict[tuple, int] = field(default_factory=dict, repr=False)
 
     # ---- applying records ----------------------------------------------------------
     def apply(self, key: dict, value: dict | None) -> None:
@@ -56,14 +60,19 @@ class Store:
             version = int(key["version"])
             if value is None:
                 versions = self.subjects.get(subject, {})
-                versions.pop(version, None)
+                self._unindex(versions.pop(version, None))
                 if not versions:
                     self.subjects.pop(subject, None)
                 return
             refs = tuple(Reference(r["name"], r["subject"], int(r["version"])) for r in value.get("references") or ())
             entry = Version(subject, version, int(value["id"]), value.get("schemaType") or AVRO, value["schema"], refs,
                             bool(value.get("deleted", False)))
-            self.subjects.setdefault(subject, {})[version] = entry
+            versions = self.subjects.setdefault(subject, {})
+            self._unindex(versions.get(version))
+            versions[version] = entry
+            self.ids.setdefault(entry.schema_id, {})[(subject, version)] = entry
+            if self.fingerprints.get(entry.fingerprint()) not in self.ids:  # new, or its holders all gone
+                self.fingerprints[entry.fingerprint()] = entry.schema_id
             self.max_id = max(self.max_id, entry.schema_id)
         elif kind == "CONFIG":
             if value is None:
@@ -82,6 +91,15 @@ class Store:
                     if entry.version <= upto:
                         entry.deleted = True
 
+    def _unindex(self, entry: Version | None) -> None:
+        if entry is None:
+            return
+        holders = self.ids.get(entry.schema_id, {})
+        holders.pop((entry.subject, entry.version), None)
+        if not holders:
+            self.ids.pop(entry.schema_id, None)
+        # fingerprints is only a hint (id_for checks it), so a stale entry is harmless
+
     # ---- queries -------------------------------------------------------------------
     def versions(self, subject: str, *, deleted: bool = False) -> list[Version]:
         """The subject's versions, oldest first (soft-deleted ones only with `deleted`)."""
@@ -93,11 +111,16 @@ class Store:
 
     def by_id(self, schema_id: int) -> list[Version]:
         """Every subject version holding schema `schema_id` (soft-deleted ones too)."""
-        return [v for versions in self.subjects.values() for v in versions.values() if v.schema_id == schema_id]
+        return list(self.ids.get(schema_id, {}).values())
 
     def id_for(self, fingerprint: tuple) -> int | None:
         """The id a schema already has under any subject (one schema, one id)."""
-        for versions in self.subjects.values():
+        hint = self.fingerprints.get(fingerprint)
+        if hint is None:  # every fingerprint ever applied is in there: a schema never seen
+            return None
+        if any(v.fingerprint() == fingerprint for v in self.ids.get(hint, {}).values()):
+            return hint
+        for versions in self.subjects.values():  # a hint gone stale (versions deleted for good)
             for v in versions.values():
                 if v.fingerprint() == fingerprint:
                     return v.schema_id

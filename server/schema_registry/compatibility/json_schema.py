@@ -27,6 +27,11 @@ from __future__ import annotations
 
 from typing import Any
 
+# "accepts anything" as one object: a pair under check is known by its objects' ids, so a
+# fresh {} each time `true` is met would never be seen twice and a recursive schema
+# ({"properties": {"a": {"$ref": "#"}}} against an open model) would recurse forever
+ANYTHING: dict = {}
+
 UPPER = ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties")
 LOWER = ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties")
 
@@ -68,7 +73,7 @@ class JsonChecker:
         if reader is False:
             return [f"SCHEMA_NARROWED at {path}: the reader accepts nothing"]
         if writer is True:
-            writer = {}
+            writer = ANYTHING
         if not isinstance(reader, dict) or not isinstance(writer, dict):
             return []
         pair = (id(reader), id(writer))
@@ -118,7 +123,7 @@ class JsonChecker:
             problems.append(f"PATTERN_ADDED_OR_CHANGED at {path}")
         problems += self._object(reader, writer, path)
         if "items" in reader or "items" in writer:
-            ritems, witems = reader.get("items", {}), writer.get("items", {})
+            ritems, witems = reader.get("items", ANYTHING), writer.get("items", ANYTHING)
             if isinstance(ritems, (dict, bool)) and isinstance(witems, (dict, bool)):
                 problems += self.check(ritems, witems, f"{path}/items")
         return problems
@@ -157,4 +162,7 @@ def _num(value: Any) -> float:
 def can_read(reader, writer) -> list[str]:
     """Incompatibilities of `reader` (a ParsedSchema of type JSON) accepting the documents
     `writer` accepts."""
-    return JsonChecker(reader.parsed, writer.parsed).check(reader.parsed, writer.parsed)
+    try:
+        return JsonChecker(reader.parsed, writer.parsed).check(reader.parsed, writer.parsed)
+    except RecursionError:  # nested deeper than Python's stack: refused, never a 500
+        return ["SCHEMA_TOO_DEEP at #: the schemas nest too deep to compare"]
