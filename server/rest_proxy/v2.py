@@ -271,10 +271,20 @@ def routes(proxy) -> list[Route]:
                 for tp in tps:
                     if (tp.topic, tp.partition) not in assigned:
                         raise errors.illegal_state(f"No current assignment for partition {tp.topic}-{tp.partition}")
-                # librdkafka's logical offsets, resolved by the consumer as Kafka's seekToBeginning /
-                # seekToEnd are: no watermark lookup that waits 10 s for a partition that does not exist
+                # The end is looked up now (a short watermark query), so records produced after
+                # this answer are read: librdkafka's logical OFFSET_END is resolved later, when the
+                # fetcher starts, and then skips them. A partition whose end cannot be had in time
+                # (a topic that does not exist) falls back to the logical offsets, resolved by the
+                # consumer as Kafka's seekToBeginning / seekToEnd are, instead of waiting 10 s.
                 for tp in tps:
                     tp.offset = OFFSET_BEGINNING if edge == "beginning" else OFFSET_END
+                    if edge == "end":
+                        try:
+                            _low, high = consumer.get_watermark_offsets(tp, timeout=1.0, cached=False)
+                        except KafkaException:
+                            continue
+                        if high >= 0:
+                            tp.offset = high
                 _seek_all(consumer, instance, tps)
 
             await instance.call(run)
