@@ -16,8 +16,8 @@ Wire format (what ProtobufSerializer writes and ProtobufDeserializer reads): mag
 schema id as 4 big-endian bytes, the message-index path (zigzag varints: the count then
 each index, or a single 0 for [0], the first message of the file), the message bytes.
 
-The proxy imports nothing of server.schema_registry (an import contract): the well-known
-google/protobuf files come from the protobuf package itself.
+The proxy imports nothing of server.schema_registry (an import contract): files are loaded
+by `server.protobuf_files`, which the registry uses too.
 """
 
 from __future__ import annotations
@@ -29,23 +29,12 @@ from typing import Any
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
 from google.protobuf.message import DecodeError
 
+from server.protobuf_files import add_imports
 from server.rest_proxy import errors
 
 FDP = descriptor_pb2.FileDescriptorProto
 
 
-def _well_known() -> dict[str, bytes]:
-    """google/protobuf/*.proto by file name: a schema imports them without references, as
-    Confluent's registry knows them."""
-    from google.protobuf import (any_pb2, api_pb2, duration_pb2, empty_pb2, field_mask_pb2, source_context_pb2,
-                                 struct_pb2, timestamp_pb2, type_pb2, wrappers_pb2)
-
-    modules = (any_pb2, api_pb2, descriptor_pb2, duration_pb2, empty_pb2, field_mask_pb2, source_context_pb2,
-               struct_pb2, timestamp_pb2, type_pb2, wrappers_pb2)
-    return {m.DESCRIPTOR.name: m.DESCRIPTOR.serialized_pb for m in modules}
-
-
-WELL_KNOWN = _well_known()
 
 
 def read_file(serialized: str) -> FDP:
@@ -113,30 +102,16 @@ class ProtobufSchema:
         self.id = schema_id
         self.main = main
         self.pool = descriptor_pool.DescriptorPool()
-        added: set[str] = set()
         try:
-            for proto in imports:
-                self._add(proto, added)
-            for name in main.dependency:
-                if name not in added and name in WELL_KNOWN:
-                    self.pool.AddSerializedFile(WELL_KNOWN[name])
-                    added.add(name)
+            # imports first, transitively (a well-known file may import others): as the
+            # registry checked this schema, so what it accepted loads here
+            add_imports(self.pool, main, {proto.name: proto for proto in imports})
             self.pool.Add(main)
         except Exception as exc:  # protobuf's pool raises TypeError/KeyError for a file it cannot link
             raise errors.invalid_schema(f"PROTOBUF schema {schema_id} cannot be loaded: {exc}") from None
         if not main.message_type:
             raise errors.invalid_schema(f"PROTOBUF schema {schema_id} declares no message")
         self._classes: dict[tuple[int, ...], Any] = {}
-
-    def _add(self, proto: FDP, added: set[str]) -> None:
-        if proto.name in added:
-            return
-        for name in proto.dependency:
-            if name not in added and name in WELL_KNOWN:
-                self.pool.AddSerializedFile(WELL_KNOWN[name])
-                added.add(name)
-        self.pool.Add(proto)
-        added.add(proto.name)
 
     def message_class(self, path: list[int]):
         """The class of the message at `path` (indexes into the file's messages, then

@@ -31,6 +31,7 @@ from google.protobuf.message import DecodeError
 from proto_schema_parser import ast
 from proto_schema_parser.parser import Parser
 
+from server.protobuf_files import WELL_KNOWN, ImportError_, add_imports
 from server.schema_registry.errors import invalid_schema
 
 FDP = descriptor_pb2.FileDescriptorProto
@@ -48,20 +49,6 @@ FIELD_MAX = 536870911  # 2^29 - 1, the largest field number
 ENUM_MAX = 2147483647
 
 
-def _well_known() -> dict[str, FDP]:
-    """google/protobuf/*.proto, known without references (as Confluent's registry knows them)."""
-    from google.protobuf import (any_pb2, api_pb2, duration_pb2, empty_pb2, field_mask_pb2, source_context_pb2,
-                                 struct_pb2, timestamp_pb2, type_pb2, wrappers_pb2)
-
-    files = {}
-    for module in (any_pb2, source_context_pb2, type_pb2, api_pb2, descriptor_pb2, duration_pb2, empty_pb2,
-                   field_mask_pb2, struct_pb2, timestamp_pb2, wrappers_pb2):
-        proto = FDP.FromString(module.DESCRIPTOR.serialized_pb)
-        files[proto.name] = proto
-    return files
-
-
-WELL_KNOWN = _well_known()
 
 
 # ---- reading a schema ------------------------------------------------------------------
@@ -133,25 +120,8 @@ def check(proto: FDP, dependencies: dict[str, FDP]) -> None:
     """Load `proto` and its dependencies into a fresh pool: protobuf's own validation.
     42201 naming what is wrong."""
     pool = descriptor_pool.DescriptorPool()
-    added: set[str] = set()
-    files = {**WELL_KNOWN, **dependencies}
-
-    def add(name: str, trail: tuple[str, ...]) -> None:
-        if name in added:
-            return
-        if name in trail:
-            raise invalid_schema(f"import cycle through {name}")
-        dep = files.get(name)
-        if dep is None:
-            raise invalid_schema(f"import {name!r} is neither a well-known google/protobuf file nor a reference")
-        for sub in dep.dependency:
-            add(sub, trail + (name,))
-        pool.Add(dep)
-        added.add(name)
-
-    for name in proto.dependency:
-        add(name, ("default",))
     try:
+        add_imports(pool, proto, dependencies)  # ImportError_ is a ValueError
         pool.Add(proto)
         pool.FindFileByName(proto.name)
     except (TypeError, ValueError, KeyError) as exc:

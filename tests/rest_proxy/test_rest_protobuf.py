@@ -265,3 +265,32 @@ def test_a_record_the_schema_cannot_read(broker, rest):
             assert "cannot be read with schema" in answer.json()["message"]
         finally:
             rest.delete(base_uri, headers={"Content-Type": V2})
+
+
+TYPED = """
+syntax = "proto3";
+package shop;
+
+import "google/protobuf/type.proto";
+
+message Described { string name = 1; google.protobuf.Type type = 2; }
+"""
+
+
+def test_a_well_known_import_that_imports_others(broker, rest):
+    """google/protobuf/type.proto imports any.proto and source_context.proto: the registry
+    accepts the schema, and the proxy loads the same files to build its message (it loaded
+    only the file named, and refused the schema the registry had taken)."""
+    topic = new_topic(broker)
+    value = {"name": "n", "type": {"name": "T", "sourceContext": {"fileName": "t.proto"}}}
+    r = rest.post(f"/topics/{topic}", headers={"Content-Type": PROTOBUF},
+                  json={"value_schema": TYPED, "records": [{"value": value}]})
+    assert r.status_code == 200, r.text
+    base_uri = rest_consumer(rest, topic, "protobuf")
+    try:
+        (got,) = read_all(rest, base_uri, PROTOBUF, 1)
+    finally:
+        rest.delete(base_uri, headers={"Content-Type": V2})
+    assert got["value"]["name"] == "n"
+    assert got["value"]["type"]["name"] == "T"
+    assert got["value"]["type"]["sourceContext"] == {"fileName": "t.proto"}
