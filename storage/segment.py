@@ -190,6 +190,10 @@ class LogSegment:
         self._pins = 0
         self._retired_at: float | None = None  # monotonic deadline once retired
         self._closed = False
+        # (st_dev, st_ino) of this segment's .log: reopened by path after an idle close, the
+        # path may by then hold another file (compaction swaps a cleaned .log onto it, a full
+        # truncation recreates one at the same offset), which must not be read as this one.
+        self._file_id: tuple[int, int] | None = None
 
     def __repr__(self) -> str:
         return f"<LogSegment {self.log_path} size={self.size}>"
@@ -210,8 +214,19 @@ class LogSegment:
             if self._fd < 0:
                 if self._closed:
                     raise OSError(errno.EBADF, f"{self.log_path} is closed")
-                self._fd = OPEN_FILES.open(self, os.O_RDWR)
+                self._fd = self._open_own_file()
             return self._fd
+
+    def _open_own_file(self) -> int:
+        """Reopen the .log by path (under self._lock); FileNotFoundError when the path is
+        gone or now holds another file than the one this segment was made from."""
+        fd = OPEN_FILES.open(self, os.O_RDWR)
+        st = os.fstat(fd)
+        if self._file_id is not None and (st.st_dev, st.st_ino) != self._file_id:
+            OPEN_FILES.forget(self)
+            os.close(fd)
+            raise FileNotFoundError(errno.ENOENT, f"{self.log_path} was replaced while closed for idleness")
+        return fd
 
     @property
     def is_open(self) -> bool:
@@ -248,6 +263,8 @@ class LogSegment:
     def create(cls, directory: Path, base_offset: int, now_ms: int) -> "LogSegment":
         segment = cls(directory, base_offset, -1, 0)
         segment._fd = OPEN_FILES.open(segment, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+        st = os.fstat(segment._fd)
+        segment._file_id = (st.st_dev, st.st_ino)
         for index in (segment.offset_index, segment.time_index):
             index.delete_file()
         unlink_quietly(segment.txn_index.path)  # a leftover of an older segment at this offset
@@ -265,6 +282,7 @@ class LogSegment:
             txn_index = os.path.exists(directory / (name + TXNINDEX_SUFFIX))
         segment = cls(directory, base_offset, -1, st.st_size, txn_index=txn_index)
         segment.mtime_ns = st.st_mtime_ns
+        segment._file_id = (st.st_dev, st.st_ino)
         return segment
 
     @property
@@ -609,9 +627,9 @@ class LogSegment:
                 return False
             if self._fd < 0:
                 try:
-                    self._fd = OPEN_FILES.open(self, os.O_RDWR)
+                    self._fd = self._open_own_file()
                 except FileNotFoundError:
-                    return False  # deleted while closed for idleness: retired under us
+                    return False  # deleted or replaced while closed for idleness: retired under us
             self._pins += 1
             self._used = True
             return True

@@ -165,3 +165,22 @@ def test_out_of_descriptors_is_a_storage_error_and_passes(tmp_path, low_nofile, 
     assert [r[0] for r in decode(read_all(plogs[0]))] == [0, 1, 2]
     assert [r[0] for r in decode(read_all(plogs[1]))] == [0, 1]
     mgr.close()
+
+
+def test_a_segment_whose_path_now_holds_another_file_is_not_reopened(tmp_path):
+    """Compaction swaps a cleaned .log onto a segment's name and a full truncation recreates
+    one at the same offset: a segment closed for idleness and retired must not reopen that
+    new file by its path and serve its bytes as its own (a reader with the old segment list
+    then sees it gone, as for a deleted file)."""
+    mgr = opened(tmp_path / "data", max_open=1)
+    first, second = mgr.create_logs("t", range(2), CONFIG, now_ms=T0)
+    first.append(make_batch([(b"k", b"old")]), now_ms=T0)
+    second.append(make_batch([(b"k", b"other")]), now_ms=T0)
+    segment = first.segments[0]
+    assert not segment.is_open  # closed for idleness when the second log's file opened
+    replacement = tmp_path / "replacement.log"
+    replacement.write_bytes(bytes(make_batch([(b"k", b"new")])))
+    os.replace(replacement, segment.log_path)
+    assert segment.pin() is False
+    with pytest.raises(FileNotFoundError):
+        segment.fd
