@@ -100,6 +100,12 @@ def _int(value: Any, what: str, *, minimum: int | None = None, maximum: int | No
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
+    """The action's JSON object. Only with Content-Type application/json: a page on another
+    site can make a browser POST text/plain (or a form) here without asking first, but not
+    application/json, which needs a CORS preflight this listener never grants; so no other
+    site can create topics or reset offsets through a visitor's browser."""
+    if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+        raise ConsoleError(ErrorCode.INVALID_REQUEST, "the request body must be JSON sent as application/json")
     try:
         body = await request.json()
     except ValueError:

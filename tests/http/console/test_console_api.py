@@ -279,3 +279,17 @@ def test_browser_reads_compressed_and_transactional_batches(broker, api):
     # one record at a time walks across compressed batches
     step = api.get(f"/topics/{topic}/partitions/0/records", params={"offset": 4, "limit": 1}).json()
     assert [r["key"]["text"] for r in step["records"]] == ["lz4-1"]
+
+
+def test_an_action_needs_a_json_content_type(broker, api):
+    """What a page on another site can make a visitor's browser send without a CORS
+    preflight (text/plain, a form) is refused: no topic is created that way."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    name = f"cross-site-{uuid.uuid4().hex[:8]}"
+    for content_type in ("text/plain", "application/x-www-form-urlencoded"):
+        refused = api.post("/topics", content=json.dumps({"name": name, "partitions": 1}).encode(),
+                           headers={"Content-Type": content_type})
+        assert_error(refused, 400, "INVALID_REQUEST")
+    assert name not in admin.list_topics(timeout=10).topics
+    created = api.post("/topics", json={"name": name, "partitions": 1})
+    assert created.status_code == 201, created.text
