@@ -522,8 +522,11 @@ class Broker:
             getattr(partition, kind).add(event)
         try:
             if self.purgatory_timer.running:  # one shared timer, not a cancel scope per wait
-                self.purgatory_timer.add(trio.current_time() + timeout_s, event)
-                await event.wait()
+                entry = self.purgatory_timer.add(trio.current_time() + timeout_s, event)
+                try:
+                    await event.wait()
+                finally:
+                    self.purgatory_timer.discard(entry)
             else:
                 with trio.move_on_after(timeout_s):
                     await event.wait()

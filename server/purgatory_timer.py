@@ -12,8 +12,10 @@ events whose deadline has passed. Setting an `Event` only reschedules the waitin
 How this works:
 - `add(deadline, event)` pushes; if the new deadline is earlier than the one the timer
   task sleeps to, the task is woken to sleep less.
-- An event woken early (data came) stays in the heap until its deadline and is then set
-  again, which does nothing: no removal bookkeeping on the hot path.
+- A wait that ends early (data came) calls `discard(entry)`: its entry is marked dead, not
+  searched for; dead entries are skipped when they come up and the heap is rebuilt without
+  them once they outnumber the live ones (an acks=all Produce re-parks on every high
+  watermark move with a 30 s deadline: without this the heap grew by one entry a move).
 - At most EXPIRE_PER_PASS waits are woken per scheduler pass; the rest a pass later.
 - `running` is False until `run` has started: callers fall back to a cancel scope of
   their own (a broker used without its background tasks, as some tests do).
@@ -27,26 +29,43 @@ import math
 import trio
 
 EXPIRE_PER_PASS = 128  # waits woken per scheduler pass when many expire together
+COMPACT_AT = 1024  # dead entries tolerated before the heap is rebuilt (if they are the majority)
 
 
 class PurgatoryTimer:
     def __init__(self) -> None:
-        self._heap: list[tuple[float, int, trio.Event]] = []
+        self._heap: list[list] = []  # [deadline, seq, event or None once discarded/expired]
+        self._dead = 0
         self._seq = 0  # ties broken by arrival, never by comparing events
         self._sleeping_to = math.inf
         self._wakeup = trio.Event()
         self.running = False
 
-    def add(self, deadline: float, event: trio.Event) -> None:
-        """Set `event` at `deadline` (trio clock) unless something sets it earlier."""
+    def add(self, deadline: float, event: trio.Event) -> list:
+        """Set `event` at `deadline` (trio clock) unless something sets it earlier; the
+        entry returned is for `discard`."""
         self._seq += 1
-        heapq.heappush(self._heap, (deadline, self._seq, event))
+        entry = [deadline, self._seq, event]
+        heapq.heappush(self._heap, entry)
         if deadline < self._sleeping_to:
             self._wakeup.set()
+        return entry
+
+    def discard(self, entry: list) -> None:
+        """The wait of `entry` is over: its deadline no longer matters."""
+        if entry[2] is None:  # expired already (popped)
+            return
+        entry[2] = None
+        self._dead += 1
+        heap = self._heap
+        if self._dead > COMPACT_AT and self._dead * 2 > len(heap):
+            heap[:] = [e for e in heap if e[2] is not None]
+            heapq.heapify(heap)
+            self._dead = 0
 
     def statistics(self) -> dict[str, int]:
-        """Deadlines held (woken waits included until their deadline passes)."""
-        return {"deadlines": len(self._heap)}
+        """Deadlines held of waits still parked."""
+        return {"deadlines": len(self._heap) - self._dead}
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         self.running = True
@@ -57,7 +76,12 @@ class PurgatoryTimer:
                 now = trio.current_time()
                 expired = 0
                 while heap and heap[0][0] <= now and expired < EXPIRE_PER_PASS:
-                    heapq.heappop(heap)[2].set()
+                    entry = heapq.heappop(heap)
+                    event, entry[2] = entry[2], None
+                    if event is None:
+                        self._dead -= 1
+                        continue
+                    event.set()
                     expired += 1
                 if expired == EXPIRE_PER_PASS:
                     # A wave of expiries (10 000 consumers whose polls began together) would
@@ -72,5 +96,7 @@ class PurgatoryTimer:
         finally:
             self.running = False
             for _deadline, _seq, event in heap:  # nobody is left to expire them
-                event.set()
+                if event is not None:
+                    event.set()
             heap.clear()
+            self._dead = 0

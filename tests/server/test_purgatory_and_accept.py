@@ -174,3 +174,30 @@ def test_a_wave_of_expiries_is_spread_over_scheduler_passes():
         assert any(0 < n < 300 for n in seen), seen
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+def test_waits_ended_early_do_not_pile_up():
+    """An acks=all Produce re-parks on every high-watermark move with a 30 s deadline; each
+    wait ended by data must leave the heap, not stay until its deadline (5 000 early ends
+    held 5 000 entries and their events)."""
+    from server.purgatory_timer import COMPACT_AT
+
+    async def main():
+        timer = PurgatoryTimer()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(timer.run)
+            for _ in range(5000):
+                event = trio.Event()
+                entry = timer.add(trio.current_time() + 30, event)
+                event.set()  # data came
+                timer.discard(entry)
+            assert timer.statistics() == {"deadlines": 0}
+            assert len(timer._heap) <= COMPACT_AT + 1
+            # a live wait among the dead ones still expires at its deadline
+            event = trio.Event()
+            timer.add(trio.current_time() + 1, event)
+            with trio.fail_after(2):
+                await event.wait()
+            nursery.cancel_scope.cancel()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
