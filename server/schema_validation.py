@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from wire.records import BatchHeader, iter_records
 
-from server.errors import InvalidRecord
+from server.validation import rejected_records
 
 KEY_VALIDATION = "confluent.key.schema.validation"
 VALUE_VALIDATION = "confluent.value.schema.validation"
@@ -31,9 +31,11 @@ MAGIC = 0
 
 
 def enabled(config) -> tuple[bool, bool]:
-    """(key, value) validation flags of a topic's LogConfig."""
-    return (config.extras.get(KEY_VALIDATION, "false").strip().lower() == "true",
-            config.extras.get(VALUE_VALIDATION, "false").strip().lower() == "true")
+    """(key, value) validation flags of a topic's LogConfig: called for every partition of
+    every Produce, so two lookups (extras hold validated values in their canonical text, and
+    only those that differ from the default "false")."""
+    extras = config.extras
+    return extras.get(KEY_VALIDATION) == "true", extras.get(VALUE_VALIDATION) == "true"
 
 
 def _problem(payload: bytes | None, ids: set[int] | None, subject: str) -> str | None:
@@ -72,6 +74,4 @@ def validate_schema_ids(registry, topic: str, records, headers: list[tuple[int, 
                     break
             index += 1
     if errors:
-        shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
-        raise InvalidRecord(f"One or more records have been rejected due to {len(errors)} record errors in total, "
-                            f"and only showing the first three errors at most: [{shown}]", errors)
+        raise rejected_records(errors)

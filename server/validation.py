@@ -75,6 +75,12 @@ def validate_records(records: bytes | bytearray | memoryview, headers: list[tupl
     if bad_timestamp:
         raise InvalidRecord("One or more records have been rejected due to invalid timestamp", errors,
                             ErrorCode.INVALID_TIMESTAMP)
+    raise rejected_records(errors)
+
+
+def rejected_records(errors: list[tuple[int, str]]) -> InvalidRecord:
+    """Kafka's INVALID_RECORD for a batch with per-record errors (KIP-467): the message
+    names the first three, record_errors all of them."""
     shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
-    raise InvalidRecord(f"One or more records have been rejected due to {len(errors)} record errors in total, "
-                        f"and only showing the first three errors at most: [{shown}]", errors)
+    return InvalidRecord(f"One or more records have been rejected due to {len(errors)} record errors in total, "
+                         f"and only showing the first three errors at most: [{shown}]", errors)
