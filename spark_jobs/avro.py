@@ -29,6 +29,7 @@ import logging
 import struct
 import threading
 from typing import Any
+from urllib.parse import quote
 
 import fastavro
 import httpx
@@ -167,12 +168,12 @@ class RegistryClient:
     def register(self, subject: str, schema: str | dict) -> int:
         """Register ``schema`` under ``subject`` (a no-op if it is there) and return its id."""
         text = schema if isinstance(schema, str) else json.dumps(schema)
-        parsed = parse_schema(text)  # a malformed schema fails here, not as a registry 422
         with self._lock:
             cached = self._ids.get((subject, text))
         if cached is not None:
-            return cached
-        schema_id = int(self._call("POST", f"/subjects/{subject}/versions", {"schema": text})["id"])
+            return cached  # `encode` registers per record: the cache answers before any parse
+        parsed = parse_schema(text)  # a malformed schema fails here, not as a registry 422
+        schema_id = int(self._call("POST", f"/subjects/{quote(subject, safe='')}/versions", {"schema": text})["id"])
         with self._lock:
             self._ids[(subject, text)] = schema_id
             self._by_id.setdefault(schema_id, parsed)
@@ -194,7 +195,7 @@ class RegistryClient:
 
     def latest(self, subject: str) -> dict:
         """The latest version of ``subject``: ``{"subject", "version", "id", "schema", ...}``."""
-        return self._call("GET", f"/subjects/{subject}/versions/latest")
+        return self._call("GET", f"/subjects/{quote(subject, safe='')}/versions/latest")
 
     def decode(self, data: bytes, reader_schema: Any = None) -> Any:
         """A framed value decoded with the schema its id names."""

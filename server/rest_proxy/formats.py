@@ -166,7 +166,7 @@ class SchemaSource:
                     fastavro.parse_schema(document)
         except Exception as exc:
             raise errors.invalid_schema(str(exc)) from None
-        answer = await self._call("POST", f"/subjects/{subject}/versions",
+        answer = await self._call("POST", f"/subjects/{quote(subject, safe='')}/versions",
                                   {"schema": text, "schemaType": REGISTRY_TYPE[fmt]})
         return await self.by_id(answer["id"])
 

@@ -313,8 +313,8 @@ def routes(proxy) -> list[Route]:
         bodies = _json_stream(data)
         if not bodies:
             raise errors.unprocessable("the request body holds no record")
-        named = {b.get("partition_id") for b in bodies if isinstance(b, dict)} - {None}
-        if any(not isinstance(p, int) or p not in t.partitions for p in named):
+        named = [b.get("partition_id") for b in bodies if isinstance(b, dict)]
+        if any(p is not None and (not isinstance(p, int) or p not in t.partitions) for p in named):
             creds, md = await cluster_md(request)  # a partition added meanwhile: ask again
             t = _topic(md, request)
         items, shapes = [], []

@@ -63,6 +63,8 @@ def test_topic_sizes_beyond_kafkas_types(broker, rest, field, value):
     {"value": {"type": "STRING", "data": "x"}, "headers": 5},
     {"value": {"type": "STRING", "data": "x"}, "headers": {"name": "h"}},
     {"value": {"type": "STRING", "data": "x"}, "timestamp": "0001-01-01T00:00:00+14:00"},
+    {"value": {"type": "STRING", "data": "x"}, "partition_id": [0]},
+    {"value": {"type": "STRING", "data": "x"}, "partition_id": {"p": 0}},
 ])
 def test_v3_record_fields_of_the_wrong_shape(broker, rest, record):
     from tests.brokerproc import create_topic

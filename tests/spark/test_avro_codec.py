@@ -105,3 +105,13 @@ def test_unreachable_registry_is_a_registry_error():
     with RegistryClient(f"http://127.0.0.1:{free_port()}", timeout=2) as client:
         with pytest.raises(RegistryError, match="127.0.0.1"):
             client.schema(1)
+
+
+def test_a_subject_is_quoted_into_the_path(registry):
+    """A subject name is quoted into the path: `shop/clicks#1-value` registers under that one
+    subject (sent unquoted, the `#` cut the path short)."""
+    with RegistryClient(registry.url) as client:
+        schema_id = client.register("shop/clicks#1-value", CLICK)
+        assert client.latest("shop/clicks#1-value")["id"] == schema_id
+    subjects = httpx.get(registry.url + "/subjects").json()
+    assert "shop/clicks#1-value" in subjects
