@@ -27,9 +27,6 @@ from types import MappingProxyType
 import trio
 
 from storage import InvalidConfig, LogConfig, LogManager
-from storage.compaction import clean_log
-from storage.errors import LogClosed
-from storage.retention import apply_retention
 from wire.errors import ErrorCode
 
 from server.config import BrokerConfig
@@ -52,21 +49,6 @@ log = logging.getLogger("trafka.broker")
 
 SWEEP_CHUNK = 250  # partition logs per worker-thread call of a retention/compaction sweep
 SWEEP_SWITCH_INTERVAL_S = 0.001
-
-
-def _retain_and_clean(plogs: list, now: int) -> None:
-    """Retention, then compaction where cleanup.policy has compact, for some logs (in a
-    worker thread): what LogManager.run_retention and run_compaction do for all of them,
-    with their error handling, so a sweep can go a chunk at a time."""
-    for plog in plogs:
-        try:
-            apply_retention(plog, now)
-            if plog.config.compact:
-                clean_log(plog, now)
-        except LogClosed:
-            continue
-        except Exception:
-            log.exception("retention/compaction of %s failed", plog.name)
 
 
 def now_ms() -> int:
@@ -345,11 +327,16 @@ class Broker:
                     next_checkpoint = trio.current_time() + checkpoint_every
                     await trio.to_thread.run_sync(self.logs.checkpoint_recovery_points)
                 if trio.current_time() >= next_retention:
-                    await self._sweep_logs(_retain_and_clean, now_ms())
+                    await self._sweep_logs(self._retain_and_clean, now_ms())
                     await trio.to_thread.run_sync(self.logs.sweep)
                     next_retention = trio.current_time() + retention_every
             except Exception:  # keep serving; the next round retries
                 log.exception("background storage duty failed")
+
+    def _retain_and_clean(self, plogs: list, now: int) -> None:
+        """Retention, then compaction, of one chunk of a sweep (in a worker thread)."""
+        self.logs.run_retention(now, plogs)
+        self.logs.run_compaction(now, logs=plogs)
 
     async def _sweep_logs(self, duty: Callable[[list, int], None], now: int) -> None:
         """Run `duty` over every partition log, SWEEP_CHUNK logs per worker-thread call,

@@ -302,11 +302,12 @@ class LogManager:
 
     # ------------------------------------------------------------------ duties
 
-    def run_retention(self, now_ms: int | None = None) -> int:
-        """Delete expired, oversized or DeleteRecords-ed whole segments; returns how many."""
+    def run_retention(self, now_ms: int | None = None, logs: Iterable[PartitionLog] | None = None) -> int:
+        """Delete expired, oversized or DeleteRecords-ed whole segments of every log (or of
+        `logs`, a chunk of a sweep); returns how many."""
         now_ms = _now_ms() if now_ms is None else now_ms
         deleted = 0
-        for plog in list(self._logs.values()):
+        for plog in list(self._logs.values()) if logs is None else logs:
             try:
                 deleted += apply_retention(plog, now_ms)
             except LogClosed:
@@ -316,12 +317,13 @@ class LogManager:
         self._graveyard.sweep()
         return deleted
 
-    def run_compaction(self, now_ms: int | None = None, *, force: bool = False) -> dict[str, CleanerStats]:
-        """Compact every partition whose cleanup.policy contains compact and that has enough
-        dirty data; returns stats by partition name for those cleaned."""
+    def run_compaction(self, now_ms: int | None = None, *, force: bool = False,
+                       logs: Iterable[PartitionLog] | None = None) -> dict[str, CleanerStats]:
+        """Compact every partition (or those of `logs`) whose cleanup.policy contains compact
+        and that has enough dirty data; returns stats by partition name for those cleaned."""
         now_ms = _now_ms() if now_ms is None else now_ms
         done: dict[str, CleanerStats] = {}
-        for plog in list(self._logs.values()):
+        for plog in list(self._logs.values()) if logs is None else logs:
             if not plog.config.compact:
                 continue
             try:
