@@ -197,14 +197,20 @@ class Server:
                     log.warning("accept failed: %s", exc)
                     break
                 streams.append(trio.SocketStream(trio.socket.from_stdlib_socket(sock)))
+            waited = False  # the limit is waited on once a burst, then what is over it is refused
             for stream in streams:
-                for _ in range(LIMIT_RECHECK_PASSES):
-                    if self.connections < self.max_connections:
-                        break
-                    # Before refusing: connections whose peers already left (a readiness
-                    # probe) end within a few scheduler passes, which one accept per pass
-                    # used to give them.
-                    await trio.sleep(0)
+                if self._closing:
+                    await stream.aclose()
+                    continue
+                if not waited and self.connections >= self.max_connections:
+                    waited = True
+                    for _ in range(LIMIT_RECHECK_PASSES):
+                        # Before refusing: connections whose peers already left (a readiness
+                        # probe) end within a few scheduler passes, which one accept per pass
+                        # used to give them.
+                        await trio.sleep(0)
+                        if self.connections < self.max_connections:
+                            break
                 if self.connections >= self.max_connections:
                     log.warning("closing new connection: max.connections=%d reached", self.max_connections)
                     await stream.aclose()
