@@ -134,8 +134,6 @@ async def _run_broker(config, http, *, task_status=trio.TASK_STATUS_IGNORED) -> 
     if http is not None:
         http.attach(broker)
     registry = _schema_registry(broker, config)  # binds its port first: a taken port stops start-up here
-    if http is not None and registry is not None:
-        http.attach_schema_registry(registry.registry)
     rest_proxy = _rest_proxy(config)  # the same for the REST Proxy's port
     await trio.to_thread.run_sync(broker.open)
     if registry is not None:

@@ -54,7 +54,6 @@ class HttpEndpoint:
         self._collector = _LateCollector()
         self.registry = build_registry(self._collector)
         self.broker: Broker | None = None
-        self.schema_registry: Any = None  # server.schema_registry's SchemaRegistry, for the console's Avro
         self.opened = False  # the logs are recovered (Broker.open returned)
         self.listening = False  # the Kafka listeners are bound
         self.sock: socket.socket | None = None
@@ -75,10 +74,6 @@ class HttpEndpoint:
         self.broker = broker
         broker.metrics = self.requests
         self._collector.target = BrokerCollector(broker, None, self.requests)
-
-    def attach_schema_registry(self, registry: Any) -> None:
-        """This process serves a Schema Registry: the console decodes Avro values with it."""
-        self.schema_registry = registry
 
     def attach_server(self, server: Any) -> None:
         """The Kafka listeners are bound (server.network.Server): ready, and connections counted."""

@@ -117,7 +117,7 @@ async def _json_body(request: Request) -> dict[str, Any]:
 
 class ConsoleApi:
     """The routes of one broker's console; `endpoint` is the HttpEndpoint (its `broker`
-    once the broker exists, its `schema_registry` when one runs in this process)."""
+    once the broker exists; the broker's `schema_registry` when one runs in this process)."""
 
     def __init__(self, endpoint: Any) -> None:
         self.endpoint = endpoint
@@ -247,7 +247,7 @@ class ConsoleApi:
             offset = await self._offset_for(broker, name, index, timestamp)
         else:
             offset = _int(query.get("offset", partition.log.log_start_offset), "offset", minimum=0)
-        decoder = browse.avro_decoder(getattr(self.endpoint, "schema_registry", None))
+        decoder = browse.avro_decoder(broker.schema_registry)  # set by the registry's start-up
         answer = await trio.to_thread.run_sync(browse.read_records, partition, offset, limit, decoder)
         if "timestamp" in query:
             answer["timestamp"] = int(query["timestamp"])
