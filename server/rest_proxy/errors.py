@@ -8,18 +8,11 @@ of these named constructors with the code Confluent's REST Proxy gives for the s
 
 from __future__ import annotations
 
+from server.http.confluent import ConfluentError
 
-class RestError(Exception):
-    """A refusal with Confluent's HTTP status and error code."""
 
-    def __init__(self, status: int, code: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-
-    def body(self) -> dict:
-        return {"error_code": self.code, "message": self.message}
+class RestError(ConfluentError):
+    """A refusal with Confluent's HTTP status and error code (server/http/confluent.py)."""
 
 
 def topic_not_found(topic: str = "") -> RestError:

@@ -7,18 +7,11 @@ named constructors, with the code Confluent's Schema Registry gives for the same
 
 from __future__ import annotations
 
+from server.http.confluent import ConfluentError
 
-class RegistryError(Exception):
-    """A refusal with Confluent's HTTP status and error code."""
 
-    def __init__(self, status: int, code: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-
-    def body(self) -> dict:
-        return {"error_code": self.code, "message": self.message}
+class RegistryError(ConfluentError):
+    """A refusal with Confluent's HTTP status and error code (server/http/confluent.py)."""
 
 
 def subject_not_found(subject: str) -> RegistryError:
