@@ -571,8 +571,11 @@ class LogSegment:
         boundaries[base_offset] = position
 
     def mtime_ms(self) -> int:
+        """The .log's mtime; a file closed for idleness is looked at by path, not reopened
+        (retention asks this of every segment without timestamps on every pass)."""
+        fd = self._fd
         try:
-            return int(os.fstat(self.fd).st_mtime * 1000)
+            return int((os.fstat(fd) if fd >= 0 else os.stat(self.log_path)).st_mtime * 1000)
         except OSError:
             return 0
 
