@@ -79,7 +79,10 @@ class ConsumerInstance:
                 left = 0
             elif left <= 0:
                 return out
-            for msg in self.consumer.consume(num_messages=500, timeout=max(left, 0)):
+            if self.closed:  # being deleted or expired: give the thread to close()
+                return out
+            # in slices, so a DELETE or expiry during a long poll closes the consumer soon
+            for msg in self.consumer.consume(num_messages=500, timeout=min(max(left, 0), POLL_SLICE_S)):
                 err = msg.error()
                 if err is None:
                     self.pending.append(msg)
@@ -90,6 +93,9 @@ class ConsumerInstance:
                         raise kafka_error(err)
             if not self.pending and left <= 0:
                 return out
+
+
+POLL_SLICE_S = 0.5  # longest single consume() of a records poll
 
 
 def _size(msg) -> int:
@@ -184,8 +190,9 @@ class ConsumerInstances:
         log.info("rest proxy: consumer instance %s/%s deleted", instance.group, instance.name)
 
     async def _close(self, instance: ConsumerInstance) -> None:
+        instance.closed = True  # a poll under way ends at its next slice and frees the thread
+
         def close(consumer) -> None:
-            instance.closed = True
             consumer.close()
 
         try:

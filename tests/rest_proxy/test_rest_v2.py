@@ -10,6 +10,7 @@ import json
 import time
 import uuid
 
+import httpx
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer
 from confluent_kafka.admin import AdminClient
@@ -394,3 +395,40 @@ def _read_response(sock) -> bytes:
         assert chunk, "connection closed mid-body"
         rest += chunk
     return head
+
+
+def test_deleting_an_instance_during_a_long_poll_closes_its_consumer(broker, rest):
+    """A records poll of 25 s is under way when the instance is deleted: the consumer is
+    closed (it leaves its group) without waiting for the poll to end; the close used to
+    queue behind the poll's thread and give up after 30 s, leaving the member in its group."""
+    import threading
+
+
+    topic = f"longpoll-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.port, topic, 1)
+    group = f"g-{topic}"
+    r = rest.post(f"/consumers/{group}", headers={"Content-Type": V2},
+                  json={"name": "c", "format": "binary", "auto.offset.reset": "earliest"})
+    base_uri = r.json()["base_uri"]
+    rest.post(base_uri + "/subscription", headers={"Content-Type": V2}, json={"topics": [topic]})
+    read_all(rest, base_uri, BINARY, 0)  # nothing to read; joins nothing yet
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+    def members() -> int:
+        return len(admin.describe_consumer_groups([group])[group].result(timeout=10).members)
+
+    answers: list = []
+    poll = threading.Thread(target=lambda: answers.append(httpx.get(
+        base_uri + "/records", params={"timeout": 25000}, headers={"Accept": BINARY}, timeout=60)))
+    poll.start()
+    deadline = time.monotonic() + 20
+    while members() == 0 and time.monotonic() < deadline:  # the long poll joins the group
+        time.sleep(0.2)
+    assert members() == 1
+    started = time.monotonic()
+    assert rest.delete(base_uri, headers={"Content-Type": V2}).status_code == 204
+    assert members() == 0, "the deleted instance's consumer is still in its group"
+    # the close did not wait for the 25 s poll (a bound far from both: ~0.5 s vs ~25 s)
+    assert time.monotonic() - started < 15
+    poll.join(timeout=40)
+    assert answers and answers[0].status_code in (200, 404)
