@@ -70,7 +70,8 @@ log = logging.getLogger("spark_jobs.mirror")
 
 DEFAULT_OFFSETS_TOPIC = "mm2-offset-syncs.target.internal"
 # MirrorMaker 2's DefaultTopicFilter.TOPICS_EXCLUDE_DEFAULT: internal and replica topics.
-EXCLUDED_TOPICS = re.compile(r"^(__.*|.*[-.]internal|.*\.replica)$")
+EXCLUDED = r"__.*|.*[-.]internal|.*\.replica"  # internal topics, left out as MirrorMaker 2 does
+EXCLUDED_TOPICS = re.compile(f"^({EXCLUDED})$")
 
 
 # --------------------------------------------------------------------------- topic selection
@@ -321,9 +322,13 @@ class MirrorWriter:
                     break
                 except BufferError:
                     producer.poll(0.1)
-        left = producer.flush(60)
+        # Until every record is settled (acknowledged or failed by message.timeout.ms): a retry
+        # of the batch must not start while one of these could still land on the target.
+        deadline = time.monotonic() + 600
+        while (left := producer.flush(60)) and time.monotonic() < deadline:
+            pass
         if left:
-            errors.append(f"{left} records not acknowledged within 60 s")
+            errors.append(f"{left} records not settled within 600 s")
         return errors
 
     def _write_syncs(self, syncs: dict[tuple[str, int], tuple[int, int]]) -> None:
@@ -443,7 +448,8 @@ def source_options(args: argparse.Namespace) -> dict[str, str]:
         opts["subscribe"] = ",".join(args.topics)
     else:
         # Spark matches the pattern against every topic; keep internal ones out as MM2 does.
-        opts["subscribePattern"] = f"(?!(__.*|.*[-.]internal|.*\\.replica)$)(?:{args.topics_regex})"
+        # (and the job's own offset-sync topic, as select_topics does)
+        opts["subscribePattern"] = f"(?!({EXCLUDED}|{re.escape(args.offsets_topic)})$)(?:{args.topics_regex})"
     return opts
 
 
