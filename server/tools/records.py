@@ -15,7 +15,8 @@ COMPRESSION = ("none", "gzip", "snappy", "lz4", "zstd")
 DEFAULT_TEMPLATE = "%v\\n"
 TEMPLATE_HELP = ("output: 'text' (the value, one per line), 'json' (one object per record) or a kcat-style "
                  "template: %%t topic, %%p partition, %%o offset, %%k key, %%v value, %%T timestamp (ms), "
-                 "%%h headers (k=v,k2=v2), %%%% a percent sign; \\n and \\t escapes (default %%v\\n)")
+                 "%%h headers (k=v,k2=v2), %%%% a percent sign; \\n and \\t escapes (default %%v\\n); keys and values are "
+                 "written as stored bytes, in 'json' as UTF-8 text (undecodable bytes replaced)")
 
 
 def register(verbs: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
@@ -109,41 +110,43 @@ def produce_records(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------ consume
 
-def render(template: str, msg) -> str:
-    """One record through a kcat-style template (see TEMPLATE_HELP)."""
-    out: list[str] = []
+def render(template: str, msg) -> bytes:
+    """One record through a kcat-style template (see TEMPLATE_HELP), as bytes: keys, values and
+    header values are written as they are stored, as kcat does, so a binary payload piped to a
+    file is the payload (decoding it as UTF-8 would replace what is not text)."""
+    out: list[bytes] = []
     i = 0
     while i < len(template):
         c = template[i]
         nxt = template[i + 1] if i + 1 < len(template) else ""
         if c == "\\" and nxt in ("n", "t", "\\"):
-            out.append({"n": "\n", "t": "\t", "\\": "\\"}[nxt])
+            out.append({"n": b"\n", "t": b"\t", "\\": b"\\"}[nxt])
             i += 2
             continue
         if c == "%" and nxt:
             i += 2
             if nxt == "t":
-                out.append(msg.topic())
+                out.append(msg.topic().encode())
             elif nxt == "p":
-                out.append(str(msg.partition()))
+                out.append(str(msg.partition()).encode())
             elif nxt == "o":
-                out.append(str(msg.offset()))
+                out.append(str(msg.offset()).encode())
             elif nxt == "k":
-                out.append(_text(msg.key()))
+                out.append(_raw(msg.key()))
             elif nxt == "v":
-                out.append(_text(msg.value()))
+                out.append(_raw(msg.value()))
             elif nxt == "T":
-                out.append(str(msg.timestamp()[1]))
+                out.append(str(msg.timestamp()[1]).encode())
             elif nxt == "h":
-                out.append(",".join(f"{k}={_text(v)}" for k, v in (msg.headers() or [])))
+                out.append(b",".join(k.encode() + b"=" + _raw(v) for k, v in (msg.headers() or [])))
             elif nxt == "%":
-                out.append("%")
+                out.append(b"%")
             else:
                 raise CliError(f"unknown template field %{nxt} (known: %t %p %o %k %v %T %h %%)", 2)
             continue
-        out.append(c)
+        out.append(c.encode())
         i += 1
-    return "".join(out)
+    return b"".join(out)
 
 
 def as_json(msg) -> str:
@@ -156,6 +159,12 @@ def _text(data: bytes | str | None) -> str:
     if data is None:
         return ""
     return data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+
+
+def _raw(data: bytes | str | None) -> bytes:
+    if data is None:
+        return b""
+    return data if isinstance(data, bytes) else data.encode()
 
 
 def _nullable(data: bytes | None) -> str | None:
@@ -258,9 +267,9 @@ def consume_records(args: argparse.Namespace) -> int:
                     raise KafkaException(err)
                 continue
             at_end.discard((msg.topic(), msg.partition()))
-            sys.stdout.write(as_json(msg) + "\n" if template == "json" else render(template, msg))
+            sys.stdout.buffer.write((as_json(msg) + "\n").encode() if template == "json" else render(template, msg))
             count += 1
-        sys.stdout.flush()
+        sys.stdout.buffer.flush()
         if args.group:
             try:
                 consumer.commit(asynchronous=False)

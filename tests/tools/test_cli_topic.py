@@ -133,3 +133,27 @@ def test_bootstrap_from_the_environment(broker):
     trafka("topic", "create", name, bootstrap=broker.bootstrap).ok()
     listed = trafka("topic", "list", env={"TRAFKA_BOOTSTRAP": broker.bootstrap}).ok()
     assert name in listed.out
+
+
+def test_consume_writes_binary_keys_and_values_as_stored(broker):
+    """A template writes keys, values and header values as their bytes, as kcat does: a binary
+    payload piped to a file is the payload (they were decoded as UTF-8 with replacement before)."""
+    import os
+    import subprocess
+    import sys
+
+    from confluent_kafka import Producer
+
+    from tests.brokerproc import REPO
+
+    name = unique("binary")
+    trafka("topic", "create", name, bootstrap=broker.bootstrap).ok()
+    value = bytes(range(256))
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce(name, value=value, key=b"\xff\x00k", headers=[("h", b"\x80\x81")])
+    assert producer.flush(30) == 0
+    proc = subprocess.run([sys.executable, "-m", "server", "topic", "consume", name, "-f", r"%k|%v|%h\n",
+                           "-b", broker.bootstrap], capture_output=True, timeout=90, cwd=REPO,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == b"\xff\x00k|" + value + b"|h=\x80\x81\n"
