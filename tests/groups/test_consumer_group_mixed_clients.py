@@ -168,3 +168,42 @@ def test_policy_disabled_keeps_one_type_per_group(disabled_broker):
         assert len(classic.assignment()) == PARTITIONS
     finally:
         classic.kill()
+
+
+@pytest.mark.timeout(300)
+def test_static_classic_member_replaced_inside_a_consumer_group(broker):
+    """A static classic member (group.instance.id) that restarts inside a consumer group is
+    replaced at once by its new incarnation, which inherits its partitions (Kafka's
+    classicGroupJoinToConsumerGroup); the consumer-protocol member keeps its own. Before,
+    the new incarnation was refused UNRELEASED_INSTANCE_ID until the old one's session
+    timed out (30 s here)."""
+    topic, group = "mixed-static", "mixed-static-group"
+    create_topic(broker.bootstrap, topic)
+    produce(broker.bootstrap, topic, 0, RECORDS)
+    static = {"group.instance.id": "static-1", "session.timeout.ms": 30000}
+    modern = ConfluentMember(broker.bootstrap, group, topic, "modern", "consumer")
+    members = [modern]
+    try:
+        wait_until(lambda: len(modern.assignment()) == PARTITIONS, "the consumer member's assignment")
+        first = ConfluentMember(broker.bootstrap, group, topic, "static-a", "classic", config=static)
+        members.append(first)
+        wait_until(lambda: len(first.assignment()) == PARTITIONS // 2 and len(modern.assignment()) == PARTITIONS // 2,
+                   "the static classic member's share")
+        held = first.assignment()
+        # A static member does not leave on close: the group still holds its instance id.
+        first.leave()
+        again = ConfluentMember(broker.bootstrap, group, topic, "static-b", "classic", config=static)
+        members.append(again)
+        started = time.monotonic()
+        wait_until(lambda: again.assignment() == held, "the new incarnation taking the old one's partitions")
+        assert time.monotonic() - started < 20, "replaced only after the old session timed out"
+        assert modern.assignment() == set(range(PARTITIONS)) - held
+        assert not [e for e in again.errors if "UNRELEASED" in e.upper()], again.errors
+        produce(broker.bootstrap, topic, RECORDS, RECORDS)
+        wait_until(lambda: len({r for m in members for r in m.records()}) >= 2 * RECORDS, "every record consumed")
+        time.sleep(1)
+        counts = Counter(r for m in members for r in m.records())
+        assert len(counts) == 2 * RECORDS and max(counts.values()) == 1
+    finally:
+        for m in members:
+            m.kill()

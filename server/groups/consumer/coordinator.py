@@ -274,8 +274,12 @@ class ConsumerGroupCoordinator:
     async def _heartbeat(self, group_id: str, member_id: str, member_epoch: int, instance_id: str | None,
                          rack_id: str | None, rebalance_timeout_ms: int, names: list[str] | None, regex: str | None,
                          assignor: str | None, owned: dict | None, client_id: str,
-                         client_host: str, classic: crec.ClassicMemberMetadata | None = None) -> HeartbeatResult:
-        """One heartbeat (or, with `classic`, a classic member's JoinGroup, migration.py)."""
+                         client_host: str, classic: crec.ClassicMemberMetadata | None = None,
+                         replace_static: bool = False) -> HeartbeatResult:
+        """One heartbeat (or, with `classic`, a classic member's JoinGroup, migration.py).
+        `replace_static`: a joining static member replaces a live one of its instance id
+        (a classic member's JoinGroup, as classic static membership does), where a consumer-
+        protocol member must wait until the previous one left with epoch -2."""
         joining = member_epoch == 0
         group, extra = self._group_for(group_id, joining)
         records: list[Record] = []
@@ -288,7 +292,7 @@ class ConsumerGroupCoordinator:
             existing = group.static_member(instance_id)
             if joining:
                 if existing is not None and existing.member_id != member_id:
-                    if existing.member_epoch != STATIC_LEAVE_EPOCH:
+                    if existing.member_epoch != STATIC_LEAVE_EPOCH and not replace_static:
                         raise _Reject(E.UNRELEASED_INSTANCE_ID, f"Static member {existing.member_id} with instance "
                                       f"id {instance_id} is not released yet; member {member_id} cannot join.")
                     replaced = existing

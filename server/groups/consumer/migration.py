@@ -32,8 +32,10 @@ DOWNGRADE, DISABLED — 3.9's default, which keeps a group id one type at a time
 
 Not done (as in the brief's scope): Kafka's join/sync timeouts for classic members in a
 consumer group (a classic member that never rejoins keeps its partitions until its
-session or rebalance timeout fences it), static classic members replacing each other
-inside a consumer group, and the downgrade by static-member replacement.
+session or rebalance timeout fences it) and the downgrade by static-member replacement (a
+classic member taking a consumer-protocol member's instance id is refused
+UNRELEASED_INSTANCE_ID). A classic static member replacing a classic one works as Kafka's:
+the new member id takes over the instance id's assignment, the old one is fenced.
 """
 
 from __future__ import annotations
@@ -196,14 +198,21 @@ class Migration:
             existing = group.members.get(member_id)
             if existing is not None and existing.classic is None:
                 return JoinResult(E.UNKNOWN_MEMBER_ID, member_id)
-            if existing is None and instance_id is not None and group.static_member(instance_id) is not None:
-                return JoinResult(E.UNRELEASED_INSTANCE_ID, member_id)  # static replacement: not supported
+            static = group.static_member(instance_id) if existing is None and instance_id is not None else None
+            if static is not None and static.classic is None:
+                # A classic member taking a consumer-protocol member's instance id: Kafka
+                # downgrades the group if that was the last one (not done here).
+                return JoinResult(E.UNRELEASED_INSTANCE_ID, member_id)
             epoch = existing.member_epoch if existing is not None else 0
             classic = crec.ClassicMemberMetadata(session_timeout_ms, tuple(protocols))
             try:
                 result = await self.cc._heartbeat(
                     gid, member_id, epoch, instance_id, sub.rack_id, rebalance_timeout_ms, list(sub.topics), None,
-                    None, self._ids(sub.owned), client_id, client_host, classic=classic)
+                    None, self._ids(sub.owned), client_id, client_host, classic=classic,
+                    # Kafka's classicGroupJoinToConsumerGroup: a static member joining with an
+                    # unknown member id replaces its instance id's current member, which is
+                    # fenced (FENCED_INSTANCE_ID) and whose assignment the new one inherits.
+                    replace_static=existing is None)
             except Reject as r:
                 log.info("group %s: JoinGroup from classic member %s: %s %s", gid, member_id, r.code.name, r.message)
                 return JoinResult(E.UNKNOWN_MEMBER_ID if r.code == E.FENCED_MEMBER_EPOCH else r.code, member_id)
