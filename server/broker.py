@@ -154,13 +154,14 @@ class Broker:
         self.logs.set_aside_strays(hosted)
         headers = 0
         loaded: list[Partition] = []
+        verification = self.config.get("transaction.partition.verification.enable")
         for name, meta in sorted(self.topics.items()):
             config = self._configs[name] = self._log_config(meta)
             for index in range(meta.partitions):
                 if self.cluster is not None and self.node_id not in meta.assignment.get(index, ()):
                     continue
                 plog = self.logs.open_log(name, index, config)
-                partition = self._new_partition(meta, index, plog)
+                partition = self._new_partition(meta, index, plog, verification)
                 loaded.append(partition)
                 if self.cluster is not None:
                     # No leader until the controller says; and no high watermark checkpoint
@@ -247,10 +248,12 @@ class Broker:
         if self.cluster is not None and topic not in self.cluster.cache.topics and self.nursery is not None:
             self.nursery.start_soon(self.groups.forget_topic, topic)
 
-    def _new_partition(self, meta: TopicMeta, index: int, plog) -> Partition:
+    def _new_partition(self, meta: TopicMeta, index: int, plog, verification: bool | None = None) -> Partition:
+        if verification is None:
+            verification = self.config.get("transaction.partition.verification.enable")
         return Partition(meta.name, index, meta.topic_id, plog, node_id=self.node_id,
                          producer_ids=self.producers, replicas=meta.replicas(index, self.node_id),
-                         verification=self.config.get("transaction.partition.verification.enable"))
+                         verification=verification)
 
     def _add_partitions(self, added: list[Partition]) -> None:
         """Publish new partitions. `self.partitions` is replaced, never changed in place, so

@@ -135,13 +135,20 @@ async def _run_broker(config, http, *, task_status=trio.TASK_STATUS_IGNORED) -> 
         http.attach(broker)
     registry = _schema_registry(broker, config)  # binds its port first: a taken port stops start-up here
     rest_proxy = _rest_proxy(config)  # the same for the REST Proxy's port
-    await trio.to_thread.run_sync(broker.open)
-    if registry is not None:
-        await trio.to_thread.run_sync(registry.load)
+    # Start-up allocates millions of objects that live as long as the process (100 000
+    # partitions: logs, segments, indexes, producer state), and nothing it makes is cyclic
+    # garbage worth finding: each full pass of the cyclic collector meanwhile walked all of
+    # them, a third of a clean restart (issue 21: 23 s -> 14 s). Collection resumes after,
+    # with that heap frozen out of its full passes.
+    gc.disable()
+    try:
+        await trio.to_thread.run_sync(broker.open)
+        if registry is not None:
+            await trio.to_thread.run_sync(registry.load)
+    finally:
+        gc.enable()
     if http is not None:
         http.opened = True
-    # The start-up heap (definitions, recovered state) lives as long as the process: keep
-    # it out of the cyclic collector's full passes.
     gc.freeze()
     server = Server(broker)
     try:

@@ -520,7 +520,8 @@ class Partition:
         Returns how many batch headers were read."""
         plog = self.log
         start = plog.log_start_offset
-        found = load_latest(plog.directory, plog.log_end_offset)
+        listed, plog.snapshot_offsets_at_open = plog.snapshot_offsets_at_open, None
+        found = load_latest(plog.directory, plog.log_end_offset, offsets=listed)
         if found is not None and found[0] >= start:
             offset, entries = found
             self.producers.load_snapshot(entries)

@@ -30,7 +30,7 @@ from bisect import bisect_left, bisect_right
 from pathlib import Path
 from typing import NamedTuple
 
-from storage.files import atomic_write
+from storage.files import atomic_write, read_small_file
 
 log = logging.getLogger("storage")
 
@@ -61,7 +61,7 @@ class LeaderEpochCheckpointFile:
         ValueError (Kafka fails the log load too: silently dropping epochs would let
         recovery cut valid data)."""
         try:
-            text = self.path.read_text()
+            text = read_small_file(self.path)
         except FileNotFoundError:
             return None
         lines = text.split("\n")
@@ -98,9 +98,11 @@ class LeaderEpochFileCache:
             self._assign(EpochEntry(*entry))
 
     @classmethod
-    def load(cls, directory: str | Path, *, name: str = "") -> "LeaderEpochFileCache":
+    def load(cls, directory: str | Path, *, name: str = "", exists: bool = True) -> "LeaderEpochFileCache":
+        """``exists``: False when the caller's directory listing has no checkpoint file,
+        so it is not looked for (one open() less per partition at start-up)."""
         checkpoint = LeaderEpochCheckpointFile(Path(directory) / LEADER_EPOCH_CHECKPOINT)
-        return cls(checkpoint, checkpoint.read(), name=name)
+        return cls(checkpoint, checkpoint.read() if exists else None, name=name)
 
     @property
     def file_exists(self) -> bool:
