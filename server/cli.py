@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import resource
 import signal
 import sys
 
@@ -67,12 +68,38 @@ def main(argv: list[str] | None = None) -> int:
     return 2  # pragma: no cover - argparse enforces the subcommand
 
 
+def raise_open_files_limit() -> tuple[int, int]:
+    """Raise the soft RLIMIT_NOFILE (`ulimit -n`) to the hard limit, as the JVM does for
+    Kafka (-XX:+MaxFDLimit, on by default): a container's soft limit (often 1 024) is far
+    below its hard one, and 100 000 partitions plus 10 000 connections need descriptors
+    (issue 21). log.open.files.max, half the soft limit by default, follows. Returns (soft
+    before, soft after); a limit that cannot be raised is logged and left as it is."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == hard or soft == resource.RLIM_INFINITY:
+        log.info("open files limit (RLIMIT_NOFILE): soft %s, hard %s", _limit(soft), _limit(hard))
+        return soft, soft
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError) as exc:
+        # e.g. an unlimited hard limit above the kernel's fs.nr_open
+        log.warning("open files limit (RLIMIT_NOFILE): soft %s, hard %s; raising the soft limit failed: %s",
+                    _limit(soft), _limit(hard), exc)
+        return soft, soft
+    log.info("open files limit (RLIMIT_NOFILE): soft %s raised to the hard limit %s", _limit(soft), _limit(hard))
+    return soft, hard
+
+
+def _limit(value: int) -> str:
+    return "unlimited" if value == resource.RLIM_INFINITY else str(value)
+
+
 def serve(args: argparse.Namespace) -> int:
     import os
 
     level = (args.log_level or os.environ.get("TRAFKA_LOG_LEVEL") or "INFO").upper()
     logging.basicConfig(level=getattr(logging, level, logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    raise_open_files_limit()
     overrides: dict[str, str] = {}
     if args.listen:
         overrides["listeners"] = args.listen
