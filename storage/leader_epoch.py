@@ -49,7 +49,7 @@ class LeaderEpochCheckpointFile:
     """Reads and atomically replaces one `leader-epoch-checkpoint` file."""
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
+        self.path = path if isinstance(path, Path) else Path(path)
 
     def write(self, entries: list[EpochEntry]) -> None:
         lines = [str(CHECKPOINT_VERSION), str(len(entries))]
@@ -101,7 +101,8 @@ class LeaderEpochFileCache:
     def load(cls, directory: str | Path, *, name: str = "", exists: bool = True) -> "LeaderEpochFileCache":
         """``exists``: False when the caller's directory listing has no checkpoint file,
         so it is not looked for (one open() less per partition at start-up)."""
-        checkpoint = LeaderEpochCheckpointFile(Path(directory) / LEADER_EPOCH_CHECKPOINT)
+        directory = directory if isinstance(directory, Path) else Path(directory)
+        checkpoint = LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT)
         return cls(checkpoint, checkpoint.read() if exists else None, name=name)
 
     @property

@@ -312,7 +312,7 @@ class PartitionLog:
         was checkpointed (an active segment written since is scanned straight away).
         ``dirty_logs``: the manager's set of logs with unflushed segments (see __init__).
         """
-        directory = Path(directory)
+        directory = directory if isinstance(directory, Path) else Path(directory)
         # One listing tells which files exist: opening 100 000 logs at start-up is mostly
         # this method, so no file is opened or stat()ed only to find it absent.
         try:
@@ -325,9 +325,9 @@ class PartitionLog:
         self = cls(directory, config, name=name or directory.name, graveyard=graveyard or Graveyard())
         self.snapshot_offsets_at_open = tuple(snapshot_offsets(names))
         self.dirty_logs = dirty_logs
-        start_checkpoint = (read_checkpoint(directory / LOG_START_OFFSET_CHECKPOINT)
+        start_checkpoint = (read_checkpoint(f"{directory}/{LOG_START_OFFSET_CHECKPOINT}")
                             if LOG_START_OFFSET_CHECKPOINT in present else None)
-        self.cleaned_offset = ((read_checkpoint(directory / CLEANER_OFFSET_CHECKPOINT) or 0)
+        self.cleaned_offset = ((read_checkpoint(f"{directory}/{CLEANER_OFFSET_CHECKPOINT}") or 0)
                                if CLEANER_OFFSET_CHECKPOINT in present else 0)
         # The epochs a batch may carry: those the checkpoint knows. A directory from before
         # leader epochs has no checkpoint and epoch-0 batches only.
@@ -354,7 +354,6 @@ class PartitionLog:
         active = segments[-1]
         assert active.next_offset is not None
         active.index_full = active.index_entries >= config.segment_index_bytes // 12
-        self._arm()
         self.log_end_offset = active.next_offset
         start = max(start_checkpoint or 0, segments[0].base_offset)
         self.log_start_offset = min(start, self.log_end_offset)
