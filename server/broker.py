@@ -359,7 +359,7 @@ class Broker:
         held the GIL against the event loop for the whole sweep, stalling the data path
         (issue 21: produce p99 2.4 -> 5.5 ms with a sweep a second at 10 000 partitions);
         chunks with pauses keep the sweep's share of the interpreter at half or less."""
-        plogs = self.logs.logs()
+        plogs = self.logs.all_logs()
         # While the worker holds the GIL, the event loop waits up to the switch interval
         # for it at every turn (5 ms by default): 1 ms while a sweep runs.
         interval = sys.getswitchinterval()

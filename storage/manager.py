@@ -209,6 +209,11 @@ class LogManager:
         items = sorted(list(self._logs.items()), key=lambda item: item[0])
         return [plog for (name, _), plog in items if topic is None or name == topic]
 
+    def all_logs(self) -> list[PartitionLog]:
+        """Every open log, in no particular order: one copy, no sort (a sweep takes this on
+        the server's event loop; sorting 100 000 logs there was a 30 ms stall a sweep)."""
+        return list(self._logs.values())
+
     def open_log(self, topic: str, partition: int, config: LogConfig, *, now_ms: int | None = None) -> PartitionLog:
         """Open (recovering as the last shutdown requires) or create the log of a partition."""
         now_ms = _now_ms() if now_ms is None else now_ms
