@@ -34,6 +34,10 @@ EXPOSE 9092 8080 8081 8082
 HEALTHCHECK --interval=10s --timeout=5s --start-period=10s --retries=3 \
     CMD ["python", "-m", "server.healthcheck", "127.0.0.1:9092"]
 
+# Descriptors: the broker raises its soft `ulimit -n` to the hard limit at start-up (logged with
+# both values; a container's soft limit is often 1024 under a far higher hard one), and
+# log.open.files.max is half of that, so 100 000 partitions need no --ulimit flag. A lower
+# hard limit (--ulimit nofile=N:N) caps both.
 # The advertised address comes from TRAFKA_ADVERTISED_LISTENERS (host:port) when set.
 # TRAFKA_BROKERS_PER_HOST=N|auto runs N brokers of one cluster (server/entrypoint.py).
 ENTRYPOINT ["trafka-entrypoint"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+import gc
 import logging
 import sys
 import time
@@ -45,6 +46,10 @@ from server.txn import TransactionCoordinator
 __all__ = ["AppendOutcome", "Broker", "INTERNAL_TOPICS", "validate_topic_name"]
 
 log = logging.getLogger("trafka.broker")
+
+# Partitions created at once (a topic, CreatePartitions) from which the new objects are
+# frozen out of the cyclic collector (see Broker._add_partitions).
+FREEZE_AFTER_PARTITIONS = 1000
 
 
 SWEEP_CHUNK = 250  # partition logs per worker-thread call of a retention/compaction sweep
@@ -154,13 +159,14 @@ class Broker:
         self.logs.set_aside_strays(hosted)
         headers = 0
         loaded: list[Partition] = []
+        verification = self.config.get("transaction.partition.verification.enable")
         for name, meta in sorted(self.topics.items()):
             config = self._configs[name] = self._log_config(meta)
             for index in range(meta.partitions):
                 if self.cluster is not None and self.node_id not in meta.assignment.get(index, ()):
                     continue
                 plog = self.logs.open_log(name, index, config)
-                partition = self._new_partition(meta, index, plog)
+                partition = self._new_partition(meta, index, plog, verification)
                 loaded.append(partition)
                 if self.cluster is not None:
                     # No leader until the controller says; and no high watermark checkpoint
@@ -247,10 +253,12 @@ class Broker:
         if self.cluster is not None and topic not in self.cluster.cache.topics and self.nursery is not None:
             self.nursery.start_soon(self.groups.forget_topic, topic)
 
-    def _new_partition(self, meta: TopicMeta, index: int, plog) -> Partition:
+    def _new_partition(self, meta: TopicMeta, index: int, plog, verification: bool | None = None) -> Partition:
+        if verification is None:
+            verification = self.config.get("transaction.partition.verification.enable")
         return Partition(meta.name, index, meta.topic_id, plog, node_id=self.node_id,
                          producer_ids=self.producers, replicas=meta.replicas(index, self.node_id),
-                         verification=self.config.get("transaction.partition.verification.enable"))
+                         verification=verification)
 
     def _add_partitions(self, added: list[Partition]) -> None:
         """Publish new partitions. `self.partitions` is replaced, never changed in place, so
@@ -258,6 +266,13 @@ class Broker:
         copy per batch (a topic, or start-up) rather than per partition, which made
         creating or loading N partitions cost O(N²) (issue 21: 100 000 partitions)."""
         self.partitions = {**self.partitions, **{(p.topic, p.index): p for p in added}}
+        if len(added) >= FREEZE_AFTER_PARTITIONS:
+            # Partitions made in bulk live until their topic goes: out of the cyclic
+            # collector's full passes with them (gc.freeze is O(1)), as the start-up heap
+            # is, or the first full pass after creating 100 000 walks them all at once (a
+            # produce stall of ~100 ms; issue 21). The price: cyclic garbage of this
+            # moment, and of these partitions once deleted, is never collected.
+            gc.freeze()
 
     def _add_partition(self, meta: TopicMeta, index: int, plog) -> Partition:
         partition = self._new_partition(meta, index, plog)
@@ -344,7 +359,7 @@ class Broker:
         held the GIL against the event loop for the whole sweep, stalling the data path
         (issue 21: produce p99 2.4 -> 5.5 ms with a sweep a second at 10 000 partitions);
         chunks with pauses keep the sweep's share of the interpreter at half or less."""
-        plogs = self.logs.logs()
+        plogs = self.logs.all_logs()
         # While the worker holds the GIL, the event loop waits up to the switch interval
         # for it at every turn (5 ms by default): 1 ms while a sweep runs.
         interval = sys.getswitchinterval()

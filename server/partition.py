@@ -520,7 +520,8 @@ class Partition:
         Returns how many batch headers were read."""
         plog = self.log
         start = plog.log_start_offset
-        found = load_latest(plog.directory, plog.log_end_offset)
+        listed, plog.snapshot_offsets_at_open = plog.snapshot_offsets_at_open, None
+        found = load_latest(plog.directory, plog.log_end_offset, offsets=listed)
         if found is not None and found[0] >= start:
             offset, entries = found
             self.producers.load_snapshot(entries)
@@ -546,8 +547,15 @@ class Partition:
         return read
 
     def save_producer_state(self) -> None:
-        """At clean shutdown: Kafka's `<log end offset>.snapshot`."""
+        """At clean shutdown: Kafka's `<log end offset>.snapshot`. Written for any log with
+        data, an empty one when no producer is known (as Kafka's takeSnapshot): without it
+        the next start-up read every batch header of the log looking for producers, 40 % of
+        a 100 000-partition restart after a non-idempotent load (issue 21). Empty logs get
+        none (nothing to read), nor do logs whose snapshot at the log end is already there."""
         end = self.log.log_end_offset
+        directory = self.log.directory
         if len(self.producers):
-            write_snapshot(self.log.directory, end, self.producers.snapshot_entries())
-        delete_snapshots(self.log.directory, below=end)
+            write_snapshot(directory, end, self.producers.snapshot_entries())
+        elif end > self.log.log_start_offset and end not in list_snapshots(directory):
+            write_snapshot(directory, end, [])
+        delete_snapshots(directory, below=end)

@@ -30,7 +30,7 @@ from bisect import bisect_left, bisect_right
 from pathlib import Path
 from typing import NamedTuple
 
-from storage.files import atomic_write
+from storage.files import atomic_write, read_small_file
 
 log = logging.getLogger("storage")
 
@@ -49,7 +49,7 @@ class LeaderEpochCheckpointFile:
     """Reads and atomically replaces one `leader-epoch-checkpoint` file."""
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
+        self.path = path if isinstance(path, Path) else Path(path)
 
     def write(self, entries: list[EpochEntry]) -> None:
         lines = [str(CHECKPOINT_VERSION), str(len(entries))]
@@ -61,7 +61,7 @@ class LeaderEpochCheckpointFile:
         ValueError (Kafka fails the log load too: silently dropping epochs would let
         recovery cut valid data)."""
         try:
-            text = self.path.read_text()
+            text = read_small_file(self.path)
         except FileNotFoundError:
             return None
         lines = text.split("\n")
@@ -98,9 +98,12 @@ class LeaderEpochFileCache:
             self._assign(EpochEntry(*entry))
 
     @classmethod
-    def load(cls, directory: str | Path, *, name: str = "") -> "LeaderEpochFileCache":
-        checkpoint = LeaderEpochCheckpointFile(Path(directory) / LEADER_EPOCH_CHECKPOINT)
-        return cls(checkpoint, checkpoint.read(), name=name)
+    def load(cls, directory: str | Path, *, name: str = "", exists: bool = True) -> "LeaderEpochFileCache":
+        """``exists``: False when the caller's directory listing has no checkpoint file,
+        so it is not looked for (one open() less per partition at start-up)."""
+        directory = directory if isinstance(directory, Path) else Path(directory)
+        checkpoint = LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT)
+        return cls(checkpoint, checkpoint.read() if exists else None, name=name)
 
     @property
     def file_exists(self) -> bool:

@@ -72,6 +72,8 @@ class LogManager:
         self.defaults = defaults if defaults is not None else LogConfig()
         self._lock = threading.RLock()
         self._logs: dict[tuple[str, int], PartitionLog] = {}
+        # Logs with unflushed segments: what run_flush visits (see PartitionLog.dirty_logs).
+        self._dirty_logs: set[PartitionLog] = set()
         self._graveyard = Graveyard()
         self._lock_fd: int | None = None
         self._opened = False
@@ -143,6 +145,7 @@ class LogManager:
                 os.close(fd)
                 fsync_dir(self.data_dir)
             self._logs = {}
+            self._dirty_logs.clear()
             self._opened = False
             self._release_lock()
 
@@ -166,22 +169,27 @@ class LogManager:
         `...-delete` ones. Returns the names set aside."""
         keep = set(keep)
         moved = []
-        for entry in sorted(self.data_dir.iterdir()):
-            if not entry.is_dir() or entry.name in RESERVED_DIRS:
+        # One scandir of plain names (a DirEntry knows whether it is a directory without a
+        # stat): with 100 000 partitions, Path objects, sorting and is_dir() per entry were a
+        # second of the start-up (issue 21).
+        with os.scandir(self.data_dir) as listing:
+            entries = sorted((entry.name, entry.path) for entry in listing if entry.is_dir())
+        for name, path in entries:
+            if name in RESERVED_DIRS:
                 continue
-            if entry.name.endswith("-delete"):
-                shutil.rmtree(entry, ignore_errors=True)
+            if name.endswith("-delete"):
+                shutil.rmtree(path, ignore_errors=True)
                 continue
-            if entry.name.endswith("-stray"):
+            if name.endswith("-stray"):
                 continue
-            parsed = parse_partition_dir(entry.name)
+            parsed = parse_partition_dir(name)
             if parsed is None or parsed in keep:
                 continue
             # Keep the name under the 255-byte limit for 249-character topic names.
-            target = entry.with_name(f"{entry.name[:200]}.{uuid.uuid4().hex}-stray")
-            log.warning("partition directory %s belongs to no topic; moved to %s", entry.name, target.name)
-            entry.rename(target)
-            moved.append(entry.name)
+            target = f"{name[:200]}.{uuid.uuid4().hex}-stray"
+            log.warning("partition directory %s belongs to no topic; moved to %s", name, target)
+            os.rename(path, os.path.join(self.data_dir, target))
+            moved.append(name)
         return moved
 
     def _check_open(self) -> None:
@@ -200,6 +208,11 @@ class LogManager:
         """Every partition log (of ``topic``), in partition order."""
         items = sorted(list(self._logs.items()), key=lambda item: item[0])
         return [plog for (name, _), plog in items if topic is None or name == topic]
+
+    def all_logs(self) -> list[PartitionLog]:
+        """Every open log, in no particular order: one copy, no sort (a sweep takes this on
+        the server's event loop; sorting 100 000 logs there was a 30 ms stall a sweep)."""
+        return list(self._logs.values())
 
     def open_log(self, topic: str, partition: int, config: LogConfig, *, now_ms: int | None = None) -> PartitionLog:
         """Open (recovering as the last shutdown requires) or create the log of a partition."""
@@ -246,6 +259,8 @@ class LogManager:
         with self._lock:
             doomed_keys = [key for key in list(self._logs) if doomed_key(key)]
             doomed = [self._logs.pop(key) for key in doomed_keys]
+            for plog in doomed:
+                self._dirty_logs.discard(plog)
         for plog in doomed:
             try:
                 plog.close_and_delete()
@@ -264,7 +279,7 @@ class LogManager:
         recovery_point = 0 if clean or points is None else points.get((topic, partition), 0)
         return PartitionLog.open(self.data_dir / name, config, clean=clean, now_ms=now_ms,
                                  graveyard=self._graveyard, name=name, recovery_point=recovery_point,
-                                 stats=self._recovery,
+                                 stats=self._recovery, dirty_logs=self._dirty_logs,
                                  checkpoint_mtime_ns=None if clean else self._recovery_points_mtime_ns)
 
     # ------------------------------------------------------------------ recovery points
@@ -284,13 +299,15 @@ class LogManager:
         return len(entries)
 
     def statistics(self) -> dict[str, int]:
-        """What the data directory holds and what opening it cost: logs open, segments
+        """What the data directory holds and what opening it cost: logs open (and with
+        unflushed writes: what the flush timer visits), segments
         validated batch by batch (scanned) and trusted from their indexes since open(),
         bytes recovery cut."""
         recovery = self._recovery
         files = OPEN_FILES.statistics()
         return {
             "logs": len(self._logs),
+            "logs_dirty": len(self._dirty_logs),
             "open_segment_files": files["open"],
             "open_segment_files_max": files["limit"],
             "segment_files_closed_idle": files["evicted"],
@@ -341,7 +358,17 @@ class LogManager:
     def run_flush(self, now_ms: int | None = None) -> int:
         """The timer half of the interval fsync policy; returns how many logs were flushed."""
         now_ms = _now_ms() if now_ms is None else now_ms
-        return sum(1 for plog in list(self._logs.values()) if plog.maybe_flush(now_ms))
+        flushed = 0
+        dirty_logs = self._dirty_logs
+        for plog in list(dirty_logs):
+            if plog.maybe_flush(now_ms):
+                flushed += 1
+            # Dropped, then added back if still dirty: an append marking a segment dirty
+            # in between adds the log again itself (it joins `_dirty` before the set).
+            dirty_logs.discard(plog)
+            if plog.has_unflushed and not plog.closed:
+                dirty_logs.add(plog)
+        return flushed
 
     def sweep(self) -> None:
         """Close the files of deleted segments whose readers are gone (frees disk space)."""

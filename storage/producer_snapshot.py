@@ -75,11 +75,16 @@ def decode(data: bytes) -> list[SnapshotEntry]:
 
 def list_snapshots(directory: Path) -> list[int]:
     """Offsets of the snapshot files in `directory`, ascending."""
-    offsets = []
     try:
         names = os.listdir(directory)
     except FileNotFoundError:
         return []
+    return snapshot_offsets(names)
+
+
+def snapshot_offsets(names: list[str]) -> list[int]:
+    """Offsets of the snapshot files among a directory's `names`, ascending."""
+    offsets = []
     for name in names:
         if name.endswith(SUFFIX) and name[:-len(SUFFIX)].isdigit():
             offsets.append(int(name[:-len(SUFFIX)]))
@@ -93,12 +98,14 @@ def write_snapshot(directory: Path, offset: int, entries: list[SnapshotEntry]) -
     return path
 
 
-def load_latest(directory: Path, upto: int) -> tuple[int, list[SnapshotEntry]] | None:
+def load_latest(directory: Path, upto: int, *,
+                offsets: list[int] | tuple[int, ...] | None = None) -> tuple[int, list[SnapshotEntry]] | None:
     """The newest intact snapshot at or below `upto` (the log end offset): (offset, entries).
 
     Snapshots above `upto` describe data the log no longer has (a crash cut it): deleted.
-    Unreadable ones are deleted too, and the next older one is tried."""
-    for offset in reversed(list_snapshots(directory)):
+    Unreadable ones are deleted too, and the next older one is tried. ``offsets``: the
+    snapshot files' offsets, if the caller listed the directory already (start-up)."""
+    for offset in reversed(list_snapshots(directory) if offsets is None else offsets):
         path = snapshot_path(directory, offset)
         if offset > upto:
             path.unlink(missing_ok=True)

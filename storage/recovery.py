@@ -260,7 +260,10 @@ def load_trusted_active(segment: LogSegment, present: set[str] | None = None) ->
     end = position
     since = 0
     first_ts = None
-    for at, size, (base, _length, lod, batch_max_ts) in walk(segment.fd, position, segment.size, _TAIL_FIELDS):
+    # Nothing past the last index entry (an empty active segment, the common case among
+    # 100 000 quiet partitions): the .log is not even opened (issue 21).
+    tail = walk(segment.fd, position, segment.size, _TAIL_FIELDS) if position < segment.size else ()
+    for at, size, (base, _length, lod, batch_max_ts) in tail:
         if base < next_offset:
             return False
         if at == 0:

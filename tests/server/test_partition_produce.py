@@ -129,6 +129,36 @@ def test_idempotent_state_survives_restart_through_a_snapshot(tmp_path):
         assert _fetch_all(broker, "snap") == [(0, 1), (1, 1), (2, 1)]
 
 
+def test_a_clean_restart_reads_no_batch_header_of_non_idempotent_data(tmp_path):
+    """Issue 21: a clean shutdown snapshots every log with data, an empty snapshot when no
+    producer wrote to it, so the restart does not read the log's batch headers looking for
+    producers; an empty log gets no file. An idempotent producer after the restart works."""
+    with BrokerProcess(tmp_path / "data") as broker:
+        _create(broker, "plain")
+        _create(broker, "quiet")
+        with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
+            for i in range(5):
+                sock.sendall(_produce_frame("plain", build_batch([Record(0, 1_700_000_000_000, b"k", b"v")]), i))
+                assert _partition_answer(_read_response(sock, ApiKey.PRODUCE, PRODUCE_V))["base_offset"] == i
+        broker.stop()
+        assert sorted(p.name for p in (tmp_path / "data" / "plain-0").glob("*.snapshot")) == [f"{5:020d}.snapshot"]
+        assert list((tmp_path / "data" / "quiet-0").glob("*.snapshot")) == []
+        broker.start()
+        assert "producer state rebuilt" not in broker.log_tail(200).split("listening")[-1]
+        pid, epoch = _init_producer(broker)
+        with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
+            batch = build_batch([Record(0, 1_700_000_000_000, b"k", b"idem")], producer_id=pid,
+                                producer_epoch=epoch, base_sequence=0)
+            for correlation in (20, 21):  # the retry is recognised
+                sock.sendall(_produce_frame("plain", batch, correlation))
+                assert _partition_answer(_read_response(sock, ApiKey.PRODUCE, PRODUCE_V))["base_offset"] == 5
+        broker.stop()
+        assert sorted(p.name for p in (tmp_path / "data" / "plain-0").glob("*.snapshot")) == [f"{6:020d}.snapshot"]
+        broker.start()
+        assert "producer state rebuilt" not in broker.log_tail(200).split("listening")[-1]
+        assert _fetch_all(broker, "plain") == [(i, 1) for i in range(6)]
+
+
 def test_compacted_topic_names_the_records_without_a_key(tmp_path):
     """KIP-467: INVALID_RECORD with record_errors for exactly the keyless records."""
     with BrokerProcess(tmp_path / "data") as broker:

@@ -59,6 +59,10 @@ def test_logs_lists_in_partition_order(data_dir):
     mgr.create_logs("a", [0], LogConfig(), now_ms=T0)
     assert [p.name for p in mgr.logs("b")] == ["b-0", "b-1", "b-2"]
     assert [p.name for p in mgr.logs()] == ["a-0", "b-0", "b-1", "b-2"]
+    # What sweeps take: the same logs, unsorted (no sort of 100 000 on the event loop).
+    assert sorted(p.name for p in mgr.all_logs()) == ["a-0", "b-0", "b-1", "b-2"]
+    mgr.delete_logs("b", [1])
+    assert sorted(p.name for p in mgr.all_logs()) == ["a-0", "b-0", "b-2"]
     mgr.close()
 
 

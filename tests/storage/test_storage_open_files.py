@@ -115,6 +115,26 @@ def test_descriptors_stay_bounded_with_1000_partitions(tmp_path):
     assert fd_count() <= before
 
 
+def test_a_clean_restart_opens_no_segment_file_of_an_empty_partition(tmp_path):
+    """Issue 21: after a clean shutdown an empty active segment is trusted without opening
+    its .log (there is no tail to walk), so a restart of 100 000 quiet partitions costs no
+    descriptors; one with data past its last index entry is opened to walk that tail, and
+    the empty ones still take appends and serve them after the restart."""
+    mgr = opened(tmp_path / "data", max_open=None)
+    mgr.create_logs("t", range(20), CONFIG, now_ms=T0)
+    mgr.log("t", 0).append(make_batch([(b"k", b"v")]), now_ms=T0)
+    mgr.close()
+    mgr = opened(tmp_path / "data", max_open=None)
+    plogs = [mgr.open_log("t", p, CONFIG, now_ms=T0) for p in range(20)]
+    assert mgr.recovered_cleanly
+    assert open_segments(mgr) == 1
+    assert [plog.log_end_offset for plog in plogs] == [1] + [0] * 19
+    assert plogs[5].append(make_batch([(b"k", b"five")]), now_ms=T0)[0] == 0
+    assert decode(plogs[5].read(0, 1 << 20))[0][3] == b"five"
+    assert decode(plogs[0].read(0, 1 << 20))[0][3] == b"v"
+    mgr.close()
+
+
 @pytest.fixture
 def low_nofile():
     """Lower this process's soft RLIMIT_NOFILE to a little above what is open now."""

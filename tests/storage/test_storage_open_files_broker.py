@@ -2,7 +2,8 @@
 idle ones closed: log.open.files.max defaults to half the soft limit), and when client
 connections eat every descriptor it refuses connections and answers produce with success
 or KAFKA_STORAGE_ERROR, with log lines, without crashing; once they are gone it serves
-every partition again."""
+every partition again. A soft limit below the hard one is raised to it at start-up, with a
+log line naming both (issue 21: a container's default soft limit is the small one)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,12 @@ KAFKA_STORAGE_ERROR = 56
 
 
 def _limit_nofile() -> None:
+    # The hard limit too: the broker raises its soft limit to the hard one at start-up.
     resource.setrlimit(resource.RLIMIT_NOFILE, (NOFILE, NOFILE))
+
+
+def _soft_below_hard() -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (NOFILE, 4 * NOFILE))
 
 
 def _fds(pid: int) -> int:
@@ -141,3 +147,13 @@ def test_2000_partitions_under_256_descriptors(tmp_path):
         held.close()
         assert broker.proc.poll() is None
         assert "Traceback" not in broker.log_path.read_text(errors="replace")
+
+
+def test_soft_open_files_limit_raised_to_hard(tmp_path):
+    with BrokerProcess(tmp_path / "data", preexec_fn=_soft_below_hard) as broker:
+        assert resource.prlimit(broker.proc.pid, resource.RLIMIT_NOFILE) == (4 * NOFILE, 4 * NOFILE)
+        assert (f"open files limit (RLIMIT_NOFILE): soft {NOFILE} raised to the hard limit {4 * NOFILE}"
+                in broker.log_tail(200))
+        _create(broker.port, "t", 4)
+        with socket.create_connection(("127.0.0.1", broker.port), timeout=30) as sock:
+            assert _produce_raw(sock, 1, "t", 0) == 0
