@@ -1,0 +1,238 @@
+"""Share groups (KIP-932) in a 3-broker ZooKeeper cluster, with confluent-kafka's ShareConsumer.
+
+As Kafka 4.x splits the work: membership on the group's coordinator (the leader of its
+`__consumer_offsets` partition), share partitions on each data partition's leader, and
+their state at the share coordinator (the leader of the key's `__share_group_state`
+partition), written there before an acknowledgement is answered.
+
+- three consumers on a topic of six RF=3 partitions led by different brokers get every
+  record, and none that was accepted is ever delivered again;
+- the leader of a partition is SIGKILLed mid-stream (it also leads partitions of the
+  internal topics): consumption goes on, the new leaders read the share state back, no
+  accepted record is delivered again and everything produced is accepted;
+- a non-leader answers a ShareFetch NOT_LEADER_OR_FOLLOWER with KIP-951's leader hints;
+  a broker that is not the group's coordinator answers ShareGroupHeartbeat NOT_COORDINATOR.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import confluent_kafka as ck
+import pytest
+
+from tests.brokerproc import raw_request
+from tests.cluster.clusterkit import Cluster
+from wire.registry import ApiKey
+
+if not hasattr(ck, "ShareConsumer"):
+    pytest.skip("confluent-kafka without ShareConsumer", allow_module_level=True)
+
+pytestmark = pytest.mark.timeout(420)
+
+PARTITIONS = 6
+EXTRA = ("--set", "share.coordinator.state.topic.num.partitions=3",
+         "--set", "group.share.record.lock.duration.ms=5000",
+         "--set", "group.share.heartbeat.interval.ms=500",
+         "--set", "group.share.session.timeout.ms=10000")
+
+
+def _ready(cluster: Cluster, topic: str) -> dict[int, int]:
+    """partition -> leader, once every partition has a leader and a full ISR."""
+    def check():
+        leaders = {}
+        for p in range(PARTITIONS):
+            info = cluster.partition(topic, p)
+            if not info or info["leader_id"] < 0 or len(info["isr_nodes"]) != 3:
+                return None
+            leaders[p] = info["leader_id"]
+        return leaders
+    return cluster.wait_for(check, 30, f"{topic} led with full ISRs")
+
+
+def _earliest(cluster: Cluster, group: str) -> None:
+    """share.auto.offset.reset=earliest for the group (a GROUP config, IncrementalAlterConfigs)."""
+    answer = cluster.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {
+        "resources": [{"resource_type": 32, "resource_name": group, "configs": [
+            {"name": "share.auto.offset.reset", "config_operation": 0, "value": "earliest"}]}],
+        "validate_only": False})
+    assert answer["responses"][0]["error_code"] == 0, answer
+
+
+class Produced:
+    """Records produced with acks=all to explicit partitions; only acknowledged ones count."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.producer = ck.Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                                     "message.timeout.ms": 120000})
+        self.acked: set[tuple[int, int]] = set()
+        self.failed: list = []
+
+    def send(self, count: int, prefix: str, pace_s: float = 0.0) -> None:
+        def report(err, msg) -> None:
+            if err is None:
+                self.acked.add((msg.partition(), msg.offset()))
+            else:
+                self.failed.append(err)
+
+        for i in range(count):
+            self.producer.produce("q", value=f"{prefix}{i}".encode(), partition=i % PARTITIONS, on_delivery=report)
+            self.producer.poll(0)
+            if pace_s:
+                time.sleep(pace_s)
+        assert self.producer.flush(120) == 0
+
+
+class ShareReaders:
+    """Consumers polling in threads, each poll's records accepted with commit_sync. A record
+    counts as accepted when the broker answered its partition's acknowledgement without
+    error; a delivery of a record already accepted is a violation. A record whose
+    acknowledgement got no answer or an error is in doubt: the broker either rolled it back
+    (it is delivered again) or wrote it before the answer was lost with its broker (it is
+    not)."""
+
+    def __init__(self, cluster: Cluster, group: str, count: int) -> None:
+        self.cluster = cluster
+        self.group = group
+        self.lock = threading.Lock()
+        self.accepted: dict[tuple[int, int], int] = {}
+        self.in_doubt: set[tuple[int, int]] = set()
+        self.delivered = 0
+        self.violations: list = []
+        self.errors: list = []
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._run, args=(n,), daemon=True) for n in range(count)]
+
+    def __enter__(self) -> "ShareReaders":
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(60)
+
+    def _run(self, n: int) -> None:
+        c = ck.ShareConsumer({"bootstrap.servers": self.cluster.bootstrap, "group.id": self.group,
+                              "client.id": f"reader-{n}"})
+        c.subscribe(["q"])
+        try:
+            while not self.stop.is_set():
+                try:
+                    msgs = [m for m in c.poll(0.5) if m.error() is None]
+                except ck.KafkaException as exc:
+                    self.errors.append(exc)
+                    continue
+                if not msgs:
+                    continue
+                with self.lock:
+                    self.delivered += len(msgs)
+                    for m in msgs:
+                        if (m.partition(), m.offset()) in self.accepted:
+                            self.violations.append((n, m.partition(), m.offset(), m.value()))
+                try:
+                    results = c.commit_sync(30)
+                except ck.KafkaException as exc:
+                    self.errors.append(exc)
+                    results = {}
+                ok = {tp.partition for tp, err in results.items() if err is None}
+                with self.lock:
+                    for m in msgs:
+                        key = (m.partition(), m.offset())
+                        if m.partition() in ok:
+                            self.accepted[key] = self.accepted.get(key, 0) + 1
+                            self.in_doubt.discard(key)
+                        elif key not in self.accepted:
+                            self.in_doubt.add(key)
+        finally:
+            c.close()
+
+    def wait_for(self, wanted: set[tuple[int, int]], timeout: float, *, settle_s: float = 0.0) -> None:
+        """Until every record of `wanted` is accepted or in doubt (then `settle_s` more, for
+        rolled-back ones to come back once their locks expire)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                missing = wanted - set(self.accepted) - self.in_doubt
+            if not missing:
+                time.sleep(settle_s)
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"{len(missing)} records never accepted, e.g. {sorted(missing)[:10]}; "
+                             f"{len(self.accepted)} accepted, errors {self.errors[:3]}")
+
+
+def test_share_consumers_get_every_record_once_through_a_leader_kill(tmp_path, zk_connect):
+    with Cluster(tmp_path, zk_connect, 3, *EXTRA) as cluster:
+        assert cluster.create_topic("q", PARTITIONS, 3, {"min.insync.replicas": "2"})["error_code"] == 0
+        leaders = _ready(cluster, "q")
+        assert len(set(leaders.values())) >= 2, f"leaders spread over brokers: {leaders}"
+        _earliest(cluster, "sg")
+        produced = Produced(cluster.bootstrap)
+        produced.send(600, "a")
+        with ShareReaders(cluster, "sg", 3) as readers:
+            readers.wait_for(set(produced.acked), 120)
+            # The share state is written at the share coordinators (the __share_group_state leaders).
+            state = cluster.metadata(["__share_group_state"])["topics"][0]
+            assert state["error_code"] == 0 and len(state["partitions"]) == 3, state
+
+            # Mid-stream, SIGKILL the leader of partition 0 while records keep coming.
+            victim = cluster.partition("q", 0)["leader_id"]
+            sender = threading.Thread(target=produced.send, args=(900, "b", 0.004), daemon=True)
+            sender.start()
+            time.sleep(1.0)
+            cluster.brokers[victim].kill()
+            sender.join(180)
+            assert not sender.is_alive()
+            assert not produced.failed, produced.failed[:3]
+            assert len(produced.acked) == 1500
+            readers.wait_for(set(produced.acked), 180, settle_s=12)
+            new_leader = cluster.partition("q", 0)["leader_id"]
+            assert new_leader not in (victim, -1), new_leader
+        assert not readers.violations, f"accepted records delivered again: {readers.violations[:10]}"
+        twice = {k: v for k, v in readers.accepted.items() if v > 1}
+        assert not twice, f"records accepted twice: {sorted(twice)[:10]}"
+        assert set(readers.accepted) <= produced.acked
+        unconfirmed = produced.acked - set(readers.accepted)
+        # Only acknowledgements in flight to the killed leader can be written with their
+        # answer lost: a handful, of the partitions it led, never delivered again.
+        assert unconfirmed <= readers.in_doubt, sorted(unconfirmed - readers.in_doubt)[:10]
+        assert len(unconfirmed) <= 100, (len(unconfirmed), sorted(unconfirmed)[:20])
+
+
+def test_share_requests_go_to_leaders_and_the_group_coordinator(tmp_path, zk_connect):
+    with Cluster(tmp_path, zk_connect, 3, *EXTRA) as cluster:
+        assert cluster.create_topic("q", PARTITIONS, 3, {"min.insync.replicas": "2"})["error_code"] == 0
+        leaders = _ready(cluster, "q")
+        topic_id = next(t["topic_id"] for t in cluster.metadata(["q"])["topics"])
+        found = cluster.call(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["raw"]})
+
+        def coordinator():
+            c = cluster.call(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["raw"]})["coordinators"][0]
+            return c["node_id"] if c["error_code"] == 0 else None
+        coordinator_id = cluster.wait_for(coordinator, 30, "a coordinator for group raw")
+        other = next(n for n in (1, 2, 3) if n != coordinator_id)
+        body = {"group_id": "raw", "member_id": uuid.uuid4().hex[:22], "member_epoch": 0, "rack_id": None,
+                "subscribed_topic_names": ["q"]}
+        refused = raw_request("127.0.0.1", cluster.brokers[other].port, ApiKey.SHARE_GROUP_HEARTBEAT, 1, body)
+        assert refused["error_code"] == 16, refused  # NOT_COORDINATOR
+        joined = cluster.wait_for(lambda: (lambda r: r if r["error_code"] == 0 else None)(raw_request(
+            "127.0.0.1", cluster.brokers[coordinator_id].port, ApiKey.SHARE_GROUP_HEARTBEAT, 1, body)), 30, "a join")
+        assigned = {p for t in joined["assignment"]["topic_partitions"] for p in t["partitions"]}
+        assert assigned == set(range(PARTITIONS)), joined  # every partition of the topic, wherever led
+
+        # ShareFetch of partition 0 at a broker that does not lead it: NOT_LEADER_OR_FOLLOWER with hints.
+        follower = next(n for n in (1, 2, 3) if n != leaders[0])
+        fetch = raw_request("127.0.0.1", cluster.brokers[follower].port, ApiKey.SHARE_FETCH, 1, {
+            "group_id": "raw", "member_id": body["member_id"], "share_session_epoch": 0, "max_wait_ms": 0,
+            "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 10, "batch_size": 10,
+            "topics": [{"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": []}]}],
+            "forgotten_topics_data": []})
+        part = fetch["responses"][0]["partitions"][0]
+        assert part["error_code"] == 6, fetch  # NOT_LEADER_OR_FOLLOWER
+        assert part["current_leader"]["leader_id"] == leaders[0], part
+        assert any(e["node_id"] == leaders[0] for e in fetch["node_endpoints"]), fetch
+        assert found is not None
