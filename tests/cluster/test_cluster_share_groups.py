@@ -236,3 +236,50 @@ def test_share_requests_go_to_leaders_and_the_group_coordinator(tmp_path, zk_con
         assert part["current_leader"]["leader_id"] == leaders[0], part
         assert any(e["node_id"] == leaders[0] for e in fetch["node_endpoints"]), fetch
         assert found is not None
+
+
+def test_an_acknowledgement_not_written_is_refused_and_rolled_back(tmp_path, zk_connect):
+    """The share coordinator cannot write (its `__share_group_state` partition is below
+    min.insync.replicas=2 once two brokers are gone): the acknowledgement is answered with
+    the error, and the record is not left accepted — it is delivered again once its lock
+    expires. Before the rollback it stayed ACKNOWLEDGED in memory and never came back."""
+    from tests.groups.share_wire import ShareClient, offsets, partition_entry, produce
+
+    # A lock long enough to outlast the wait for the ISRs to shrink (then the write is refused).
+    with Cluster(tmp_path, zk_connect, 3, *EXTRA, "--set", "group.share.record.lock.duration.ms=20000") as cluster:
+        # One replica: losing the other brokers leaves r-0's leader epoch alone (an ISR change
+        # would move it and the share partition would be loaded anew instead).
+        assert cluster.create_topic("r", 1, 1)["error_code"] == 0
+        cluster.wait_for(lambda: (lambda x: x and x["leader_id"] > 0)(cluster.partition("r", 0)), 30, "r-0 led")
+        _earliest(cluster, "rb")
+        produce(cluster.bootstrap, "r", 2, one_per_batch=True)
+        leader = cluster.partition("r", 0)["leader_id"]
+        topic_id = next(t["topic_id"] for t in cluster.metadata(["r"])["topics"])
+        c = ShareClient(cluster.brokers[leader], "rb")
+
+        def fetch_until(offset: int, timeout: float = 30) -> dict:
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                got = c.fetch(topic_id, max_records=1, max_wait_ms=1000)
+                if offsets(got):
+                    assert offsets(got) == [offset], got
+                    return got
+            raise AssertionError(f"offset {offset} never delivered")
+
+        fetch_until(0)
+        assert partition_entry(c.acknowledge(topic_id, {0: [(0, 0, [1])]}))["error_code"] == 0
+        fetch_until(1)
+        for node in (n for n in (1, 2, 3) if n != leader):
+            cluster.brokers[node].kill()
+
+        def state_isrs_shrunk():
+            topic = cluster.metadata(["__share_group_state"], leader)["topics"][0]
+            return all(p["leader_id"] == leader and p["isr_nodes"] == [leader] for p in topic["partitions"])
+        cluster.wait_for(state_isrs_shrunk, 40, "__share_group_state led by the survivor alone")
+        c.sock.settimeout(60)  # the share-partition leader retries the write for up to 15 s
+        refused = partition_entry(c.acknowledge(topic_id, {0: [(1, 1, [1])]}))
+        # COORDINATOR_NOT_AVAILABLE (the append short of min.insync.replicas), not INVALID_RECORD_STATE.
+        assert refused["error_code"] in (7, 15, 19, 20), refused
+        again = fetch_until(1, 40)  # once the lock expired: offset 1 comes back, its second delivery
+        assert partition_entry(again)["acquired_records"][0]["delivery_count"] == 2, again
+        c.close()
