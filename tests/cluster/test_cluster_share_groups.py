@@ -179,8 +179,11 @@ def test_share_consumers_get_every_record_once_through_a_leader_kill(tmp_path, z
             state = cluster.metadata(["__share_group_state"])["topics"][0]
             assert state["error_code"] == 0 and len(state["partitions"]) == 3, state
 
-            # Mid-stream, SIGKILL the leader of partition 0 while records keep coming.
-            victim = cluster.partition("q", 0)["leader_id"]
+            # Mid-stream, SIGKILL a broker leading both data partitions and a share coordinator
+            # (a __share_group_state partition holding this group's state) while records keep coming.
+            state_leaders = {p["leader_id"] for p in state["partitions"]}
+            victim = next(leaders[p] for p in range(PARTITIONS) if leaders[p] in state_leaders)
+            moved = [p for p in range(PARTITIONS) if leaders[p] == victim]
             sender = threading.Thread(target=produced.send, args=(900, "b", 0.004), daemon=True)
             sender.start()
             time.sleep(1.0)
@@ -190,8 +193,8 @@ def test_share_consumers_get_every_record_once_through_a_leader_kill(tmp_path, z
             assert not produced.failed, produced.failed[:3]
             assert len(produced.acked) == 1500
             readers.wait_for(set(produced.acked), 180, settle_s=12)
-            new_leader = cluster.partition("q", 0)["leader_id"]
-            assert new_leader not in (victim, -1), new_leader
+            for p in moved:
+                assert cluster.partition("q", p)["leader_id"] not in (victim, -1), p
         assert not readers.violations, f"accepted records delivered again: {readers.violations[:10]}"
         twice = {k: v for k, v in readers.accepted.items() if v > 1}
         assert not twice, f"records accepted twice: {sorted(twice)[:10]}"
@@ -283,3 +286,46 @@ def test_an_acknowledgement_not_written_is_refused_and_rolled_back(tmp_path, zk_
         again = fetch_until(1, 40)  # once the lock expired: offset 1 comes back, its second delivery
         assert partition_entry(again)["acquired_records"][0]["delivery_count"] == 2, again
         c.close()
+
+
+class _Bootstrap:
+    """What JavaShareMember needs of a broker: a bootstrap list (here the cluster's)."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+
+
+def test_java_and_confluent_share_consumers_in_a_cluster_every_record_once(tmp_path, zk_connect):
+    """kafka-clients 3.9's KafkaShareConsumer (share APIs v0) and confluent-kafka's
+    ShareConsumer (v1) in one share group of a cluster: each record of six partitions led by
+    three brokers goes to exactly one of them."""
+    from tests.groups.test_share_group_java import JavaShareMember
+
+    with Cluster(tmp_path, zk_connect, 3, *EXTRA) as cluster:
+        assert cluster.create_topic("q", PARTITIONS, 3)["error_code"] == 0
+        _ready(cluster, "q")
+        _earliest(cluster, "g")
+        produced = Produced(cluster.bootstrap)
+        produced.send(600, "j")
+        java = JavaShareMember(_Bootstrap(cluster.bootstrap), "java-0")
+        librd = ck.ShareConsumer({"bootstrap.servers": cluster.bootstrap, "group.id": "g",
+                                  "share.acknowledgement.mode": "explicit"})
+        librd.subscribe(["q"])
+        librd_values: list[str] = []
+        try:
+            deadline = time.monotonic() + 120
+            while len(librd_values) + len(java.values) < 600 and time.monotonic() < deadline:
+                for m in librd.poll(0.2):
+                    assert m.error() is None, m.error()
+                    librd_values.append(m.value().decode())
+                    librd.acknowledge(m, ck.AcknowledgeType.ACCEPT)
+            librd.commit_sync(30)
+            java.stop()
+            librd.close()
+        finally:
+            if java.proc.poll() is None:
+                java.proc.kill()
+        every = librd_values + java.values
+        assert sorted(every) == sorted(f"j{i}" for i in range(600)), (len(every), len(set(every)))
+        assert java.values and librd_values, (len(java.values), len(librd_values))
+        assert not java.errors, java.errors[:3]
