@@ -305,14 +305,27 @@ def test_java_and_confluent_share_consumers_in_a_cluster_every_record_once(tmp_p
         assert cluster.create_topic("q", PARTITIONS, 3)["error_code"] == 0
         _ready(cluster, "q")
         _earliest(cluster, "g")
-        produced = Produced(cluster.bootstrap)
-        produced.send(600, "j")
         java = JavaShareMember(_Bootstrap(cluster.bootstrap), "java-0")
         librd = ck.ShareConsumer({"bootstrap.servers": cluster.bootstrap, "group.id": "g",
                                   "share.acknowledgement.mode": "explicit"})
         librd.subscribe(["q"])
         librd_values: list[str] = []
         try:
+            # Both members with an assignment (three partitions each, the simple assignor),
+            # asked of the group's coordinator; the records after, so both get some.
+            def both_assigned():
+                librd.poll(0.2)
+                found = cluster.call(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["g"]})
+                node = found["coordinators"][0]
+                if node["error_code"] != 0:
+                    return None
+                group = raw_request("127.0.0.1", node["port"], ApiKey.SHARE_GROUP_DESCRIBE, 1,
+                                    {"group_ids": ["g"], "include_authorized_operations": False})["groups"][0]
+                members = group["members"]
+                return len(members) == 2 and all(m["assignment"]["topic_partitions"] for m in members)
+            cluster.wait_for(both_assigned, 90, "both share consumers assigned")
+            produced = Produced(cluster.bootstrap)
+            produced.send(600, "j")
             deadline = time.monotonic() + 120
             while len(librd_values) + len(java.values) < 600 and time.monotonic() < deadline:
                 for m in librd.poll(0.2):

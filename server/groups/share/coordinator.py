@@ -207,6 +207,9 @@ class ShareCoordinator:
         gone = [k for k, sp in self.partitions.items() if sp.topic == topic and sp.index == index]
         for key in gone:
             del self.partitions[key]
+            lock = self._write_locks.get(key)
+            if lock is not None and not lock.locked():
+                del self._write_locks[key]
         if gone:
             log.info("%s-%d: led elsewhere now; %d share partitions dropped", topic, index, len(gone))
 
