@@ -23,6 +23,8 @@ import uuid
 import confluent_kafka as ck
 import pytest
 
+from server.coordinator_log import partition_for_key
+from server.groups.share.state import coordinator_key
 from tests.brokerproc import raw_request
 from tests.cluster.clusterkit import Cluster
 from wire.registry import ApiKey
@@ -239,6 +241,42 @@ def test_share_requests_go_to_leaders_and_the_group_coordinator(tmp_path, zk_con
         assert part["current_leader"]["leader_id"] == leaders[0], part
         assert any(e["node_id"] == leaders[0] for e in fetch["node_endpoints"]), fetch
         assert found is not None
+
+        # The leader initialises the share partition at its share coordinator; DeleteGroups
+        # at the group coordinator deletes that state (DeleteShareGroupState there).
+        at_leader = raw_request("127.0.0.1", cluster.brokers[leaders[0]].port, ApiKey.SHARE_FETCH, 1,
+                                fetch_body(body["member_id"], topic_id))
+        assert at_leader["error_code"] == 0 and at_leader["responses"][0]["partitions"][0]["error_code"] == 0, at_leader
+
+        def stored_start() -> int:
+            state = cluster.metadata(["__share_group_state"])["topics"][0]
+            index = partition_for_key(coordinator_key(("raw", topic_id, 0)), len(state["partitions"]))
+            leader = next(p["leader_id"] for p in state["partitions"] if p["partition_index"] == index)
+            answer = raw_request("127.0.0.1", cluster.brokers[leader].port, ApiKey.READ_SHARE_GROUP_STATE, 0, {
+                "group_id": "raw", "topics": [{"topic_id": topic_id, "partitions": [
+                    {"partition": 0, "leader_epoch": cluster.partition("q", 0)["leader_epoch"]}]}]})
+            part = answer["results"][0]["partitions"][0]
+            assert part["error_code"] == 0, answer
+            return part["start_offset"]
+
+        assert stored_start() == 0
+        coordinator_port = cluster.brokers[coordinator_id].port
+        delete = {"groups_names": ["raw"]}
+        assert raw_request("127.0.0.1", coordinator_port, ApiKey.DELETE_GROUPS, 2, delete)["results"][0][
+            "error_code"] == 68  # NON_EMPTY_GROUP
+        assert raw_request("127.0.0.1", coordinator_port, ApiKey.SHARE_GROUP_HEARTBEAT, 1,
+                           {**body, "member_epoch": -1})["error_code"] == 0
+        assert raw_request("127.0.0.1", coordinator_port, ApiKey.DELETE_GROUPS, 2, delete)["results"][0][
+            "error_code"] == 0
+        assert stored_start() == -1  # never initialised, as far as the share coordinator knows
+
+
+def fetch_body(member_id: str, topic_id, partition: int = 0) -> dict:
+    return {"group_id": "raw", "member_id": member_id, "share_session_epoch": 0, "max_wait_ms": 0,
+            "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 10, "batch_size": 10,
+            "topics": [{"topic_id": topic_id, "partitions": [{"partition_index": partition,
+                                                              "acknowledgement_batches": []}]}],
+            "forgotten_topics_data": []}
 
 
 def test_an_acknowledgement_not_written_is_refused_and_rolled_back(tmp_path, zk_connect):

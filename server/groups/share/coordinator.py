@@ -48,6 +48,12 @@ initialisation covers only partitions led here (Kafka's group coordinator sends
 InitializeShareGroupState instead). Share groups leave memory with their
 `__consumer_offsets` partition (members rejoin at the new coordinator); group configs are
 kept in ZooKeeper (/config/groups/<group>), read when a share partition is loaded.
+
+Deleting a share group (DeleteGroups, empty groups only) deletes the state of every share
+partition it was assigned at their share coordinators (DeleteShareGroupState: tombstones),
+after retiring the group's share partitions held here so no later write brings the state
+back. Share partitions other leaders hold in memory are not told (Kafka's leaders are not
+either); they leave memory with their leadership.
 """
 
 from __future__ import annotations
@@ -370,6 +376,7 @@ class ShareCoordinator:
             group.group_epoch += 1
             group.target = target
             group.assignment_epoch = group.group_epoch
+        self._remember_partitions(group)
         new_assignment = group.target.get(member_id, {})
         send = member_epoch == 0 or new_assignment != member.assignment or member.member_epoch != group.group_epoch
         member.assignment = new_assignment
@@ -393,6 +400,54 @@ class ShareCoordinator:
             return topic_id, len(parts)
         meta = self.broker.topics.get(topic)
         return None if meta is None else (meta.topic_id, meta.partitions)
+
+    def _remember_partitions(self, group: ShareGroup) -> None:
+        for assignment in group.target.values():
+            for topic, parts in assignment.items():
+                info = self._topic_info(topic)
+                if info is not None:
+                    group.share_partitions.update((info[0], p) for p in parts)
+
+    def is_share_group(self, group_id: str) -> bool:
+        """A share group this broker knows: its members, or share state held here (a group
+        whose members are gone since a restart)."""
+        return group_id in self.groups or any(k[0] == group_id for k in self.store.states) \
+            or any(k[0] == group_id for k in self.partitions)
+
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of a share group, at its group coordinator: NON_EMPTY_GROUP while it
+        has members; else the state of every share partition it had is deleted at its share
+        coordinator (DeleteShareGroupState: tombstones in `__share_group_state`) before the
+        group goes, as Kafka's group coordinator does."""
+        status = self.broker.groups.group_status(group_id)
+        if status != ErrorCode.NONE:
+            return status
+        group = self.groups.get(group_id)
+        if group is not None and group.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        keys = {(group_id, t, p) for t, p in group.share_partitions} if group is not None else set()
+        keys |= {k for k in self.partitions if k[0] == group_id}
+        keys |= {k for k in self.store.states if k[0] == group_id}
+        if group is None and not keys:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        # The group's share partitions here go first and write nothing more: a write of one
+        # (a release when a session closes) after the tombstones would bring its state back.
+        for key in [k for k in self.partitions if k[0] == group_id]:
+            self.partitions.pop(key).retired = True
+        self.sessions.close_group(group_id)
+        for key in sorted(keys, key=lambda k: (str(k[1]), k[2])):
+            try:
+                async with self._write_locks.setdefault(key, trio.Lock()):  # after a write under way
+                    await self.persister.delete(key)
+            except KafkaError as exc:
+                log.warning("share group %s: deleting the state of %s-%d failed: %s (%s)", group_id, key[1], key[2],
+                            exc.code.name, exc)
+                return exc.code
+            self._write_locks.pop(key, None)
+        if group is not None and self.groups.get(group_id) is group and not group.members:
+            del self.groups[group_id]
+        log.info("share group %s: deleted with the state of %d share partitions", group_id, len(keys))
+        return ErrorCode.NONE
 
     def _target(self, group: ShareGroup) -> dict[str, dict[str, list[int]]]:
         counts = {}
@@ -585,6 +640,8 @@ class ShareCoordinator:
             self._topic_ready = True
         lock = self._write_locks.setdefault(sp.key, trio.Lock())
         async with lock:
+            if sp.retired:
+                return
             await self.persister.write(sp.key, leader_epoch=sp.leader_epoch, state_epoch=sp.state_epoch,
                                        start_offset=sp.start_offset, states=sp.state_map())
 

@@ -90,6 +90,7 @@ class SharePartition:
         # The leader epoch of the data partition this state is served under (a cluster:
         # a share partition is re-read from the share coordinator when it changes).
         self.leader_epoch = 0
+        self.retired = False  # its group was deleted: nothing more is written for it
 
     @property
     def key(self) -> tuple[str, uuid.UUID, int]:

@@ -55,6 +55,18 @@ class SharePersister:
         """WriteShareGroupState: durable (replicated to the ISR) when it returns."""
         await self._retrying(key, "write", self._write_once, leader_epoch, state_epoch, start_offset, states)
 
+    async def delete(self, key: ShareKey) -> None:
+        """DeleteShareGroupState: the share partition's state is tombstoned."""
+        await self._retrying(key, "delete", self._delete_once)
+
+    async def _delete_once(self, key: ShareKey) -> None:
+        node = self._coordinator(key)
+        if node == self.broker.node_id:
+            await self.store.delete(key)
+            return
+        body = {"group_id": key[0], "topics": [{"topic_id": key[1], "partitions": [{"partition": key[2]}]}]}
+        self._result(await self._remote(node, ApiKey.DELETE_SHARE_GROUP_STATE, body))
+
     async def _retrying(self, key: ShareKey, what: str, once, *args):
         deadline = trio.current_time() + RETRY_S
         while True:

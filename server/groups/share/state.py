@@ -165,6 +165,24 @@ class ShareStateStore:
                                  code) from exc
             self.states[key] = after
 
+    async def delete(self, key: ShareKey) -> None:
+        """DeleteShareGroupState: tombstones for the share partition's ShareSnapshot and
+        ShareUpdate keys (compaction then drops its state), and the state leaves memory.
+        A share partition never initialised is nothing to delete (no error, as Kafka)."""
+        partition = self._check_owned(key)
+        async with self.log.lock(partition):
+            partition = self._check_owned(key)
+            tombstones = [(rec.encode_key(rec.ShareStateKey(*key)), None),
+                          (rec.encode_key(rec.ShareStateKey(*key, update=True)), None)]
+            try:
+                await self.log.append(partition, tombstones)
+            except Exception as exc:
+                code = error_code_for(exc)
+                code = append_error(code) or code
+                raise KafkaError(f"share partition {key[0]} {key[1]}-{key[2]}: state not deleted ({exc})",
+                                 code) from exc
+            self.states.pop(key, None)
+
     # ------------------------------------------------------------------ replay
     def _replay(self, partitions: list[int], counts: ReplayCounts) -> dict[ShareKey, StoredState]:
         """Blocking: the share partitions' states in `partitions` of `__share_group_state`
