@@ -52,8 +52,9 @@ kept in ZooKeeper (/config/groups/<group>), read when a share partition is loade
 Deleting a share group (DeleteGroups, empty groups only) deletes the state of every share
 partition it was assigned at their share coordinators (DeleteShareGroupState: tombstones),
 after retiring the group's share partitions held here so no later write brings the state
-back. Share partitions other leaders hold in memory are not told (Kafka's leaders are not
-either); they leave memory with their leadership.
+back. Share partitions other brokers lead and hold in memory are not told (not done yet):
+they leave memory with their leadership, and until then a write of theirs (a release, an
+acknowledgement of a session still open) would write their state again.
 """
 
 from __future__ import annotations
