@@ -362,8 +362,14 @@ def test_java_and_confluent_share_consumers_in_a_cluster_every_record_once(tmp_p
                 members = group["members"]
                 return len(members) == 2 and all(m["assignment"]["topic_partitions"] for m in members)
             cluster.wait_for(both_assigned, 90, "both share consumers assigned")
+            # A heartbeat later each client fetches only its own three partitions (the first to
+            # join held all six until then); records paced, not one burst a single fetch takes.
+            deadline = time.monotonic() + 1.5
+            while time.monotonic() < deadline:
+                librd.poll(0.2)
             produced = Produced(cluster.bootstrap)
-            produced.send(600, "j")
+            sender = threading.Thread(target=produced.send, args=(600, "j", 0.005), daemon=True)
+            sender.start()
             deadline = time.monotonic() + 120
             while len(librd_values) + len(java.values) < 600 and time.monotonic() < deadline:
                 for m in librd.poll(0.2):
@@ -371,6 +377,7 @@ def test_java_and_confluent_share_consumers_in_a_cluster_every_record_once(tmp_p
                     librd_values.append(m.value().decode())
                     librd.acknowledge(m, ck.AcknowledgeType.ACCEPT)
             librd.commit_sync(30)
+            sender.join(60)
             java.stop()
             librd.close()
         finally:
