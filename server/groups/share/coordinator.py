@@ -382,7 +382,12 @@ class ShareCoordinator:
         send = member_epoch == 0 or new_assignment != member.assignment or member.member_epoch != group.group_epoch
         member.assignment = new_assignment
         member.member_epoch = group.group_epoch
-        await self._initialise(group_id, new_assignment)
+        if self.broker.cluster is None:
+            await self._initialise(group_id, new_assignment)
+        elif self._nursery is not None:
+            # In the background: reaching a share coordinator that is moving may take seconds,
+            # which a heartbeat must not wait for.
+            self._nursery.start_soon(self._initialise, group_id, new_assignment)
         answer = {"member_id": member_id, "member_epoch": member.member_epoch,
                   "heartbeat_interval_ms": self.heartbeat_interval_ms, "assignment": None}
         if send:
@@ -527,8 +532,9 @@ class ShareCoordinator:
         """Initialise newly assigned share partitions (Kafka's InitializeShareGroupState), so
         their start is fixed at assignment time; a failure is logged and retried by the
         first ShareFetch, it does not fail the heartbeat. In a cluster only those whose
-        leader is this broker: the others are initialised by their leaders at the first
-        ShareFetch (Kafka's group coordinator sends InitializeShareGroupState instead)."""
+        leader is this broker, in the background: the others are initialised by their
+        leaders at the first ShareFetch (Kafka's group coordinator sends
+        InitializeShareGroupState instead)."""
         for topic, parts in assignment.items():
             for index in parts:
                 if self.broker.cluster is not None:
@@ -540,6 +546,8 @@ class ShareCoordinator:
                 except KafkaError as exc:
                     log.warning("share group %s: initialising %s-%d failed: %s (%s)", group_id, topic, index,
                                 exc.code.name, exc)
+                except Exception:  # never the timers' nursery's end (it runs there in a cluster)
+                    log.exception("share group %s: initialising %s-%d failed", group_id, topic, index)
 
     async def share_partition(self, group_id: str, topic: str, index: int) -> SharePartition:
         """The share partition, initialised on first use at `share.auto.offset.reset`
