@@ -188,6 +188,7 @@ class Broker:
         else:
             self.groups.start_clustered()
             self.txn.start_clustered()
+            self.share.log.start_clustered()
 
     def stored_cluster_id(self) -> str | None:
         path = self.data_dir / "meta.properties"

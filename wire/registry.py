@@ -9,7 +9,10 @@ The ranges follow ../shared/CLIENTS.md §10 ("what the broker should advertise")
 - KIP-848 consumer groups: ConsumerGroupHeartbeat (68) at v0-1 and ConsumerGroupDescribe (69);
 - the share-group APIs (76-79) at v0-1: v1 is Kafka 4.1's stable version (confluent-kafka's
   ShareConsumer), v0 the early access of Kafka 3.9 that kafka-clients 3.9's
-  KafkaShareConsumer sends; only share consumers send them.
+  KafkaShareConsumer sends; only share consumers send them. ReadShareGroupState (84) and
+  WriteShareGroupState (85) v0 are what share-partition leaders send the share coordinator
+  in a cluster, DeleteShareGroupState (86) v0 what the group coordinator sends it when a
+  share group is deleted (Kafka's broker listener APIs).
 
 `INTER_BROKER_VERSIONS` holds the APIs brokers of a cluster send each other (controller to
 broker, leader to controller; ../shared/CLUSTER.md §3) at Kafka 3.9's full ranges. They
@@ -84,6 +87,9 @@ class ApiKey(enum.IntEnum):
     SHARE_GROUP_DESCRIBE = 77
     SHARE_FETCH = 78
     SHARE_ACKNOWLEDGE = 79
+    READ_SHARE_GROUP_STATE = 84
+    WRITE_SHARE_GROUP_STATE = 85
+    DELETE_SHARE_GROUP_STATE = 86
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
 
@@ -148,6 +154,11 @@ API_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.SHARE_GROUP_DESCRIBE: (0, 1),
     ApiKey.SHARE_FETCH: (0, 1),
     ApiKey.SHARE_ACKNOWLEDGE: (0, 1),
+    # The share coordinator's (KIP-932), sent between brokers of a cluster: a share-partition
+    # leader reads and writes its state at the leader of its `__share_group_state` partition.
+    ApiKey.READ_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.WRITE_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.DELETE_SHARE_GROUP_STATE: (0, 0),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),  # v1: Kafka 4.0 (wire.newer_versions), librdkafka 2.16's only version
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
 }

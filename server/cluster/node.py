@@ -12,8 +12,9 @@ Why a separate object: on a single broker (no `zookeeper.connect`) none of this 
 - runs the replica fetchers of the partitions it follows (server/cluster/fetcher.py), the
   ISR shrink check of the partitions it leads, and sends ISR changes to the controller
   (AlterPartition, server/cluster/alter_partition.py);
-- tells the coordinators which `__consumer_offsets` / `__transaction_state` partitions it
-  now leads (they load them) or no longer leads (they unload them).
+- tells the coordinators which `__consumer_offsets` / `__transaction_state` /
+  `__share_group_state` partitions it now leads (they load them) or no longer leads (they
+  unload them), and the share-group leader side which data partitions it stopped leading.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ log = logging.getLogger("trafka.cluster")
 E = ErrorCode
 OFFSETS_TOPIC = "__consumer_offsets"
 TXN_TOPIC = "__transaction_state"
+SHARE_STATE_TOPIC = "__share_group_state"
 
 
 def now_ms() -> int:
@@ -229,16 +231,23 @@ class ClusterNode:
                 cfg.get("transaction.state.log.replication.factor")
             configs = {"cleanup.policy": "compact", "segment.bytes": str(cfg.get("transaction.state.log.segment.bytes")),
                        "min.insync.replicas": str(cfg.get("transaction.state.log.min.isr"))}
+        elif name == SHARE_STATE_TOPIC:
+            # Kafka's share coordinator topic: share.coordinator.state.topic.* settings.
+            partitions = self.internal_partitions("share.coordinator.state.topic.num.partitions")
+            rf = cfg.get("share.coordinator.state.topic.replication.factor")
+            configs = {"cleanup.policy": "compact", "segment.bytes": "104857600",
+                       "min.insync.replicas": str(cfg.get("share.coordinator.state.topic.min.isr"))}
         else:
             partitions, rf, configs = cfg.get("num.partitions"), cfg.get("default.replication.factor"), {}
-        if name in (OFFSETS_TOPIC, TXN_TOPIC):
+        if name in (OFFSETS_TOPIC, TXN_TOPIC, SHARE_STATE_TOPIC):
             # Kafka's rule: an internal topic is not created on fewer live brokers than its
             # replication factor (its coordinators answer COORDINATOR_NOT_AVAILABLE, which
             # clients retry); created smaller, it would stay under-replicated for good.
             live = len(self.cache.brokers)
             if live < rf:
-                setting = "offsets.topic.replication.factor" if name == OFFSETS_TOPIC \
-                    else "transaction.state.log.replication.factor"
+                setting = {OFFSETS_TOPIC: "offsets.topic.replication.factor",
+                           TXN_TOPIC: "transaction.state.log.replication.factor"}.get(
+                    name, "share.coordinator.state.topic.replication.factor")
                 log.warning("not creating %s yet: %d live brokers do not meet %s=%d", name, live, setting, rf)
                 return
             if "min.insync.replicas" in configs:
@@ -326,11 +335,17 @@ class ClusterNode:
                 self._spawn_load(broker.groups, partition.index, partition.leader_epoch)
             elif partition.topic == TXN_TOPIC:
                 self._spawn_load(broker.txn, partition.index, partition.leader_epoch)
+            elif partition.topic == SHARE_STATE_TOPIC:
+                self._spawn_load(broker.share.store, partition.index, partition.leader_epoch)
         for partition in became_follower:
             if partition.topic == OFFSETS_TOPIC:
                 broker.groups.unload_partition(partition.index, partition.leader_epoch)
+                broker.share.groups_unloaded(partition.index)
             elif partition.topic == TXN_TOPIC:
                 broker.txn.unload_partition(partition.index, partition.leader_epoch)
+            elif partition.topic == SHARE_STATE_TOPIC:
+                broker.share.store.unload_partition(partition.index, partition.leader_epoch)
+            broker.share.leadership_lost(partition.topic, partition.index)
 
     def _spawn_load(self, coordinator, index: int, epoch: int) -> None:
         nursery = self.broker.nursery
@@ -378,8 +393,12 @@ class ClusterNode:
                     self.fetchers.remove([partition])
                     if topic == OFFSETS_TOPIC:
                         self.broker.groups.unload_partition(index, None)
+                        self.broker.share.groups_unloaded(index)
                     elif topic == TXN_TOPIC:
                         self.broker.txn.unload_partition(index, None)
+                    elif topic == SHARE_STATE_TOPIC:
+                        self.broker.share.store.unload_partition(index, None)
+                    self.broker.share.leadership_lost(topic, index)
                     if delete:
                         await self.broker.delete_partition(topic, index)
                     else:

@@ -8,9 +8,8 @@ purpose: librdkafka before 2.2 (Debian's kcat) fails on any tag it receives.
 From v3 the request names the client software (KIP-511); it is kept on the connection's
 `Session` (for logs and, later, metrics), as Kafka keeps it on its channel metadata.
 
-The share-group APIs (76-79) are advertised only where share groups are on (a single broker;
-`server/groups/share/`): Kafka leaves them out when `group.share.enable` is off, and a client
-told they exist would use them and be refused.
+The share-group APIs (76-79) are advertised by every broker, single or clustered
+(`server/groups/share/`), as Kafka 4.1 does with share groups on.
 """
 
 from __future__ import annotations
@@ -24,17 +23,13 @@ API_KEY = ApiKey.API_VERSIONS
 MAY_BLOCK = False
 
 
-SHARE_GROUP_APIS = frozenset({ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE,
-                              ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE})
-
-
-def advertised(share_groups: bool = True) -> list[dict]:
+def advertised() -> list[dict]:
     from server.handlers import HANDLERS
 
     return [
         {"api_key": key, "min_version": lo, "max_version": hi}
         for key, (lo, hi) in sorted(API_VERSIONS.items())
-        if key in HANDLERS and (share_groups or key not in SHARE_GROUP_APIS)
+        if key in HANDLERS
     ]
 
 
@@ -43,4 +38,4 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         session = ctx.session
         session.client_software_name = request.get("client_software_name")
         session.client_software_version = request.get("client_software_version")
-    return {"error_code": ErrorCode.NONE, "api_keys": advertised(ctx.broker.share.enabled), "throttle_time_ms": 0}
+    return {"error_code": ErrorCode.NONE, "api_keys": advertised(), "throttle_time_ms": 0}

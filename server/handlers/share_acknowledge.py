@@ -7,7 +7,9 @@ them (INVALID_SHARE_SESSION_EPOCH), -1 applies them and closes the session (rele
 the member still holds), other epochs must be the session's next (SHARE_SESSION_NOT_FOUND /
 INVALID_SHARE_SESSION_EPOCH at the top level). A partition whose records this member does
 not hold acquired answers INVALID_RECORD_STATE, and none of its batches is applied. Every
-accepted acknowledgement is in `__share_group_state` before the answer goes out.
+accepted acknowledgement is in `__share_group_state` before the answer goes out. In a
+cluster the partition's leader answers (NOT_LEADER_OR_FOLLOWER elsewhere, with KIP-951's
+hints) and writes through the share coordinator (WriteShareGroupState).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import logging
 from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
+from server.cluster.leader_hints import FETCH_HINT_CODES, add_hints
 from server.context import RequestContext
 from server.errors import InvalidRequest, InvalidShareSessionEpoch, KafkaError
 from server.groups.share import FINAL_EPOCH, INITIAL_EPOCH
@@ -35,8 +38,6 @@ def _error(code: ErrorCode, message: str | None = None) -> dict:
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
-    if not ctx.broker.share.enabled:
-        return _error(ErrorCode.UNSUPPORTED_VERSION, "share groups need a single broker")
     share = ctx.broker.share
     group_id = request.get("group_id")
     member_id = request.get("member_id")
@@ -64,5 +65,9 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             partitions.append({"partition_index": part["partition_index"], "error_code": code,
                                "error_message": message, "current_leader": NO_LEADER})
         responses.append({"topic_id": topic["topic_id"], "partitions": partitions})
+    endpoints = []
+    if ctx.broker.cluster is not None:  # KIP-951's hints for a partition led elsewhere
+        endpoints = add_hints(ctx.broker, responses, "partitions", FETCH_HINT_CODES,
+                              lambda t: share.topic_name(t["topic_id"]))
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": responses,
-            "node_endpoints": []}
+            "node_endpoints": endpoints}

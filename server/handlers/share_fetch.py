@@ -26,6 +26,11 @@ Isolation, the group config share.isolation.level as in Kafka: read_uncommitted 
 default) delivers records up to the high watermark; read_committed up to the last stable
 offset, and archives the batches of aborted transactions instead of delivering them.
 Transaction markers are never delivered.
+
+In a cluster each partition is served by its leader (NOT_LEADER_OR_FOLLOWER elsewhere, with
+KIP-951's CurrentLeader and NodeEndpoints), whose share partition reads its state back from
+the share coordinator when it starts serving it (server/groups/share/coordinator.py); share
+sessions are per broker, as Kafka's: a consumer keeps one with each leader it fetches from.
 """
 
 from __future__ import annotations
@@ -38,8 +43,9 @@ import trio
 from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
+from server.cluster.leader_hints import FETCH_HINT_CODES, add_hints
 from server.context import RequestContext
-from server.errors import InvalidRequest, KafkaError, error_code_for
+from server.errors import InvalidRequest, KafkaError, NotLeaderOrFollower, error_code_for
 from server.groups.share import FINAL_EPOCH, INITIAL_EPOCH, ISOLATION_LEVEL
 from server.security.acls import AclOperation, ResourceType
 
@@ -63,8 +69,6 @@ def _entry(index: int, code: ErrorCode = ErrorCode.NONE, message: str | None = N
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
-    if not ctx.broker.share.enabled:
-        return _error(ErrorCode.UNSUPPORTED_VERSION, "share groups need a single broker")
     broker = ctx.broker
     share = broker.share
     group_id = request.get("group_id")
@@ -101,7 +105,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         entry["acknowledge_error_code"], entry["acknowledge_error_message"] = code, message
     if epoch == FINAL_EPOCH:
         share.close_session(group_id, member_id)
-        return _answer(share, entries)
+        return _answer(broker, entries)
     if epoch == INITIAL_EPOCH:
         for key in session.partitions:
             entries.setdefault(key, _entry(key[1]))
@@ -110,7 +114,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     sources = []
     for key in list(session.partitions):
         topic_id, index = key
-        name = broker.topic_name_for_id(topic_id)
+        name = share.topic_name(topic_id)
         try:
             if name is None:
                 raise KafkaError(f"topic id {topic_id} is not known", ErrorCode.UNKNOWN_TOPIC_ID)
@@ -140,6 +144,10 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                 break
             limit = budget_bytes if partition_max_bytes is None else min(budget_bytes, max(partition_max_bytes, 1))
             try:
+                if broker.cluster is not None and (not partition.is_leader or partition.leader_epoch != sp.leader_epoch
+                                                   or broker.partitions.get(key_name(sp)) is not partition):
+                    # Leadership moved during the wait: the next leader serves it (its state reread).
+                    raise NotLeaderOrFollower(f"{partition.name} is no longer led here in epoch {sp.leader_epoch}")
                 upto = partition.last_stable_offset if read_committed else partition.high_watermark
                 found = sp.acquire(partition.log, upto, member_id, budget_records, limit, lock_deadline,
                                    read_committed=read_committed)
@@ -160,14 +168,23 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         if got or remaining <= 0 or broker.shutting_down or not sources:
             break
         await broker.wait_for_data([p for _k, p, _s, _m in sources], remaining, purgatory="ShareFetch")
-    return _answer(share, entries)
+    return _answer(broker, entries)
 
 
-def _answer(share, entries: dict[tuple[uuid.UUID, int], dict]) -> dict:
+def key_name(sp) -> tuple[str, int]:
+    return (sp.topic, sp.index)
+
+
+def _answer(broker, entries: dict[tuple[uuid.UUID, int], dict]) -> dict:
     by_topic: dict[uuid.UUID, list[dict]] = {}
     for (topic_id, _index), entry in entries.items():
         by_topic.setdefault(topic_id, []).append(entry)
+    responses = [{"topic_id": t, "partitions": parts} for t, parts in by_topic.items()]
+    endpoints = []
+    if broker.cluster is not None:
+        # KIP-951's hints, as Kafka's ShareFetch answers a partition led elsewhere.
+        endpoints = add_hints(broker, responses, "partitions", FETCH_HINT_CODES,
+                              lambda t: broker.share.topic_name(t["topic_id"]))
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
-            "acquisition_lock_timeout_ms": share.lock_duration_ms,
-            "responses": [{"topic_id": t, "partitions": parts} for t, parts in by_topic.items()],
-            "node_endpoints": []}
+            "acquisition_lock_timeout_ms": broker.share.lock_duration_ms, "responses": responses,
+            "node_endpoints": endpoints}

@@ -1,8 +1,8 @@
 """ShareGroupDescribe (77): share groups' members, epochs and assignments (KIP-932).
 
 Implements v1 (Kafka 4.1) and v0 (Kafka 3.9's early access; the same fields). A group id that is not a share group — unknown, or a classic
-group's — is GROUP_ID_NOT_FOUND for that group, as Kafka answers; in a cluster every group is
-UNSUPPORTED_VERSION (share groups work on a single broker). An empty group id is
+group's — is GROUP_ID_NOT_FOUND for that group, as Kafka answers; in a cluster a broker other than
+the group's coordinator answers NOT_COORDINATOR. An empty group id is
 INVALID_GROUP_ID, as Kafka's group coordinator answers it. Each error is logged.
 """
 
@@ -30,9 +30,6 @@ def _error(group_id: str, code: ErrorCode, message: str | None = None) -> dict:
 async def handle(ctx: RequestContext, request: dict) -> dict:
     groups = []
     for group_id in request["group_ids"]:
-        if not ctx.broker.share.enabled:
-            groups.append(_error(group_id, ErrorCode.UNSUPPORTED_VERSION, "share groups need a single broker"))
-            continue
         if not group_id:
             log.info("ShareGroupDescribe of an empty group id from %s: INVALID_GROUP_ID", ctx.client_id)
             groups.append(_error(group_id, ErrorCode.INVALID_GROUP_ID, "The group id can't be empty."))

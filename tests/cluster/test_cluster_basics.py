@@ -17,14 +17,15 @@ def test_three_brokers_replicate_a_topic(tmp_path, zk_connect):
         meta = cluster.metadata()
         assert sorted(b["node_id"] for b in meta["brokers"]) == [1, 2, 3]
         assert meta["controller_id"] in (1, 2, 3)
-        # Share groups work on a single broker only: a cluster broker does not advertise their
-        # APIs (as Kafka with share groups off), and answers one sent anyway UNSUPPORTED_VERSION.
+        # Share groups (KIP-932) work in a cluster too: every broker advertises their APIs and
+        # the share coordinator's; membership is the group coordinator's, which no broker is
+        # before __consumer_offsets exists (NOT_COORDINATOR, the client looks it up again).
         versions = cluster.call(ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}, 1)
         keys = {api["api_key"] for api in versions["api_keys"]}
-        assert ApiKey.FETCH in keys and not keys & {76, 77, 78, 79}, sorted(keys)
+        assert ApiKey.FETCH in keys and {76, 77, 78, 79, 84, 85} <= keys, sorted(keys)
         heartbeat = cluster.call(ApiKey.SHARE_GROUP_HEARTBEAT, 1, {"group_id": "q", "member_id": "m1", "member_epoch": 0,
                                                                    "rack_id": None, "subscribed_topic_names": ["events"]}, 1)
-        assert heartbeat["error_code"] == 35, heartbeat  # UNSUPPORTED_VERSION
+        assert heartbeat["error_code"] == 16, heartbeat  # NOT_COORDINATOR
         created = cluster.create_topic("events", 3, 3, {"min.insync.replicas": "2"})
         assert created["error_code"] == 0, created
         for p in range(3):

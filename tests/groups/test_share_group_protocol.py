@@ -331,3 +331,37 @@ def test_share_isolation_level_read_committed_skips_aborted_transactions(broker)
     ru.join("q")
     assert offsets(rc.fetch(tid, max_wait_ms=2000)) == [4, 5]
     assert offsets(ru.fetch(tid, max_wait_ms=2000)) == [0, 1, 2, 4, 5]  # markers never
+
+
+def _delete_groups(broker, *groups: str) -> dict[str, int]:
+    r = raw_request("127.0.0.1", broker.port, K.DELETE_GROUPS, 2, {"groups_names": list(groups)})
+    return {g["group_id"]: g["error_code"] for g in r["results"]}
+
+
+def test_delete_groups_deletes_a_share_groups_state(broker):
+    """DeleteGroups of an empty share group tombstones its share partitions' state in
+    `__share_group_state` (Kafka's DeleteShareGroupState): the group starts over — at
+    `share.auto.offset.reset`, the accepted records delivered again to a new member — and
+    after a restart too. A group with members is NON_EMPTY_GROUP; before, a share group
+    could not be deleted at all (GROUP_ID_NOT_FOUND)."""
+    tid = create_topic(broker.bootstrap, "q")
+    assert _alter_group(broker, "g", "earliest")["error_code"] == 0
+    produce(broker.bootstrap, "q", 3)
+    m = ShareClient(broker, "g")
+    m.join("q")
+    assert acquired(m.fetch(tid, max_wait_ms=2000)) == [(0, 2, 1)]
+    assert partition_entry(m.acknowledge(tid, {0: [(0, 2, [1])]}))["error_code"] == 0
+    assert _delete_groups(broker, "g") == {"g": E.NON_EMPTY_GROUP}
+    assert m.heartbeat(-1)["error_code"] == 0  # leaves
+    m.close()
+    assert _delete_groups(broker, "g", "nobody") == {"g": E.NONE, "nobody": E.GROUP_ID_NOT_FOUND}
+    again = ShareClient(broker, "g")
+    again.join("q")
+    assert acquired(again.fetch(tid, max_wait_ms=2000)) == [(0, 2, 1)]  # a fresh share partition
+    again.heartbeat(-1)
+    again.close()
+    assert _delete_groups(broker, "g") == {"g": E.NONE}
+    broker.restart()  # the tombstones are what the replay sees: no state comes back
+    after = ShareClient(broker, "g")
+    after.join("q")
+    assert acquired(after.fetch(tid, max_wait_ms=2000)) == [(0, 2, 1)]

@@ -5,6 +5,8 @@ coordinator.py  membership (ShareGroupHeartbeat), share sessions, share partitio
 group.py        one share group's members and epochs     assignor.py  the simple assignor
 partition.py    one share partition's in-flight records   sessions.py  share sessions
 records.py      the `__share_group_state` records
+state.py        the share coordinator (`__share_group_state`: Read/WriteShareGroupState)
+persister.py    how a share-partition leader reaches it (local call or inter-broker request)
 """
 
 from server.groups.share.coordinator import ISOLATION_LEVEL, ShareCoordinator

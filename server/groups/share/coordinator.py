@@ -1,9 +1,14 @@
 """`ShareCoordinator`: share groups (KIP-932) — membership, share sessions, share partitions.
 
-What Kafka splits over its group coordinator (ShareGroupHeartbeat, the simple assignor),
+What Kafka splits over its group coordinator (ShareGroupHeartbeat, the simple assignor) and
 its SharePartitionManager (share sessions, ShareFetch/ShareAcknowledge, acquisition locks)
-and its share coordinator (`__share_group_state`) is one object here, because a single
-broker leads every partition: `broker.share`. The handlers (share_group_heartbeat,
+is one object here, `broker.share`, which answers each part only where Kafka would: in a
+cluster membership on the group's coordinator (the leader of its `__consumer_offsets`
+partition; NOT_COORDINATOR elsewhere) and share partitions on the data partition's leader
+(NOT_LEADER_OR_FOLLOWER elsewhere). The share coordinator (`__share_group_state`) is
+`ShareStateStore` (state.py), reached through `SharePersister` (persister.py): a local call
+on a single broker or when this broker leads the key's partition, else Read/
+WriteShareGroupState to its leader. The handlers (share_group_heartbeat,
 share_group_describe, share_fetch, share_acknowledge) call it.
 
 Membership follows GroupMetadataManager.shareGroupHeartbeat: MemberEpoch 0 joins (at v1 the
@@ -19,50 +24,69 @@ session also ends with the connection that opened it. A group id is of one type:
 request for a classic group's id is GROUP_ID_NOT_FOUND ("not a share group"), and a
 JoinGroup for a share group's id UNKNOWN_MEMBER_ID, as Kafka answers.
 
-Durability: a share partition's state is appended to `__share_group_state`
-(server/coordinator_log.py) as Kafka's share coordinator records (records.py): a
+Durability: a share partition's state is written through the share coordinator to
+`__share_group_state` (server/coordinator_log.py) as Kafka's records (records.py): a
 ShareSnapshot when it is initialised and after every
 `share.coordinator.snapshot.update.records.per.snapshot` ShareUpdates, a ShareUpdate on
-every acknowledgement before the answer goes out; releases and expired locks are written in
-the background. At start-up the newest snapshot of each share partition with the newest
+every acknowledgement before the answer goes out (a write that fails is answered with its
+error and the acknowledgement rolled back in memory); releases and expired locks are
+written in the background. At start-up the newest snapshot of each share partition with the newest
 update of its snapshot epoch is replayed: accepted (and rejected) records are never
 delivered again after a restart, records only acquired come back as available (with the
 deliveries they had). Group membership and share sessions are not persisted: after a
 restart members get UNKNOWN_MEMBER_ID / SHARE_SESSION_NOT_FOUND and join and open sessions
 again, as clients do.
 
-Single broker only: in a cluster (ZooKeeper mode) the share APIs answer UNSUPPORTED_VERSION,
-Kafka's answer when share groups are turned off; placing share coordinators and moving share
-state with partition leadership is not done.
+A cluster (ZooKeeper mode): a share partition is loaded by the broker leading its data
+partition at its first ShareFetch there — read back from the share coordinator
+(ReadShareGroupState at the leader epoch) or initialised at `share.auto.offset.reset` — and
+written at once, which fences writes of earlier leaders (FENCED_LEADER_EPOCH). When the
+leadership moves (LeaderAndIsr makes this broker a follower, or the leader epoch changed)
+the share partition leaves memory; the next leader reads what was last written: accepted
+records are never delivered again, records only acquired come back. Heartbeat-time
+initialisation covers only partitions led here (Kafka's group coordinator sends
+InitializeShareGroupState instead). Share groups leave memory with their
+`__consumer_offsets` partition (members rejoin at the new coordinator); group configs are
+kept in ZooKeeper (/config/groups/<group>), read when a share partition is loaded.
+
+Deleting a share group (DeleteGroups, empty groups only) deletes the state of every share
+partition it was assigned at their share coordinators (DeleteShareGroupState: tombstones),
+after retiring the group's share partitions held here so no later write brings the state
+back. Share partitions other brokers lead and hold in memory are not told (not done yet):
+they leave memory with their leadership, and until then a write of theirs (a release, an
+acknowledgement of a session still open) would write their state again.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import logging
+import urllib.parse
 import uuid
-from dataclasses import dataclass
 
 import trio
 
 from wire.errors import ErrorCode
 
-from server.coordinator_log import CoordinatorLog, append_error
+from server.coordinator_log import CoordinatorLog
 from server.errors import (
     FencedMemberEpoch,
     GroupIdNotFound,
     GroupMaxSizeReached,
     InvalidRequest,
     KafkaError,
+    NotLeaderOrFollower,
     UnknownMemberId,
     UnknownTopicOrPartition,
-    error_code_for,
 )
 from server.groups.share import records as rec
 from server.groups.share.assignor import assign
 from server.groups.share.group import ShareGroup, ShareMember
 from server.groups.share.partition import SharePartition
+from server.groups.share.persister import SharePersister
 from server.groups.share.sessions import ShareSessionCache
+from server.groups.share.state import ShareStateStore
 
 log = logging.getLogger("trafka.share")
 
@@ -72,22 +96,7 @@ GROUP_CONFIG_DEFAULTS = {AUTO_OFFSET_RESET: "latest", ISOLATION_LEVEL: "read_unc
 GROUP_CONFIG_VALUES = {AUTO_OFFSET_RESET: ("latest", "earliest"),
                        ISOLATION_LEVEL: ("read_uncommitted", "read_committed")}
 SWEEP_S = 0.1
-
-
-@dataclass(slots=True)
-class _Written:
-    """A share partition's newest ShareSnapshot as written (epoch, offset -> (state, count),
-    start offset) and how many ShareUpdates followed it."""
-
-    snapshot_epoch: int
-    states: dict[int, tuple[int, int]]
-    start_offset: int
-    updates: int
-
-
-def _expand(snapshot: rec.ShareSnapshot) -> dict[int, tuple[int, int]]:
-    return {o: (state, count) for first, last, state, count in snapshot.batches
-            for o in range(max(first, snapshot.start_offset), last + 1)}
+GROUP_CONFIGS_ZNODE = "/config/groups"  # a cluster's share group configs (Trafka's; Kafka keeps them in KRaft)
 
 
 def kafka_uuid() -> str:
@@ -109,13 +118,18 @@ class ShareCoordinator:
         self.delivery_limit = cfg.get("group.share.delivery.count.limit")
         self.max_size = cfg.get("group.share.max.size")
         self.max_locks = cfg.get("group.share.partition.max.record.locks")
-        self.updates_per_snapshot = cfg.get("share.coordinator.snapshot.update.records.per.snapshot")
         self.log = CoordinatorLog(broker, rec.STATE_TOPIC, cfg.get("share.coordinator.state.topic.num.partitions"),
                                   rec.STATE_TOPIC_CONFIGS)
+        # The share coordinator (`__share_group_state`) and the way to it from a share-partition leader.
+        self.store = ShareStateStore(broker, self.log,
+                                     cfg.get("share.coordinator.snapshot.update.records.per.snapshot"),
+                                     on_config=self._replayed_config)
+        self.persister = SharePersister(broker, self.store)
         self.groups: dict[str, ShareGroup] = {}
         self.partitions: dict[tuple[str, uuid.UUID, int], SharePartition] = {}
-        # What `__share_group_state` holds per share partition: the snapshot updates diff against.
-        self._written: dict[tuple[str, uuid.UUID, int], _Written] = {}
+        # Per share partition: writes in order (the newest state last), one initialisation at a time.
+        self._write_locks: dict[tuple[str, uuid.UUID, int], trio.Lock] = {}
+        self._init_locks: dict[tuple[str, uuid.UUID, int], trio.Lock] = {}
         self.sessions = ShareSessionCache()
         # Group configs (Kafka's GROUP config resource): share.auto.offset.reset, share.isolation.level.
         self.group_configs: dict[str, dict[str, str]] = {}
@@ -124,52 +138,31 @@ class ShareCoordinator:
 
     # ------------------------------------------------------------------ lifecycle
     def load(self) -> None:
-        """Blocking, at start-up: replay `__share_group_state` if it exists (it is created
-        on the first share partition's initialisation, so brokers without share groups
-        have no such topic)."""
+        """Blocking, at start-up of a single broker: replay `__share_group_state` if it exists
+        (it is created on the first share partition's initialisation, so brokers without
+        share groups have no such topic). In a cluster the share coordinator loads the
+        partitions it leads (`store.load_partition`) and share-partition leaders read their
+        state from it when they start serving a share partition."""
         if self.broker.topics.get(rec.STATE_TOPIC) is None:
             return
-        self.log.ensure_topic()
         self._topic_ready = True
-        # share partition -> [its newest snapshot, the newest update of that snapshot, updates since]
-        found: dict[tuple[str, uuid.UUID, int], list] = {}
-
-        def on_record(_partition, _header, record) -> None:
-            key = rec.decode_key(record.key)
-            if isinstance(key, rec.GroupConfigKey):
-                if record.value is None:
-                    self.group_configs.pop(key.group_id, None)
-                else:
-                    self.group_configs[key.group_id] = rec.decode_configs(record.value)
-                return
-            if record.value is None:  # a tombstone: the share partition's state is gone
-                found.pop(key.share_partition, None)
-                return
-            if not key.update:
-                found[key.share_partition] = [rec.decode_snapshot(record.value), None, 0]
-                return
-            update = rec.decode_update(record.value)
-            entry = found.get(key.share_partition)
-            # An update applies to the snapshot of its SnapshotEpoch, written before it;
-            # one of an older snapshot (compaction keeps it ahead of the newer snapshot) is stale.
-            if entry is not None and update.snapshot_epoch == entry[0].snapshot_epoch % rec.SNAPSHOT_EPOCH_MODULO:
-                entry[1] = update
-                entry[2] += 1
-
-        counts = self.log.replay(on_record)
-        for (group_id, topic_id, index), (snapshot, update, updates) in found.items():
+        counts = self.store.load()
+        for (group_id, topic_id, index), stored in self.store.states.items():
             topic = self.broker.topic_name_for_id(topic_id)
             if topic is None:
                 continue
-            state = snapshot if update is None else rec.apply_update(snapshot, update)
-            sp = self._new_partition(group_id, topic, topic_id, index, state.start_offset)
-            sp.restore(state.start_offset, state.batches)
-            sp.state_epoch = snapshot.state_epoch
-            self._written[sp.key] = _Written(snapshot.snapshot_epoch, _expand(snapshot), snapshot.start_offset,
-                                             updates)
-        if found:
+            sp = self._new_partition(group_id, topic, topic_id, index, stored.start_offset)
+            sp.restore(stored.start_offset, stored.batches())
+            sp.state_epoch = stored.state_epoch
+        if self.store.states:
             log.info("share state loaded: %d share partitions from %d records (%d skipped)", len(self.partitions),
                      counts.records, counts.skipped)
+
+    def _replayed_config(self, group_id: str, configs: dict[str, str] | None) -> None:
+        if configs is None:
+            self.group_configs.pop(group_id, None)
+        else:
+            self.group_configs[group_id] = configs
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """The share timers: member sessions and acquisition locks, swept every 100 ms."""
@@ -213,12 +206,36 @@ class ShareCoordinator:
         except Exception as exc:
             log.warning("%r: persisting share state failed: %s", sp, exc)
 
-    @property
-    def enabled(self) -> bool:
-        """Share groups work on a single broker only (see the module docstring); in a
-        cluster the share APIs answer UNSUPPORTED_VERSION, as Kafka does with share
-        groups turned off."""
-        return self.broker.cluster is None
+    # ------------------------------------------------------------------ leadership (a cluster)
+    def leadership_lost(self, topic: str, index: int) -> None:
+        """This broker no longer leads `topic`-`index`: its share partitions leave memory
+        (the new leader reads their state from the share coordinator); what members held
+        acquired here comes back there, as the state says AVAILABLE for it."""
+        gone = [k for k, sp in self.partitions.items() if sp.topic == topic and sp.index == index]
+        for key in gone:
+            del self.partitions[key]
+            lock = self._write_locks.get(key)
+            if lock is not None and not lock.locked():
+                del self._write_locks[key]
+        if gone:
+            log.info("%s-%d: led elsewhere now; %d share partitions dropped", topic, index, len(gone))
+
+    def groups_unloaded(self, partition: int) -> None:
+        """`__consumer_offsets`-`partition` is led elsewhere now: the share groups it
+        coordinates leave memory (their members get UNKNOWN_MEMBER_ID / NOT_COORDINATOR and
+        join the new coordinator, as after a restart)."""
+        gone = [g for g in self.groups if self.broker.groups.partition_for(g) == partition]
+        for group_id in gone:
+            del self.groups[group_id]
+        if gone:
+            log.info("__consumer_offsets-%d: led elsewhere now; share groups %s dropped", partition, gone)
+
+    def _check_coordinator(self, group_id: str) -> None:
+        """Membership is answered by the group coordinator of `group_id` (the leader of its
+        `__consumer_offsets` partition; a single broker is every group's)."""
+        code = self.broker.groups.group_status(group_id)
+        if code != ErrorCode.NONE:
+            raise KafkaError(f"broker {self.broker.node_id} is not the coordinator of group {group_id}", code)
 
     # ------------------------------------------------------------------ group configs
     def group_config(self, group_id: str, name: str) -> str:
@@ -230,8 +247,9 @@ class ShareCoordinator:
         group config; persisted before the answer. INVALID_CONFIG for anything else."""
         if not group_id:
             raise KafkaError("group id is empty", ErrorCode.INVALID_GROUP_ID)
-        if not self.enabled:
-            raise InvalidRequest("share group configs need a single broker")
+        cluster = self.broker.cluster
+        if cluster is not None:
+            await self.refresh_group_configs(group_id)
         configs = dict(self.group_configs.get(group_id, {}))
         for name, op, value in ops:
             if name not in GROUP_CONFIG_DEFAULTS:
@@ -248,6 +266,11 @@ class ShareCoordinator:
                 raise KafkaError(f"{name} is not a list: only SET and DELETE apply", ErrorCode.INVALID_CONFIG)
         if validate_only:
             return
+        if cluster is not None:
+            await self._write_zk_configs(group_id, configs)
+            self.group_configs[group_id] = configs
+            log.info("share group %s configs now %s", group_id, configs)
+            return
         if not self._topic_ready:
             self.log.ensure_topic()
             self._topic_ready = True
@@ -257,6 +280,39 @@ class ShareCoordinator:
                                                rec.encode_configs(configs))])
             self.group_configs[group_id] = configs
         log.info("share group %s configs now %s", group_id, configs)
+
+    @staticmethod
+    def _configs_path(group_id: str) -> str:
+        return f"{GROUP_CONFIGS_ZNODE}/{urllib.parse.quote(group_id, safe='')}"
+
+    async def refresh_group_configs(self, group_id: str) -> None:
+        """A cluster: the group's configs as ZooKeeper holds them (/config/groups/<group>,
+        Kafka's config znode JSON), read when a share partition is initialised here."""
+        found = await self.broker.cluster.zk.get(self._configs_path(group_id))
+        if found is None:
+            self.group_configs.pop(group_id, None)
+            return
+        try:
+            configs = json.loads(found[0])["config"]
+            self.group_configs[group_id] = {str(k): str(v) for k, v in configs.items()
+                                            if k in GROUP_CONFIG_DEFAULTS}
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            log.warning("share group %s: unreadable configs in ZooKeeper (%s); defaults apply", group_id, exc)
+            self.group_configs.pop(group_id, None)
+
+    async def _write_zk_configs(self, group_id: str, configs: dict[str, str]) -> None:
+        from server.cluster.zk import NodeExists
+
+        zk = self.broker.cluster.zk
+        path = self._configs_path(group_id)
+        data = json.dumps({"version": 1, "config": configs}, sort_keys=True).encode()
+        if await zk.exists(path) is not None:
+            await zk.set(path, data, -1)
+            return
+        try:
+            await zk.create(path, data, make_parents=True)
+        except NodeExists:
+            await zk.set(path, data, -1)
 
     # ------------------------------------------------------------------ membership
     def _check_share_group_id(self, group_id: str) -> None:
@@ -282,6 +338,7 @@ class ShareCoordinator:
             raise InvalidRequest(f"MemberEpoch is {member_epoch}, must be -1, 0 or positive.")
         if member_epoch == 0 and not subscribed_topic_names:
             raise InvalidRequest("SubscribedTopicNames must be set in first request.")
+        self._check_coordinator(group_id)
         self._check_share_group_id(group_id)
         group = self.groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
@@ -320,32 +377,99 @@ class ShareCoordinator:
             group.group_epoch += 1
             group.target = target
             group.assignment_epoch = group.group_epoch
+        self._remember_partitions(group)
         new_assignment = group.target.get(member_id, {})
         send = member_epoch == 0 or new_assignment != member.assignment or member.member_epoch != group.group_epoch
         member.assignment = new_assignment
         member.member_epoch = group.group_epoch
-        await self._initialise(group_id, new_assignment)
+        if self.broker.cluster is None:
+            await self._initialise(group_id, new_assignment)
+        elif self._nursery is not None:
+            # In the background: reaching a share coordinator that is moving may take seconds,
+            # which a heartbeat must not wait for.
+            self._nursery.start_soon(self._initialise, group_id, new_assignment)
         answer = {"member_id": member_id, "member_epoch": member.member_epoch,
                   "heartbeat_interval_ms": self.heartbeat_interval_ms, "assignment": None}
         if send:
             answer["assignment"] = {"topic_partitions": self._topic_partitions(new_assignment)}
         return answer
 
+    def _topic_info(self, topic: str) -> tuple[uuid.UUID, int] | None:
+        """(topic id, partition count): in a cluster as the metadata cache has it (every
+        partition of the topic, wherever it is led), else the broker's own registry."""
+        cluster = self.broker.cluster
+        if cluster is not None:
+            parts = cluster.cache.topics.get(topic)
+            topic_id = cluster.cache.topic_ids.get(topic)
+            if not parts or topic_id is None:
+                return None
+            return topic_id, len(parts)
+        meta = self.broker.topics.get(topic)
+        return None if meta is None else (meta.topic_id, meta.partitions)
+
+    def _remember_partitions(self, group: ShareGroup) -> None:
+        for assignment in group.target.values():
+            for topic, parts in assignment.items():
+                info = self._topic_info(topic)
+                if info is not None:
+                    group.share_partitions.update((info[0], p) for p in parts)
+
+    def is_share_group(self, group_id: str) -> bool:
+        """A share group this broker knows: its members, or share state held here (a group
+        whose members are gone since a restart)."""
+        return group_id in self.groups or any(k[0] == group_id for k in self.store.states) \
+            or any(k[0] == group_id for k in self.partitions)
+
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of a share group, at its group coordinator: NON_EMPTY_GROUP while it
+        has members; else the state of every share partition it had is deleted at its share
+        coordinator (DeleteShareGroupState: tombstones in `__share_group_state`) before the
+        group goes, as Kafka's group coordinator does."""
+        status = self.broker.groups.group_status(group_id)
+        if status != ErrorCode.NONE:
+            return status
+        group = self.groups.get(group_id)
+        if group is not None and group.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        keys = {(group_id, t, p) for t, p in group.share_partitions} if group is not None else set()
+        keys |= {k for k in self.partitions if k[0] == group_id}
+        keys |= {k for k in self.store.states if k[0] == group_id}
+        if group is None and not keys:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        # The group's share partitions here go first and write nothing more: a write of one
+        # (a release when a session closes) after the tombstones would bring its state back.
+        for key in [k for k in self.partitions if k[0] == group_id]:
+            self.partitions.pop(key).retired = True
+        self.sessions.close_group(group_id)
+        for key in sorted(keys, key=lambda k: (str(k[1]), k[2])):
+            try:
+                async with self._write_locks.setdefault(key, trio.Lock()):  # after a write under way
+                    await self.persister.delete(key)
+            except KafkaError as exc:
+                log.warning("share group %s: deleting the state of %s-%d failed: %s (%s)", group_id, key[1], key[2],
+                            exc.code.name, exc)
+                return exc.code
+            self._write_locks.pop(key, None)
+        if group is not None and self.groups.get(group_id) is group and not group.members:
+            del self.groups[group_id]
+        log.info("share group %s: deleted with the state of %d share partitions", group_id, len(keys))
+        return ErrorCode.NONE
+
     def _target(self, group: ShareGroup) -> dict[str, dict[str, list[int]]]:
         counts = {}
         for topic in group.subscribed_topics():
-            meta = self.broker.topics.get(topic)
-            if meta is not None:
-                counts[topic] = meta.partitions
+            info = self._topic_info(topic)
+            if info is not None:
+                counts[topic] = info[1]
         return assign({m.member_id: m.subscribed_topic_names for m in group.members.values()}, counts)
 
     def _topic_partitions(self, assignment: dict[str, list[int]], *, names: bool = False) -> list[dict]:
         out = []
         for topic, parts in sorted(assignment.items()):
-            meta = self.broker.topics.get(topic)
-            if meta is None:
+            info = self._topic_info(topic)
+            if info is None:
                 continue
-            entry = {"topic_id": meta.topic_id, "partitions": list(parts)}
+            entry = {"topic_id": info[0], "partitions": list(parts)}
             if names:
                 entry["topic_name"] = topic
             out.append(entry)
@@ -377,6 +501,10 @@ class ShareCoordinator:
         entry = {"error_code": ErrorCode.NONE, "error_message": None, "group_id": group_id, "group_state": "",
                  "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "simple", "members": [],
                  "authorized_operations": -2147483648}
+        status = self.broker.groups.group_status(group_id)
+        if status != ErrorCode.NONE:
+            return {**entry, "error_code": status,
+                    "error_message": f"broker {self.broker.node_id} is not the coordinator of group {group_id}"}
         group = self.groups.get(group_id)
         if group is None:
             code = ErrorCode.GROUP_ID_NOT_FOUND
@@ -403,19 +531,34 @@ class ShareCoordinator:
     async def _initialise(self, group_id: str, assignment: dict[str, list[int]]) -> None:
         """Initialise newly assigned share partitions (Kafka's InitializeShareGroupState), so
         their start is fixed at assignment time; a failure is logged and retried by the
-        first ShareFetch, it does not fail the heartbeat."""
+        first ShareFetch, it does not fail the heartbeat. In a cluster only those whose
+        leader is this broker, in the background: the others are initialised by their
+        leaders at the first ShareFetch (Kafka's group coordinator sends
+        InitializeShareGroupState instead)."""
         for topic, parts in assignment.items():
             for index in parts:
+                if self.broker.cluster is not None:
+                    local = self.broker.partitions.get((topic, index))
+                    if local is None or not local.is_leader:
+                        continue
                 try:
                     await self.share_partition(group_id, topic, index)
                 except KafkaError as exc:
                     log.warning("share group %s: initialising %s-%d failed: %s (%s)", group_id, topic, index,
                                 exc.code.name, exc)
+                except Exception:  # never the timers' nursery's end (it runs there in a cluster)
+                    log.exception("share group %s: initialising %s-%d failed", group_id, topic, index)
 
     async def share_partition(self, group_id: str, topic: str, index: int) -> SharePartition:
         """The share partition, initialised on first use at `share.auto.offset.reset`
         (latest: the high watermark; earliest: the log start offset) and persisted, so a
-        restart does not move its start."""
+        restart does not move its start. In a cluster this broker must lead the partition
+        (NotLeaderOrFollower otherwise), and a share partition it starts serving — first
+        use, or leadership regained at a new leader epoch — is read back from the share
+        coordinator first (ReadShareGroupState): what was accepted stays settled, what was
+        only acquired under an earlier leader is AVAILABLE again."""
+        if self.broker.cluster is not None:
+            return await self._led_share_partition(group_id, topic, index)
         meta = self.broker.topics.get(topic)
         if meta is None:
             raise UnknownTopicOrPartition(f"topic {topic} does not exist")
@@ -433,47 +576,83 @@ class ShareCoordinator:
             await self.persist(sp)
         return sp
 
+    async def _led_share_partition(self, group_id: str, topic: str, index: int) -> SharePartition:
+        partition = self.broker.partition(topic, index)
+        key = (group_id, partition.topic_id, index)
+        sp = self.partitions.get(key)
+        if sp is not None and sp.leader_epoch == partition.leader_epoch:
+            return sp
+        lock = self._init_locks.setdefault(key, trio.Lock())
+        async with lock:
+            partition = self.broker.partition(topic, index)
+            epoch = partition.leader_epoch
+            sp = self.partitions.get(key)
+            if sp is not None:
+                if sp.leader_epoch == epoch:
+                    return sp
+                del self.partitions[key]  # served under an earlier leadership: stale
+            stored = await self.persister.read(key, epoch)
+            if stored is None:
+                await self.refresh_group_configs(group_id)
+                reset = self.group_config(group_id, AUTO_OFFSET_RESET)
+                start = partition.log.log_start_offset if reset == "earliest" else partition.high_watermark
+                sp = SharePartition(group_id, topic, partition.topic_id, index, start,
+                                    delivery_limit=self.delivery_limit, max_locks=self.max_locks)
+                what = f"initialised at {reset} offset {start}"
+            else:
+                await self.refresh_group_configs(group_id)
+                sp = SharePartition(group_id, topic, partition.topic_id, index, stored.start_offset,
+                                    delivery_limit=self.delivery_limit, max_locks=self.max_locks)
+                sp.restore(stored.start_offset, stored.batches())
+                sp.state_epoch = stored.state_epoch
+                what = f"read back from the share coordinator at leader epoch {epoch}"
+            sp.leader_epoch = epoch
+            # Written at once: the initial start is fixed, and the share coordinator now
+            # fences writes of earlier leaders (its leader epoch is this one).
+            await self.persist(sp)
+            if partition.leader_epoch != epoch or self.broker.partitions.get((topic, index)) is not partition:
+                raise NotLeaderOrFollower(f"{topic}-{index}: leadership moved while its share partition was loaded")
+            self.partitions[key] = sp
+            log.info("%r %s", sp, what)
+            self._init_locks.pop(key, None)
+            return sp
+
     def lock_deadline(self) -> float:
         return trio.current_time() + self.lock_duration_ms / 1000
 
     async def acknowledge(self, sp: SharePartition, member_id: str, batches: list[dict]) -> None:
-        """Apply and persist one partition's acknowledgements (KafkaError on refusal)."""
-        sp.acknowledge(member_id, batches)
+        """Apply and persist one partition's acknowledgements (KafkaError on refusal). When
+        the state cannot be written the acknowledgement is answered with the error and
+        rolled back in memory, never left settled: the records stay acquired by the member
+        until their locks expire, then are delivered again."""
+        undo = sp.acknowledge(member_id, batches)
+        applied = {offset: entry.state for offset, entry, _before in undo}
         partition = self.broker.partitions.get((sp.topic, sp.index))
         if partition is not None and sp.has_available():
             partition.wake()
-        await self.persist(sp)
+        try:
+            await self.persist(sp)
+        except KafkaError as exc:
+            undone = sp.rollback(undo, applied)
+            log.warning("%r: acknowledgement of %d records by %s not written (%s): %d rolled back", sp, len(undo),
+                        member_id, exc.code.name, undone)
+            raise
 
     async def persist(self, sp: SharePartition) -> None:
-        """Write the share partition's state to `__share_group_state` (under the partition's
-        write lock, so the newest state is written last): a ShareUpdate with what changed
-        since the last ShareSnapshot, or a new ShareSnapshot when there is none yet or
-        `share.coordinator.snapshot.update.records.per.snapshot` updates followed the last."""
-        if not self._topic_ready:
+        """Write the share partition's state through the share coordinator (a local call on
+        a single broker, WriteShareGroupState to the leader of its `__share_group_state`
+        partition in a cluster), one write at a time per share partition, each with the
+        state as it is when its turn comes, so the newest state is written last. KafkaError
+        when it cannot be written."""
+        if not self._topic_ready and self.broker.cluster is None:
             self.log.ensure_topic()  # the broker's own registry call, brief
             self._topic_ready = True
-        partition = self.log.partition_for(sp.group_id)
-        async with self.log.lock(partition):
-            states = sp.state_map()
-            written = self._written.get(sp.key)
-            if written is None or written.updates >= self.updates_per_snapshot:
-                epoch = 0 if written is None else (written.snapshot_epoch + 1) % rec.SNAPSHOT_EPOCH_MODULO
-                key = rec.ShareStateKey(sp.group_id, sp.topic_id, sp.index)
-                value = rec.encode_snapshot(rec.ShareSnapshot(epoch, sp.state_epoch, sp.start_offset, rec.runs(states)))
-                after = _Written(epoch, states, sp.start_offset, 0)
-            else:
-                changed = {o: v for o, v in states.items() if written.states.get(o) != v}
-                start = rec.NO_START_OFFSET if sp.start_offset == written.start_offset else sp.start_offset
-                key = rec.ShareStateKey(sp.group_id, sp.topic_id, sp.index, update=True)
-                value = rec.encode_update(rec.ShareUpdate(written.snapshot_epoch, start, rec.runs(changed)))
-                after = _Written(written.snapshot_epoch, written.states, written.start_offset, written.updates + 1)
-            try:
-                await self.log.append(partition, [(rec.encode_key(key), value)])
-            except Exception as exc:  # a storage failure too: answered with its code, never a crash
-                code = error_code_for(exc)
-                code = append_error(code) or code
-                raise KafkaError(f"{sp!r}: share state not written ({exc})", code) from exc
-            self._written[sp.key] = after
+        lock = self._write_locks.setdefault(sp.key, trio.Lock())
+        async with lock:
+            if sp.retired:
+                return
+            await self.persister.write(sp.key, leader_epoch=sp.leader_epoch, state_epoch=sp.state_epoch,
+                                       start_offset=sp.start_offset, states=sp.state_map())
 
     async def acknowledge_topics(self, group_id: str, member_id: str,
                                  topics: list[dict]) -> dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]]:
@@ -482,7 +661,7 @@ class ShareCoordinator:
         results: dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]] = {}
         for topic in topics:
             topic_id = topic["topic_id"]
-            name = self.broker.topic_name_for_id(topic_id)
+            name = self.topic_name(topic_id)
             for part in topic["partitions"]:
                 batches = part.get("acknowledgement_batches") or []
                 if not batches:
@@ -493,6 +672,11 @@ class ShareCoordinator:
                     if name is None:
                         raise KafkaError(f"topic id {topic_id} is not known", ErrorCode.UNKNOWN_TOPIC_ID)
                     sp = self.partitions.get((group_id, topic_id, index))
+                    if self.broker.cluster is not None:
+                        partition = self.broker.partition(name, index)  # NotLeaderOrFollower elsewhere
+                        if sp is not None and sp.leader_epoch != partition.leader_epoch:
+                            raise NotLeaderOrFollower(f"{name}-{index}: its share partition is served under "
+                                                      f"leader epoch {partition.leader_epoch} now")
                     if sp is None:
                         raise KafkaError(f"share group {group_id} has no share partition {name}-{index}",
                                          ErrorCode.INVALID_RECORD_STATE)
@@ -503,6 +687,15 @@ class ShareCoordinator:
                              group_id, exc.code.name, exc)
                     results[key] = (exc.code, str(exc))
         return results
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """A topic's name from its id: this broker's registry, in a cluster else the metadata cache."""
+        name = self.broker.topic_name_for_id(topic_id)
+        if name is None and self.broker.cluster is not None:
+            from server.cluster.leader_hints import topic_name_by_id
+
+            name = topic_name_by_id(self.broker, topic_id)
+        return name
 
     def connection_closed(self, connection_id: int) -> None:
         """The connection that opened share sessions is gone (the consumer died or closed):

@@ -29,6 +29,9 @@ class ShareGroup:
     assignment_epoch: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
     target: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+    # Every (topic id, partition) ever assigned: the share partitions whose state
+    # DeleteGroups deletes (Kafka keeps them in ShareGroupStatePartitionMetadata).
+    share_partitions: set = field(default_factory=set)
 
     @property
     def state(self) -> str:

@@ -87,6 +87,10 @@ class SharePartition:
         self.max_locks = max(max_locks, 1)
         self.records: dict[int, InFlight] = {}
         self.state_epoch = 0
+        # The leader epoch of the data partition this state is served under (a cluster:
+        # a share partition is re-read from the share coordinator when it changes).
+        self.leader_epoch = 0
+        self.retired = False  # its group was deleted: nothing more is written for it
 
     @property
     def key(self) -> tuple[str, uuid.UUID, int]:
@@ -225,8 +229,9 @@ class SharePartition:
         return took
 
     # ------------------------------------------------------------------ acknowledge
-    def acknowledge(self, member_id: str, batches: Iterable[dict]) -> None:
-        """Apply one partition's AcknowledgementBatches for `member_id`, all or nothing.
+    def acknowledge(self, member_id: str, batches: Iterable[dict]) -> list[tuple[int, InFlight, InFlight]]:
+        """Apply one partition's AcknowledgementBatches for `member_id`, all or nothing;
+        returns what `rollback` needs to undo them (offset, the record, its state before).
         InvalidRequest for a malformed batch (empty, overlapping or out of order, the wrong
         number of acknowledge types, an unknown type); InvalidRecordState when a record is not
         acquired by this member (never acquired, settled, lock expired, another's)."""
@@ -259,10 +264,13 @@ class SharePartition:
                     state = "settled" if entry is None else entry.state.name
                     raise InvalidRecordState(f"{self.topic}-{self.index} offset {offset} is {state}, not acquired "
                                              f"by {member_id}")
+        undo = []
         for first, last, types in plan:
             for offset in range(first, last + 1):
                 kind = types[0] if len(types) == 1 else types[offset - first]
                 entry = self.records[offset]
+                undo.append((offset, entry, InFlight(entry.state, entry.delivery_count, entry.member_id,
+                                                     entry.deadline)))
                 if kind == AcknowledgeType.ACCEPT:
                     entry.state = RecordState.ACKNOWLEDGED
                 elif kind == AcknowledgeType.RELEASE:
@@ -273,6 +281,28 @@ class SharePartition:
                 entry.member_id = None
                 entry.deadline = math.inf
         self._advance_start()
+        return undo
+
+    def rollback(self, undo: list[tuple[int, InFlight, InFlight]], applied: dict[int, RecordState]) -> int:
+        """Undo acknowledgements whose state could not be written (Kafka's share partition
+        rolls back the same way): each record goes back to ACQUIRED by its member (with its
+        lock deadline; expired, it comes back AVAILABLE at the next sweep), unless something
+        changed it since (a released record acquired again). `applied`: offset -> the state
+        the acknowledgement gave it. Returns how many were rolled back."""
+        count = 0
+        for offset, entry, before in undo:
+            current = self.records.get(offset)
+            if current is not None and current is not entry:
+                continue
+            if entry.state != applied.get(offset) or (current is None and offset >= self.end_offset):
+                continue
+            entry.state, entry.member_id, entry.deadline = before.state, before.member_id, before.deadline
+            self.records[offset] = entry
+            self.start_offset = min(self.start_offset, offset)
+            count += 1
+        if count:
+            self._advance_start()
+        return count
 
     def release_member(self, member_id: str) -> int:
         """Everything `member_id` holds comes back (it left, or closed its share session)."""
