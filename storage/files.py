@@ -31,6 +31,32 @@ log = logging.getLogger("storage")
 CHECKPOINT_VERSION = 0
 
 
+class LazyPath:
+    """A Path attribute kept as the str it was given and made a Path when first read.
+
+    Why: opening a log builds a path for each file of each segment (.log, .index,
+    .timeindex, .txnindex), and pathlib's parsing of them was the largest single cost of
+    opening 100 000 logs at start-up (issue 21), while most are read only when the file
+    is opened, written or reported. Reading the attribute always gives a Path.
+    """
+
+    __slots__ = ("slot",)
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = "_lazy_" + name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        value = obj.__dict__[self.slot]
+        if value.__class__ is str:
+            value = obj.__dict__[self.slot] = Path(value)
+        return value
+
+    def __set__(self, obj, value: str | Path) -> None:
+        obj.__dict__[self.slot] = value
+
+
 def fsync_dir(path: str | Path) -> None:
     """Make renames, creations and unlinks inside ``path`` durable."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)

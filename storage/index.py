@@ -23,7 +23,7 @@ from array import array
 from bisect import bisect_left, bisect_right
 from pathlib import Path
 
-from storage.files import atomic_write, pwrite_all, unlink_quietly
+from storage.files import LazyPath, atomic_write, pwrite_all, unlink_quietly
 from storage.open_files import OPEN_FILES, TooManyOpenFiles
 
 FLUSH_PENDING_AT = 512  # entries
@@ -33,8 +33,9 @@ class _SparseIndex:
     """Common machinery: sorted keys, their values, a file of fixed-size big-endian entries."""
 
     ENTRY: struct.Struct
+    path = LazyPath()
 
-    def __init__(self, path: Path, base_offset: int) -> None:
+    def __init__(self, path: str | Path, base_offset: int) -> None:
         self.path = path
         self.base_offset = base_offset
         # (keys, values): appended in place (values first), replaced whole on truncation,

@@ -30,7 +30,7 @@ from bisect import bisect_left, bisect_right
 from pathlib import Path
 from typing import NamedTuple
 
-from storage.files import atomic_write, read_small_file
+from storage.files import LazyPath, atomic_write, read_small_file
 
 log = logging.getLogger("storage")
 
@@ -48,8 +48,10 @@ class EpochEntry(NamedTuple):
 class LeaderEpochCheckpointFile:
     """Reads and atomically replaces one `leader-epoch-checkpoint` file."""
 
+    path = LazyPath()  # a str until read (start-up opens 100 000 of these, issue 21)
+
     def __init__(self, path: str | Path) -> None:
-        self.path = path if isinstance(path, Path) else Path(path)
+        self.path = path
 
     def write(self, entries: list[EpochEntry]) -> None:
         lines = [str(CHECKPOINT_VERSION), str(len(entries))]
@@ -102,7 +104,7 @@ class LeaderEpochFileCache:
         """``exists``: False when the caller's directory listing has no checkpoint file,
         so it is not looked for (one open() less per partition at start-up)."""
         directory = directory if isinstance(directory, Path) else Path(directory)
-        checkpoint = LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT)
+        checkpoint = LeaderEpochCheckpointFile(f"{directory}/{LEADER_EPOCH_CHECKPOINT}")
         return cls(checkpoint, checkpoint.read() if exists else None, name=name)
 
     @property

@@ -212,8 +212,9 @@ def load_trusted(segment: LogSegment, next_base: int, *, missing_ok: bool = Fals
     that never reached index.interval.bytes has none). ``present``: the names in the
     directory, if known (a file not among them is not looked for)."""
     indexes = []
-    for index in (segment.offset_index, segment.time_index):
-        if present is not None and index.path.name not in present:
+    stem = segment_name(segment.base_offset)  # not index.path.name: that would build a Path
+    for index, suffix in ((segment.offset_index, INDEX_SUFFIX), (segment.time_index, TIMEINDEX_SUFFIX)):
+        if present is not None and stem + suffix not in present:
             indexes.append([] if missing_ok else None)
         else:
             entries = index.read_file()

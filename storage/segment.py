@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from storage.files import blocks_past_end, unlink_quietly
+from storage.files import LazyPath, blocks_past_end, unlink_quietly
 from storage.index import OffsetIndex, TimeIndex
 from storage.open_files import OPEN_FILES
 from storage.txn_index import TXNINDEX_SUFFIX, TransactionIndex
@@ -145,6 +145,8 @@ class LogSegment:
     sizes, and recovery finds batch boundaries from the batchLength fields.
     """
 
+    log_path = LazyPath()
+
     def __init__(self, directory: Path, base_offset: int, fd: int, size: int, *, txn_index: bool = False) -> None:
         self.directory = directory
         self.base_offset = base_offset
@@ -154,13 +156,14 @@ class LogSegment:
         # descriptor from being closed for idleness; None: never closed that way.
         self.owner: threading.RLock | None = None
         self.size = size  # committed bytes
-        # One path join, the siblings by suffix (no parsing): pathlib's joins were the
+        # Paths as strings, made Paths when first read (LazyPath): pathlib's joins were the
         # largest single cost of opening 100 000 logs at start-up (issue 21).
-        self.log_path = log_path = directory / (segment_name(base_offset) + LOG_SUFFIX)
-        self.offset_index = OffsetIndex(log_path.with_suffix(INDEX_SUFFIX), base_offset)
-        self.time_index = TimeIndex(log_path.with_suffix(TIMEINDEX_SUFFIX), base_offset)
+        stem = f"{directory}/{segment_name(base_offset)}"
+        self.log_path = stem + LOG_SUFFIX
+        self.offset_index = OffsetIndex(stem + INDEX_SUFFIX, base_offset)
+        self.time_index = TimeIndex(stem + TIMEINDEX_SUFFIX, base_offset)
         # ``txn_index``: a .txnindex file exists (loaded when first asked for).
-        self.txn_index = TransactionIndex(log_path.with_suffix(TXNINDEX_SUFFIX), base_offset, exists=txn_index)
+        self.txn_index = TransactionIndex(stem + TXNINDEX_SUFFIX, base_offset, exists=txn_index)
         self.indexes_loaded = False
         # Known exactly for scanned/appended segments, None for segments opened from their
         # indexes after a clean shutdown until something needs it.

@@ -32,7 +32,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from storage.files import fsync_dir, pwrite_all, unlink_quietly
+from storage.files import LazyPath, fsync_dir, pwrite_all, unlink_quietly
 
 log = logging.getLogger("storage")
 
@@ -83,7 +83,9 @@ class TransactionIndex:
     to load). The segment owns its index: deleted, renamed and fsynced with it.
     """
 
-    def __init__(self, path: Path, base_offset: int, *, exists: bool = False) -> None:
+    path = LazyPath()
+
+    def __init__(self, path: str | Path, base_offset: int, *, exists: bool = False) -> None:
         self.path = path
         self.base_offset = base_offset
         self.exists = exists
