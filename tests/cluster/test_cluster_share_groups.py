@@ -425,7 +425,8 @@ def test_a_deleted_share_groups_state_is_not_written_back_by_a_partition_leader(
         topic_id = next(t["topic_id"] for t in cluster.metadata(["d"])["topics"])
 
         def coordinator_of(group: str):
-            c = cluster.call(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [group]})["coordinators"][0]
+            found = cluster.call(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [group]})
+            c = found["coordinators"][0]
             return c["node_id"] if c["error_code"] == 0 else None
         # A group coordinated elsewhere than d-0's leader: the coordinator retires its own copies.
         group, coordinator_id = next((g, n) for g in (f"dg{i}" for i in range(100))

@@ -422,7 +422,8 @@ class ShareCoordinator:
     def is_share_group(self, group_id: str) -> bool:
         """A share group this broker knows: its members, or share state held here (a group
         whose members are gone since a restart)."""
-        return group_id in self.groups or any(k[0] == group_id and not v.deleted for k, v in self.store.states.items()) \
+        return group_id in self.groups \
+            or any(k[0] == group_id and not v.deleted for k, v in self.store.states.items()) \
             or any(k[0] == group_id for k in self.partitions)
 
     async def delete_group(self, group_id: str) -> ErrorCode:

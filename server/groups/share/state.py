@@ -29,8 +29,14 @@ the leader drops its copy (coordinator.py). The marker is a record, so it surviv
 coordinator move or restart (replay sees it after the tombstones; compaction keeps it as
 the snapshot key's newest value). A read of a deleted share partition answers StartOffset
 -1 with the bumped epoch, and the leader initialising it afresh writes at that epoch.
-Kafka 4.1 gets the same effect from InitializeShareGroupState sent by its group
-coordinator (which owns the state epoch); Trafka's share coordinator keeps the epoch itself. Where the key lands: in a cluster Kafka's ShareCoordinatorService partitioning,
+In Kafka the state epoch a share partition is (re)initialised with comes from the group
+coordinator through InitializeShareGroupState (its StateEpoch), and deletes are plain
+tombstones; Trafka's group coordinator does not send InitializeShareGroupState (leaders
+initialise at their first ShareFetch), so the share coordinator keeps the epoch across the
+delete itself, as the marker record. The fence is Kafka's: a write whose StateEpoch is
+older than the coordinator's is FENCED_STATE_EPOCH.
+
+Where the key lands: in a cluster Kafka's ShareCoordinatorService partitioning,
 `Utils.abs("group:topicId:partition".hashCode) % partitions`; on a single broker by group
 id, the layout earlier Trafka versions wrote (a single broker replays every partition, so
 only the order within one partition matters).
