@@ -3,7 +3,9 @@ share coordinator of each of its share partitions (KIP-932; v0, Kafka's broker-t
 
 Answered by the leader of the key's `__share_group_state` partition
 (server/groups/share/state.py), which writes tombstones for the share partition's
-ShareSnapshot and ShareUpdate keys before answering; NOT_COORDINATOR /
+ShareSnapshot and ShareUpdate keys, then a ShareSnapshot with StartOffset -1 and the state
+epoch bumped (writes of leaders still holding the old state are FENCED_STATE_EPOCH from
+then on), before answering; NOT_COORDINATOR /
 COORDINATOR_LOAD_IN_PROGRESS elsewhere or while it loads; CLUSTER_AUTHORIZATION_FAILED
 without CLUSTER_ACTION.
 """

@@ -3,7 +3,8 @@ its share coordinator (KIP-932; v0, Kafka's broker-to-broker API).
 
 Answered by the leader of the key's `__share_group_state` partition
 (server/groups/share/state.py): per partition the state epoch, start offset and state
-batches, StartOffset -1 when the share partition was never initialised; NOT_COORDINATOR /
+batches, StartOffset -1 when the share partition was never initialised or was deleted (then with
+the state epoch a new initialisation must use); NOT_COORDINATOR /
 COORDINATOR_LOAD_IN_PROGRESS elsewhere or while it loads; FENCED_LEADER_EPOCH for a leader
 epoch older than one seen. Needs CLUSTER_ACTION, as Kafka's broker APIs do.
 """

@@ -5,7 +5,8 @@ Trafka's leaders send the whole in-flight state (StartOffset and a StateBatch fo
 offset from it to the end), and the coordinator appends a ShareUpdate or ShareSnapshot to
 `__share_group_state` (server/groups/share/state.py), answering once the ISR has it.
 Errors per partition: NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS (not led here, or
-loading), FENCED_LEADER_EPOCH (a deposed leader), INVALID_REQUEST (a malformed batch),
+loading), FENCED_LEADER_EPOCH (a deposed leader), FENCED_STATE_EPOCH (a state epoch older than
+the coordinator's: the share partition was deleted since), INVALID_REQUEST (a malformed batch),
 CLUSTER_AUTHORIZATION_FAILED without CLUSTER_ACTION.
 """
 

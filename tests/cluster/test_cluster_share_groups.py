@@ -11,7 +11,10 @@ partition), written there before an acknowledgement is answered.
   internal topics): consumption goes on, the new leaders read the share state back, no
   accepted record is delivered again and everything produced is accepted;
 - a non-leader answers a ShareFetch NOT_LEADER_OR_FOLLOWER with KIP-951's leader hints;
-  a broker that is not the group's coordinator answers ShareGroupHeartbeat NOT_COORDINATOR.
+  a broker that is not the group's coordinator answers ShareGroupHeartbeat NOT_COORDINATOR;
+- a share group deleted while a partition leader (not the group's coordinator) still holds
+  records acquired: the lock expiring there does not write the deleted state back
+  (FENCED_STATE_EPOCH), and a new group of the same id starts afresh.
 """
 
 from __future__ import annotations
@@ -387,3 +390,85 @@ def test_java_and_confluent_share_consumers_in_a_cluster_every_record_once(tmp_p
         assert sorted(every) == sorted(f"j{i}" for i in range(600)), (len(every), len(set(every)))
         assert java.values and librd_values, (len(java.values), len(librd_values))
         assert not java.errors, java.errors[:3]
+
+
+def _read_state(cluster: Cluster, group: str, topic: str, topic_id, partition: int = 0) -> dict:
+    """ReadShareGroupState at the share partition's share coordinator (its answer's partition)."""
+    state = cluster.metadata(["__share_group_state"])["topics"][0]
+    index = partition_for_key(coordinator_key((group, topic_id, partition)), len(state["partitions"]))
+    leader = next(p["leader_id"] for p in state["partitions"] if p["partition_index"] == index)
+    answer = raw_request("127.0.0.1", cluster.brokers[leader].port, ApiKey.READ_SHARE_GROUP_STATE, 0, {
+        "group_id": group, "topics": [{"topic_id": topic_id, "partitions": [
+            {"partition": partition, "leader_epoch": cluster.partition(topic, partition)["leader_epoch"]}]}]})
+    part = answer["results"][0]["partitions"][0]
+    assert part["error_code"] == 0, answer
+    return part
+
+
+def test_a_deleted_share_groups_state_is_not_written_back_by_a_partition_leader(tmp_path, zk_connect):
+    """DeleteGroups at the group's coordinator while the leader of the data partition (another
+    broker) still holds records acquired by the group's last member, its share session open:
+    when their locks expire the leader's write of the released records carries the state epoch
+    the share coordinator deleted, is FENCED_STATE_EPOCH, and the leader drops its copy. The
+    deleted state stays deleted (ReadShareGroupState: StartOffset -1), and a new member of a
+    group of the same id gets a fresh share partition — every record from the earliest offset,
+    first deliveries. Before state epochs the release was written back (StartOffset 0 with the
+    old acknowledgement) and the new member got only the old group's released records, second
+    deliveries."""
+    from tests.groups.share_wire import ShareClient, acquired, partition_entry, produce
+
+    with Cluster(tmp_path, zk_connect, 3, *EXTRA) as cluster:
+        assert cluster.create_topic("d", 1, 3)["error_code"] == 0
+        info = cluster.wait_for(lambda: (lambda x: x if x and x["leader_id"] > 0 and len(x["isr_nodes"]) == 3
+                                         else None)(cluster.partition("d", 0)), 30, "d-0 led with a full ISR")
+        leader = info["leader_id"]
+        topic_id = next(t["topic_id"] for t in cluster.metadata(["d"])["topics"])
+
+        def coordinator_of(group: str):
+            found = cluster.call(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [group]})
+            c = found["coordinators"][0]
+            return c["node_id"] if c["error_code"] == 0 else None
+        # A group coordinated elsewhere than d-0's leader: the coordinator retires its own copies.
+        group, coordinator_id = next((g, n) for g in (f"dg{i}" for i in range(100))
+                                     for n in [cluster.wait_for(lambda g=g: coordinator_of(g), 30, "a coordinator")]
+                                     if n != leader)
+        _earliest(cluster, group)
+        produce(cluster.bootstrap, "d", 3)
+
+        member = ShareClient(cluster.brokers[coordinator_id], group)
+        member.join("d")
+        at_leader = ShareClient(cluster.brokers[leader], group, member.member)
+
+        def first_fetch():
+            got = at_leader.fetch(topic_id, max_wait_ms=1000)
+            return got if got["error_code"] == 0 and acquired(got) else None
+        assert acquired(cluster.wait_for(first_fetch, 60, "the first ShareFetch at d-0's leader")) == [(0, 2, 1)]
+        assert partition_entry(at_leader.acknowledge(topic_id, {0: [(0, 0, [1])]}))["error_code"] == 0
+        assert _read_state(cluster, group, "d", topic_id)["start_offset"] == 1  # offset 0 settled
+        # Offsets 1 and 2 stay acquired at the leader; the member leaves, its session stays open.
+        assert member.heartbeat(-1)["error_code"] == 0
+        deleted = raw_request("127.0.0.1", cluster.brokers[coordinator_id].port, ApiKey.DELETE_GROUPS, 2,
+                              {"groups_names": [group]})
+        assert deleted["results"][0]["error_code"] == 0, deleted
+        after_delete = _read_state(cluster, group, "d", topic_id)
+        assert after_delete["start_offset"] == -1 and after_delete["state_epoch"] >= 1, after_delete
+
+        time.sleep(5.0 + 2.0)  # group.share.record.lock.duration.ms=5000: the locks expire at the leader
+        stale = _read_state(cluster, group, "d", topic_id)
+        assert stale["start_offset"] == -1 and not stale["state_batches"], f"deleted state written back: {stale}"
+        assert stale["state_epoch"] == after_delete["state_epoch"], stale
+
+        _earliest(cluster, group)
+        again = ShareClient(cluster.brokers[coordinator_id], group)
+        again.join("d")
+        fresh = ShareClient(cluster.brokers[leader], group, again.member)
+        got = cluster.wait_for(lambda: (lambda r: r if r["error_code"] == 0 and acquired(r) else None)(
+            fresh.fetch(topic_id, max_wait_ms=1000)), 30, "the new group's first records")
+        assert acquired(got) == [(0, 2, 1)], got  # a fresh share partition at earliest, first deliveries
+        assert partition_entry(fresh.acknowledge(topic_id, {0: [(0, 2, [1])]}))["error_code"] == 0
+        written = _read_state(cluster, group, "d", topic_id)
+        assert written["state_epoch"] == after_delete["state_epoch"] and written["start_offset"] >= 0, written
+        # The old member's late acknowledgement is refused: its share partition is gone.
+        assert partition_entry(at_leader.acknowledge(topic_id, {0: [(1, 2, [1])]}))["error_code"] != 0
+        for c in (member, at_leader, again, fresh):
+            c.close()

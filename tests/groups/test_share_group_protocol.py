@@ -338,6 +338,22 @@ def _delete_groups(broker, *groups: str) -> dict[str, int]:
     return {g["group_id"]: g["error_code"] for g in r["results"]}
 
 
+def _stale_write(broker, group: str, tid: uuid.UUID, state_epoch: int) -> int:
+    """WriteShareGroupState of a share-partition leader that missed a delete (its copy's
+    state epoch): offsets 0-2 available again, as a lock expiring would write them."""
+    r = raw_request("127.0.0.1", broker.port, K.WRITE_SHARE_GROUP_STATE, 0, {
+        "group_id": group, "topics": [{"topic_id": tid, "partitions": [{
+            "partition": 0, "state_epoch": state_epoch, "leader_epoch": 0, "start_offset": 0,
+            "state_batches": [{"first_offset": 0, "last_offset": 2, "delivery_state": 0, "delivery_count": 1}]}]}]})
+    return r["results"][0]["partitions"][0]["error_code"]
+
+
+def _read_state(broker, group: str, tid: uuid.UUID) -> dict:
+    r = raw_request("127.0.0.1", broker.port, K.READ_SHARE_GROUP_STATE, 0, {
+        "group_id": group, "topics": [{"topic_id": tid, "partitions": [{"partition": 0, "leader_epoch": 0}]}]})
+    return r["results"][0]["partitions"][0]
+
+
 def test_delete_groups_deletes_a_share_groups_state(broker):
     """DeleteGroups of an empty share group tombstones its share partitions' state in
     `__share_group_state` (Kafka's DeleteShareGroupState): the group starts over — at
@@ -355,6 +371,10 @@ def test_delete_groups_deletes_a_share_groups_state(broker):
     assert m.heartbeat(-1)["error_code"] == 0  # leaves
     m.close()
     assert _delete_groups(broker, "g", "nobody") == {"g": E.NONE, "nobody": E.GROUP_ID_NOT_FOUND}
+    # The deleted state keeps its state epoch, bumped: a write of the old epoch is fenced.
+    assert _read_state(broker, "g", tid)["start_offset"] == -1
+    assert _read_state(broker, "g", tid)["state_epoch"] == 1
+    assert _stale_write(broker, "g", tid, 0) == E.FENCED_STATE_EPOCH
     again = ShareClient(broker, "g")
     again.join("q")
     assert acquired(again.fetch(tid, max_wait_ms=2000)) == [(0, 2, 1)]  # a fresh share partition
@@ -362,6 +382,9 @@ def test_delete_groups_deletes_a_share_groups_state(broker):
     again.close()
     assert _delete_groups(broker, "g") == {"g": E.NONE}
     broker.restart()  # the tombstones are what the replay sees: no state comes back
+    assert {k: _read_state(broker, "g", tid)[k] for k in ("start_offset", "state_epoch")} == {
+        "start_offset": -1, "state_epoch": 2}  # the second life's epoch, bumped: it survives the restart
+    assert _stale_write(broker, "g", tid, 1) == E.FENCED_STATE_EPOCH
     after = ShareClient(broker, "g")
     after.join("q")
     assert acquired(after.fetch(tid, max_wait_ms=2000)) == [(0, 2, 1)]

@@ -49,12 +49,17 @@ InitializeShareGroupState instead). Share groups leave memory with their
 `__consumer_offsets` partition (members rejoin at the new coordinator); group configs are
 kept in ZooKeeper (/config/groups/<group>), read when a share partition is loaded.
 
-Deleting a share group (DeleteGroups, empty groups only) deletes the state of every share
-partition it was assigned at their share coordinators (DeleteShareGroupState: tombstones),
-after retiring the group's share partitions held here so no later write brings the state
-back. Share partitions other brokers lead and hold in memory are not told (not done yet):
-they leave memory with their leadership, and until then a write of theirs (a release, an
-acknowledgement of a session still open) would write their state again.
+Deleting a share group (DeleteGroups, empty groups only, else NON_EMPTY_GROUP) deletes the
+state of every share partition it was assigned at their share coordinators
+(DeleteShareGroupState), after retiring the group's share partitions held here so no later
+write brings the state back. The share coordinator keeps the deleted share partition's
+state epoch, bumped (state.py): share partitions other brokers lead still hold the old
+state in memory, and their next write (a lock expiring, an acknowledgement of a session
+still open) is FENCED_STATE_EPOCH — that leader then drops its copy (logged), and the next
+ShareFetch there reads the state back (deleted: initialised afresh at
+`share.auto.offset.reset`, at the new state epoch), as Kafka's SharePartitionManager drops a
+fenced share partition. Until that first fenced write a ShareFetch at such a leader is
+served from the old copy (Kafka's leaders learn of it the same way).
 """
 
 from __future__ import annotations
@@ -149,7 +154,7 @@ class ShareCoordinator:
         counts = self.store.load()
         for (group_id, topic_id, index), stored in self.store.states.items():
             topic = self.broker.topic_name_for_id(topic_id)
-            if topic is None:
+            if topic is None or stored.deleted:  # a deleted one is initialised afresh at its first use
                 continue
             sp = self._new_partition(group_id, topic, topic_id, index, stored.start_offset)
             sp.restore(stored.start_offset, stored.batches())
@@ -417,7 +422,8 @@ class ShareCoordinator:
     def is_share_group(self, group_id: str) -> bool:
         """A share group this broker knows: its members, or share state held here (a group
         whose members are gone since a restart)."""
-        return group_id in self.groups or any(k[0] == group_id for k in self.store.states) \
+        return group_id in self.groups \
+            or any(k[0] == group_id and not v.deleted for k, v in self.store.states.items()) \
             or any(k[0] == group_id for k in self.partitions)
 
     async def delete_group(self, group_id: str) -> ErrorCode:
@@ -433,7 +439,7 @@ class ShareCoordinator:
             return ErrorCode.NON_EMPTY_GROUP
         keys = {(group_id, t, p) for t, p in group.share_partitions} if group is not None else set()
         keys |= {k for k in self.partitions if k[0] == group_id}
-        keys |= {k for k in self.store.states if k[0] == group_id}
+        keys |= {k for k, v in self.store.states.items() if k[0] == group_id and not v.deleted}
         if group is None and not keys:
             return ErrorCode.GROUP_ID_NOT_FOUND
         # The group's share partitions here go first and write nothing more: a write of one
@@ -572,7 +578,10 @@ class ShareCoordinator:
         sp = self.partitions.get(key)
         if sp is None:
             sp = self._new_partition(group_id, topic, meta.topic_id, index, start)
-            log.info("%r initialised at %s offset %d", sp, reset, start)
+            stored = self.store.states.get(key)  # the share coordinator is this broker
+            if stored is not None and stored.deleted:
+                sp.state_epoch = stored.state_epoch  # a deleted share partition's epoch, bumped
+            log.info("%r initialised at %s offset %d (state epoch %d)", sp, reset, start, sp.state_epoch)
             await self.persist(sp)
         return sp
 
@@ -592,13 +601,15 @@ class ShareCoordinator:
                     return sp
                 del self.partitions[key]  # served under an earlier leadership: stale
             stored = await self.persister.read(key, epoch)
-            if stored is None:
+            if stored is None or stored.deleted:
                 await self.refresh_group_configs(group_id)
                 reset = self.group_config(group_id, AUTO_OFFSET_RESET)
                 start = partition.log.log_start_offset if reset == "earliest" else partition.high_watermark
                 sp = SharePartition(group_id, topic, partition.topic_id, index, start,
                                     delivery_limit=self.delivery_limit, max_locks=self.max_locks)
-                what = f"initialised at {reset} offset {start}"
+                if stored is not None:  # deleted: a new life at the bumped state epoch
+                    sp.state_epoch = stored.state_epoch
+                what = f"initialised at {reset} offset {start} (state epoch {sp.state_epoch})"
             else:
                 await self.refresh_group_configs(group_id)
                 sp = SharePartition(group_id, topic, partition.topic_id, index, stored.start_offset,
@@ -643,7 +654,10 @@ class ShareCoordinator:
         a single broker, WriteShareGroupState to the leader of its `__share_group_state`
         partition in a cluster), one write at a time per share partition, each with the
         state as it is when its turn comes, so the newest state is written last. KafkaError
-        when it cannot be written."""
+        when it cannot be written. FENCED_STATE_EPOCH (the share partition was deleted since:
+        its group was deleted) or FENCED_LEADER_EPOCH (a newer leader wrote) means this copy
+        is stale: it leaves memory and writes nothing more; the next ShareFetch here reads
+        the state back (Kafka's SharePartitionManager drops a fenced share partition)."""
         if not self._topic_ready and self.broker.cluster is None:
             self.log.ensure_topic()  # the broker's own registry call, brief
             self._topic_ready = True
@@ -651,8 +665,20 @@ class ShareCoordinator:
         async with lock:
             if sp.retired:
                 return
-            await self.persister.write(sp.key, leader_epoch=sp.leader_epoch, state_epoch=sp.state_epoch,
-                                       start_offset=sp.start_offset, states=sp.state_map())
+            try:
+                await self.persister.write(sp.key, leader_epoch=sp.leader_epoch, state_epoch=sp.state_epoch,
+                                           start_offset=sp.start_offset, states=sp.state_map())
+            except KafkaError as exc:
+                if exc.code in (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH):
+                    self._drop_fenced(sp, exc)
+                raise
+
+    def _drop_fenced(self, sp: SharePartition, exc: KafkaError) -> None:
+        sp.retired = True
+        if self.partitions.get(sp.key) is sp:
+            del self.partitions[sp.key]
+        log.info("%r: the share coordinator fenced its write (%s: %s); dropped, the next ShareFetch reads the "
+                 "state back", sp, exc.code.name, exc)
 
     async def acknowledge_topics(self, group_id: str, member_id: str,
                                  topics: list[dict]) -> dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]]:

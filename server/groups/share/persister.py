@@ -24,7 +24,7 @@ from wire.registry import ApiKey
 
 from server.errors import KafkaError
 from server.groups.share import records as rec
-from server.groups.share.state import ShareKey, ShareStateStore, States, StoredState, expand
+from server.groups.share.state import ShareKey, ShareStateStore, States, StoredState, deleted_state, expand
 
 log = logging.getLogger("trafka.share")
 
@@ -47,7 +47,8 @@ class SharePersister:
         self._creating = False
 
     async def read(self, key: ShareKey, leader_epoch: int) -> StoredState | None:
-        """ReadShareGroupState: the stored state, None when never initialised."""
+        """ReadShareGroupState: the stored state, None when never initialised, a `deleted`
+        one (only its state epoch) after DeleteShareGroupState."""
         return await self._retrying(key, "read", self._read_once, leader_epoch)
 
     async def write(self, key: ShareKey, *, leader_epoch: int, state_epoch: int, start_offset: int,
@@ -128,8 +129,8 @@ class SharePersister:
         body = {"group_id": key[0], "topics": [{"topic_id": key[1], "partitions": [
             {"partition": key[2], "leader_epoch": leader_epoch}]}]}
         part = self._result(await self._remote(node, ApiKey.READ_SHARE_GROUP_STATE, body))
-        if part["start_offset"] < 0:
-            return None
+        if part["start_offset"] < 0:  # never initialised, or deleted (then its state epoch counts)
+            return deleted_state(part["state_epoch"], leader_epoch) if part["state_epoch"] > 0 else None
         batches = [(b["first_offset"], b["last_offset"], b["delivery_state"], b["delivery_count"])
                    for b in part["state_batches"]]
         states = expand(part["start_offset"], batches)

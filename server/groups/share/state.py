@@ -16,7 +16,27 @@ since the snapshot appends a ShareUpdate holding every change since the snapshot
 new ShareSnapshot (records.py says why). A write or read with a leader epoch older than the
 newest seen for the share partition is FENCED_LEADER_EPOCH: a deposed leader that has not
 noticed yet cannot overwrite what the new one wrote (Kafka's share coordinator fences the
-same way). Where the key lands: in a cluster Kafka's ShareCoordinatorService partitioning,
+same way). A write with a state epoch older than the stored one is FENCED_STATE_EPOCH.
+
+State epochs and deletes: DeleteShareGroupState (a share group deleted) leaves the share
+partition "deleted", not forgotten: after the tombstones of its ShareSnapshot and
+ShareUpdate keys comes a ShareSnapshot with StartOffset -1 (Kafka's
+UNINITIALIZED_START_OFFSET), no batches and the StateEpoch bumped. Why: the brokers
+leading the group's data partitions may still hold the share partition in memory, and
+their next write (a lock expiring, an acknowledgement of a session still open) carries the
+old state epoch — it is FENCED_STATE_EPOCH instead of writing the deleted state back, and
+the leader drops its copy (coordinator.py). The marker is a record, so it survives a
+coordinator move or restart (replay sees it after the tombstones; compaction keeps it as
+the snapshot key's newest value). A read of a deleted share partition answers StartOffset
+-1 with the bumped epoch, and the leader initialising it afresh writes at that epoch.
+In Kafka the state epoch a share partition is (re)initialised with comes from the group
+coordinator through InitializeShareGroupState (its StateEpoch), and deletes are plain
+tombstones; Trafka's group coordinator does not send InitializeShareGroupState (leaders
+initialise at their first ShareFetch), so the share coordinator keeps the epoch across the
+delete itself, as the marker record. The fence is Kafka's: a write whose StateEpoch is
+older than the coordinator's is FENCED_STATE_EPOCH.
+
+Where the key lands: in a cluster Kafka's ShareCoordinatorService partitioning,
 `Utils.abs("group:topicId:partition".hashCode) % partitions`; on a single broker by group
 id, the layout earlier Trafka versions wrote (a single broker replays every partition, so
 only the order within one partition matters).
@@ -47,6 +67,7 @@ log = logging.getLogger("trafka.share")
 
 ShareKey = tuple[str, uuid.UUID, int]  # (group id, topic id, partition)
 States = dict[int, tuple[int, int]]  # offset -> (delivery state, delivery count)
+UNINITIALIZED_START_OFFSET = -1  # Kafka's PartitionFactory.UNINITIALIZED_START_OFFSET
 
 
 def kafka_uuid_text(value: uuid.UUID) -> str:
@@ -81,6 +102,17 @@ class StoredState:
     def batches(self) -> list[rec.StateBatch]:
         return rec.runs(self.states)
 
+    @property
+    def deleted(self) -> bool:
+        """Deleted (DeleteShareGroupState): only the state epoch is kept, to fence writes."""
+        return self.start_offset < 0
+
+
+def deleted_state(state_epoch: int, leader_epoch: int, snapshot_epoch: int = 0) -> StoredState:
+    """The marker of a deleted share partition (StartOffset -1, no batches)."""
+    return StoredState(snapshot_epoch, {}, UNINITIALIZED_START_OFFSET, 0, state_epoch, leader_epoch,
+                       UNINITIALIZED_START_OFFSET, {})
+
 
 class ShareStateStore:
     def __init__(self, broker, state_log: CoordinatorLog, updates_per_snapshot: int,
@@ -114,7 +146,8 @@ class ShareStateStore:
 
     # ------------------------------------------------------------------ read / write
     def read(self, key: ShareKey, leader_epoch: int) -> StoredState | None:
-        """ReadShareGroupState: the state, None when never initialised. A leader epoch
+        """ReadShareGroupState: the state, None when never initialised, a `deleted` one
+        (StartOffset -1, its state epoch) after DeleteShareGroupState. A leader epoch
         newer than the stored one fences older leaders from now on (the reader writes a
         snapshot next, which makes it durable); an older one is FENCED_LEADER_EPOCH."""
         self._check_owned(key)
@@ -135,14 +168,20 @@ class ShareStateStore:
                     states: States) -> None:
         """WriteShareGroupState: persist the share partition's whole in-flight state (a
         ShareUpdate with what differs from the snapshot, or a new ShareSnapshot), under the
-        partition's write lock so memory and log agree on order. KafkaError on refusal."""
+        partition's write lock so memory and log agree on order. KafkaError on refusal:
+        FENCED_LEADER_EPOCH from a deposed leader, FENCED_STATE_EPOCH from a leader whose
+        share partition was deleted since (its state epoch is older than the stored one)."""
         partition = self._check_owned(key)
         async with self.log.lock(partition):
             partition = self._check_owned(key)
             stored = self.states.get(key)
             if stored is not None:
+                if state_epoch < stored.state_epoch:
+                    raise KafkaError(f"share partition {key[0]} {key[1]}-{key[2]}: state epoch {state_epoch} is "
+                                     f"older than {stored.state_epoch} (its state was deleted since)",
+                                     ErrorCode.FENCED_STATE_EPOCH)
                 self._fence(key, stored, leader_epoch)
-            if stored is None or stored.updates >= self.updates_per_snapshot:
+            if stored is None or stored.deleted or stored.updates >= self.updates_per_snapshot:
                 epoch = 0 if stored is None else (stored.snapshot_epoch + 1) % rec.SNAPSHOT_EPOCH_MODULO
                 record_key = rec.ShareStateKey(*key)
                 value = rec.encode_snapshot(rec.ShareSnapshot(epoch, state_epoch, start_offset, rec.runs(states),
@@ -167,21 +206,37 @@ class ShareStateStore:
 
     async def delete(self, key: ShareKey) -> None:
         """DeleteShareGroupState: tombstones for the share partition's ShareSnapshot and
-        ShareUpdate keys (compaction then drops its state), and the state leaves memory.
-        A share partition never initialised is nothing to delete (no error, as Kafka)."""
+        ShareUpdate keys, then the deleted marker — a ShareSnapshot with StartOffset -1 and
+        the state epoch bumped, which fences the writes of leaders still holding the old
+        state (module docstring). A share partition never initialised, or deleted already,
+        is nothing to delete (no error, as Kafka)."""
         partition = self._check_owned(key)
         async with self.log.lock(partition):
             partition = self._check_owned(key)
-            tombstones = [(rec.encode_key(rec.ShareStateKey(*key)), None),
-                          (rec.encode_key(rec.ShareStateKey(*key, update=True)), None)]
+            stored = self.states.get(key)
+            if stored is not None and stored.deleted:
+                return
+            records = [(rec.encode_key(rec.ShareStateKey(*key)), None),
+                       (rec.encode_key(rec.ShareStateKey(*key, update=True)), None)]
+            marker = None
+            if stored is not None:
+                snapshot_epoch = (stored.snapshot_epoch + 1) % rec.SNAPSHOT_EPOCH_MODULO
+                marker = deleted_state(stored.state_epoch + 1, stored.leader_epoch, snapshot_epoch)
+                records.append((rec.encode_key(rec.ShareStateKey(*key)), rec.encode_snapshot(rec.ShareSnapshot(
+                    snapshot_epoch, marker.state_epoch, UNINITIALIZED_START_OFFSET, [], marker.leader_epoch))))
             try:
-                await self.log.append(partition, tombstones)
+                await self.log.append(partition, records)
             except Exception as exc:
                 code = error_code_for(exc)
                 code = append_error(code) or code
                 raise KafkaError(f"share partition {key[0]} {key[1]}-{key[2]}: state not deleted ({exc})",
                                  code) from exc
-            self.states.pop(key, None)
+            if marker is None:
+                self.states.pop(key, None)
+            else:
+                self.states[key] = marker
+                log.info("share partition %s %s-%d: state deleted; writes below state epoch %d are fenced", *key,
+                         marker.state_epoch)
 
     # ------------------------------------------------------------------ replay
     def _replay(self, partitions: list[int], counts: ReplayCounts) -> dict[ShareKey, StoredState]:
