@@ -42,11 +42,17 @@ from compat_tests.clients.base import HEARTBEAT_MS, SESSION_TIMEOUT_MS, Message,
 from compat_tests.helpers import make_topic, wait_until
 
 SESSION_S = SESSION_TIMEOUT_MS / 1000
+# group.consumer.session.timeout.ms of the suite's trafka brokers (conftest.TRAFKA_SUITE_ARGS):
+# KIP-848 members are fenced by the broker's setting, not their own.
+KIP848_SESSION_S = 10
 # Time for everyone to notice a rebalance and rejoin: heartbeats plus client backoffs.
 REJOIN_SLACK_S = 8
 SETTLE_TIMEOUT_S = 45
 COMMIT_EVERY_MS = 300
 PYTHON_CLIENTS = ("kafka-python", "confluent-kafka", "aiokafka")
+GROUP_PROTOCOLS = ("classic", "consumer")
+# The clients that speak KIP-848's consumer group protocol (ConsumerGroupHeartbeat).
+KIP848_CLIENTS = ("confluent-kafka", "java")
 
 
 # =========================================================================== the worker
@@ -175,6 +181,12 @@ def _run_confluent(args, stop: threading.Event, out: _Out) -> None:
         conf["partition.assignment.strategy"] = args.assignor
     if args.instance:
         conf["group.instance.id"] = args.instance
+    if args.protocol == "consumer":
+        # KIP-848: the broker assigns and sets the session and heartbeat timing
+        # (group.consumer.*); librdkafka refuses these classic settings with it.
+        for key in ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy"):
+            conf.pop(key, None)
+        conf["group.protocol"] = "consumer"
     consumer = ck.Consumer(conf)
     pending: dict[int, int] = {}
     topic = args.topics[0]
@@ -307,8 +319,12 @@ def worker_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--instance", default=None)
     parser.add_argument("--assignor", default=None)
     parser.add_argument("--session-ms", type=int, default=SESSION_TIMEOUT_MS)
+    parser.add_argument("--protocol", choices=GROUP_PROTOCOLS, default="classic",
+                        help="group.protocol: classic, or KIP-848's consumer (confluent-kafka only)")
     parser.add_argument("topics", nargs="+")
     args = parser.parse_args(argv)
+    if args.protocol != "classic" and args.client not in KIP848_CLIENTS:
+        parser.error(f"{args.client} has no group.protocol={args.protocol}")
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     # SIGUSR2: unsubscribe() and stay alive (kafka-python and confluent-kafka workers).
@@ -336,7 +352,10 @@ class Member:
     """One member process and everything it reported."""
 
     def __init__(self, client: str, bootstrap: str, group: str, topic: str, *, instance: str | None = None,
-                 assignor: str | None = None, session_ms: int = SESSION_TIMEOUT_MS, name: str = "m") -> None:
+                 assignor: str | None = None, session_ms: int = SESSION_TIMEOUT_MS, name: str = "m",
+                 protocol: str = "classic") -> None:
+        if protocol != "classic" and client not in KIP848_CLIENTS:
+            raise NotSupportedByClient(f"{client} does not speak group.protocol={protocol} (KIP-848)")
         self.client = client
         self.name = name
         self.topic = topic
@@ -366,7 +385,7 @@ class Member:
         elif client == "java":
             from compat_tests.clients import java_client
             argv = java_client.worker_argv(bootstrap, group, f"compat-ext-{name}", session_ms, instance,
-                                           assignor, [topic])
+                                           assignor, [topic], protocol=protocol)
         else:
             argv = [sys.executable, "-m", "compat_tests.test_groups_extended", "--client", client,
                     "--bootstrap", bootstrap, "--group", group, "--client-id", f"compat-ext-{name}",
@@ -375,6 +394,8 @@ class Member:
                 argv += ["--instance", instance]
             if assignor:
                 argv += ["--assignor", assignor]
+            if protocol != "classic":
+                argv += ["--protocol", protocol]
             argv.append(topic)
         repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")])))
@@ -487,6 +508,39 @@ class Member:
         self.proc.wait()
         for t in self._threads:
             t.join(5)
+
+
+def kip848_only(client_name: str, broker_kind: str) -> None:
+    """Skip a KIP-848 scenario for a client that does not speak the consumer protocol, or a
+    broker without the suite's short group.consumer.* timing (conftest.TRAFKA_SUITE_ARGS)."""
+    if client_name not in KIP848_CLIENTS:
+        raise NotSupportedByClient(f"{client_name} does not speak group.protocol=consumer (KIP-848)")
+    if broker_kind.split("-")[0] != "trafka":
+        pytest.skip(f"the KIP-848 scenarios rely on the suite's group.consumer.* settings of trafka "
+                    f"brokers, not {broker_kind}'s")
+
+
+class ProcessGroupMember:
+    """A `Member` process behind the adapters' GroupMember verbs (assignment, leave, error),
+    for scenarios written against `client.group_member` run with group.protocol=consumer."""
+
+    def __init__(self, member: Member) -> None:
+        self.member = member
+
+    def assignment(self) -> set[tuple[str, int]]:
+        return {(self.member.topic, p) for p in self.member.owned()}
+
+    def leave(self) -> None:
+        self.member.stop()
+
+    def error(self) -> str | None:
+        with self.member.lock:
+            return "; ".join(self.member.errors[-3:] + self.member.stderr[-3:]) or None
+
+    def unknown_member_reports(self) -> int:
+        with self.member.lock:
+            lines = self.member.errors + self.member.stderr
+        return sum(1 for line in lines if "UNKNOWN_MEMBER_ID" in line.upper() or "FENCED_MEMBER_EPOCH" in line.upper())
 
 
 def stop_all(members) -> None:
@@ -634,9 +688,25 @@ def test_three_members_one_killed(client_name, client, broker, setup_client, top
     """Three members on six partitions; one is SIGKILLed mid-stream. Its partitions move to
     the others within the session timeout, every record is read, and the only records read
     twice are the dead member's reads since its last commit."""
+    three_members_one_killed(client_name, client, broker, setup_client, topic_name, group_name, "classic")
+
+
+@pytest.mark.timeout(180)
+def test_three_members_one_killed_kip848(client_name, client, broker_kind, broker, setup_client, topic_name,
+                                         group_name):
+    """The same with group.protocol=consumer: the broker fences the dead member after
+    group.consumer.session.timeout.ms and hands its partitions to the survivors, who revoke
+    nothing of their own (no group-wide stop-the-world in KIP-848)."""
+    kip848_only(client_name, broker_kind)
+    three_members_one_killed(client_name, client, broker, setup_client, topic_name, group_name, "consumer")
+
+
+def three_members_one_killed(client_name, client, broker, setup_client, topic_name, group_name,
+                             protocol: str) -> None:
     make_topic(client, setup_client, topic_name, 6)
     produce(setup_client, topic_name, 6, 40, "before")
-    members = [Member(client_name, broker.bootstrap, group_name, topic_name, name=f"m{i}") for i in range(3)]
+    members = [Member(client_name, broker.bootstrap, group_name, topic_name, name=f"m{i}", protocol=protocol)
+               for i in range(3)]
     try:
         wait_settled(members, 6, "three members owning two partitions each", sizes=[2, 2, 2])
         produce(setup_client, topic_name, 6, 40, "during")
@@ -650,15 +720,20 @@ def test_three_members_one_killed(client_name, client, broker, setup_client, top
         produce(setup_client, topic_name, 6, 40, "after")
         wait_settled(survivors, 6, "the survivors owning all six partitions")
         moved_after = time.monotonic() - killed_at
-        assert moved_after <= SESSION_S + REJOIN_SLACK_S, (
-            f"partitions moved {moved_after:.1f}s after the kill (session timeout {SESSION_S}s)")
+        session_s = SESSION_S if protocol == "classic" else KIP848_SESSION_S
+        assert moved_after <= session_s + REJOIN_SLACK_S, (
+            f"partitions moved {moved_after:.1f}s after the kill (session timeout {session_s}s)")
+        if protocol == "consumer":
+            for member in survivors:
+                taken = [(k, sorted(p)) for t, k, p in member.history() if t >= killed_at and k != "assigned"]
+                assert not taken, f"{member.name} gave up partitions when another member died: {taken}"
         reads = wait_all_read(members, sent_to(topic_name, 6))
         victim_last = {}
         for p, o in victim.seen():
             victim_last[p] = max(victim_last.get(p, -1), o)
         moved = {p: (at_death[p], victim_last.get(p, at_death[p] - 1)) for p in victim_parts}
         duplicates = assert_duplicates_bounded(reads, moved)
-        print(f"{client_name}: partitions moved {moved_after:.1f}s after the kill; "
+        print(f"{client_name} ({protocol}): partitions moved {moved_after:.1f}s after the kill; "
               f"{duplicates} records redelivered (windows {moved})")
     finally:
         stop_all(members)
@@ -795,19 +870,36 @@ def test_static_member_restart_without_rebalance(client_name, client, broker, se
     """KIP-345: a static member (group.instance.id) that restarts within its session
     timeout gets its partitions back; the generation does not change and the other
     members see no rebalance."""
+    static_member_restart(client_name, client, broker, setup_client, topic_name, group_name, "classic")
+
+
+@pytest.mark.timeout(150)
+def test_static_member_restart_without_rebalance_kip848(client_name, client, broker_kind, broker, setup_client,
+                                                        topic_name, group_name):
+    """The same with group.protocol=consumer: a static member leaving says so (member epoch
+    -2), the broker keeps its assignment for group.consumer.session.timeout.ms, and the
+    restarted member with that group.instance.id is handed the same partitions; the other
+    members' assignments never change (KIP-848, static membership)."""
+    kip848_only(client_name, broker_kind)
+    static_member_restart(client_name, client, broker, setup_client, topic_name, group_name, "consumer")
+
+
+def static_member_restart(client_name, client, broker, setup_client, topic_name, group_name, protocol: str) -> None:
     make_topic(client, setup_client, topic_name, 6)
-    session_ms = 30000
+    session_ms = 30000  # classic members; consumer members have the broker's
 
     def start(i: int) -> Member:
         return Member(client_name, broker.bootstrap, group_name, topic_name, instance=f"{group_name}-i{i}",
-                      session_ms=session_ms, name=f"static{i}")
+                      session_ms=session_ms, name=f"static{i}", protocol=protocol)
 
     members = [start(i) for i in range(3)]
     try:
         before = wait_settled(members, 6, "three static members owning two partitions each", sizes=[2, 2, 2])
         # The broker's generation, when DescribeGroups names a member to probe with
-        # (Tansu's lists none); the members' own view below is checked regardless.
-        generation = group_generation(setup_client, broker.bootstrap, group_name)
+        # (Tansu's lists none); the members' own view below is checked regardless. A
+        # KIP-848 group has no generation to probe with Heartbeat v0.
+        generation = (group_generation(setup_client, broker.bootstrap, group_name) if protocol == "classic"
+                      else None)
         mark = time.monotonic()
         members[1].stop()  # static members do not send LeaveGroup
         members[1] = start(1)
@@ -832,9 +924,23 @@ def test_broker_restart_resumes_from_committed_offsets(client_name, client, fres
     """The broker restarts under a running group: afterwards every record is read, records
     committed before the restart are not read again beyond the last commit, and a new
     member of the group starts exactly at the committed offsets."""
+    broker_restart_resumes(client_name, client, fresh_broker, setup_client, topic_name, group_name, "classic")
+
+
+@pytest.mark.timeout(180)
+def test_broker_restart_resumes_from_committed_offsets_kip848(client_name, client, broker_kind, fresh_broker,
+                                                              setup_client, topic_name, group_name):
+    """The same with group.protocol=consumer members: the consumer group and its offsets
+    come back from __consumer_offsets, so everything is consumed exactly once after commits."""
+    kip848_only(client_name, broker_kind)
+    broker_restart_resumes(client_name, client, fresh_broker, setup_client, topic_name, group_name, "consumer")
+
+
+def broker_restart_resumes(client_name, client, fresh_broker, setup_client, topic_name, group_name,
+                           protocol: str) -> None:
     make_topic(client, setup_client, topic_name, 3)
     produce(setup_client, topic_name, 3, 30, "before")
-    member = Member(client_name, fresh_broker.bootstrap, group_name, topic_name, name="m")
+    member = Member(client_name, fresh_broker.bootstrap, group_name, topic_name, name="m", protocol=protocol)
     members = [member]
     try:
         wait_settled([member], 3, "one member owning all three partitions")
@@ -873,7 +979,8 @@ def test_broker_restart_resumes_from_committed_offsets(client_name, client, fres
     assert committed(setup_client, group_name, topic_name, 3) == final
     produce(setup_client, topic_name, 3, 2, "late")
     ends = sent_to(topic_name, 3)
-    successor = Member(client_name, fresh_broker.bootstrap, group_name, topic_name, name="successor")
+    successor = Member(client_name, fresh_broker.bootstrap, group_name, topic_name, name="successor",
+                       protocol=protocol)
     try:
         wait_until(lambda: {(p, o) for p, o in successor.seen()} >= {(p, o) for p in range(3)
                                                                       for o in range(final[p], ends[p])},
@@ -890,7 +997,39 @@ def test_twenty_members_churn_converges(client_name, client, broker, setup_clien
     """Twenty members join and leave at random for 20 s; afterwards the group converges to
     the members still running, with every partition owned once, and no storm of
     UNKNOWN_MEMBER_ID errors on the way."""
+    twenty_members_churn(client_name, client, broker, setup_client, topic_name, group_name, "classic")
+
+
+@pytest.mark.timeout(240)
+def test_twenty_members_churn_converges_kip848(client_name, client, broker_kind, broker, setup_client, topic_name,
+                                               group_name):
+    """The same with group.protocol=consumer members (one process each): the group converges
+    to the four left, three partitions each (the uniform assignor), is Stable with four
+    members in ConsumerGroupDescribe, and no member is fenced on the way."""
+    kip848_only(client_name, broker_kind)
+    twenty_members_churn(client_name, client, broker, setup_client, topic_name, group_name, "consumer")
+
+
+def describe_consumer_group(bootstrap: str, group: str):
+    """ConsumerGroupDescribe (KIP-848) through confluent-kafka's admin client: DescribeGroups
+    does not describe consumer-protocol groups."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    return admin.describe_consumer_groups([group])[group].result(30)
+
+
+def twenty_members_churn(client_name, client, broker, setup_client, topic_name, group_name, protocol: str) -> None:
     make_topic(client, setup_client, topic_name, 12)
+    processes: list[ProcessGroupMember] = []
+
+    def join():
+        if protocol == "classic":
+            return client.group_member([topic_name], group_name)
+        member = ProcessGroupMember(Member(client_name, broker.bootstrap, group_name, topic_name,
+                                           name=f"c{len(processes)}", protocol=protocol))
+        processes.append(member)
+        return member
     unknown = Counter()
 
     class Count(logging.Handler):
@@ -917,7 +1056,7 @@ def test_twenty_members_churn_converges(client_name, client, broker, setup_clien
         while time.monotonic() < deadline:
             i = rng.randrange(20)
             if slots[i] is None:
-                slots[i] = client.group_member([topic_name], group_name)
+                slots[i] = join()
             else:
                 slots[i].leave()
                 slots[i] = None
@@ -929,7 +1068,7 @@ def test_twenty_members_churn_converges(client_name, client, broker, setup_clien
                 slots[i].leave()
                 slots[i] = None
             elif slots[i] is None and i < 4:
-                slots[i] = client.group_member([topic_name], group_name)
+                slots[i] = join()
         alive = [m for m in slots if m is not None]
         everything = {(topic_name, p) for p in range(12)}
 
@@ -943,11 +1082,35 @@ def test_twenty_members_churn_converges(client_name, client, broker, setup_clien
         except TimeoutError:
             raise AssertionError(f"no convergence after {changes} membership changes: "
                                  + str([(sorted(p for _t, p in m.assignment()), m.error()) for m in alive])) from None
-        info = describe(setup_client, broker.bootstrap, group_name)
-        assert info.state == "Stable" and len(info.members) == 4, info
-        assert unknown["n"] <= changes, (f"{unknown['n']} UNKNOWN_MEMBER_ID errors for {changes} membership "
-                                         f"changes: members are being thrown out")
-        print(f"{client_name}: converged after {changes} membership changes; "
+        if protocol == "classic":
+            info = describe(setup_client, broker.bootstrap, group_name)
+            assert info.state == "Stable" and len(info.members) == 4, info
+            assert unknown["n"] <= changes, (f"{unknown['n']} UNKNOWN_MEMBER_ID errors for {changes} membership "
+                                             f"changes: members are being thrown out")
+        else:
+            from confluent_kafka import ConsumerGroupState
+
+            # A member stopped before its first heartbeat was answered may be known to the
+            # broker but not to itself, so it sends no leave: the broker fences it after
+            # group.consumer.session.timeout.ms, as Kafka does.
+            seen: list = [None]
+
+            def stable_with_four():
+                info = seen[0] = describe_consumer_group(broker.bootstrap, group_name)
+                return info.state == ConsumerGroupState.STABLE and len(info.members) == 4
+
+            try:
+                wait_until(stable_with_four, KIP848_SESSION_S + REJOIN_SLACK_S, 0.5, "a Stable group of four")
+            except TimeoutError:
+                info = seen[0]
+                raise AssertionError(f"ConsumerGroupDescribe: {info.state}, members "
+                                     + str([(m.client_id, sorted(tp.partition for tp in m.assignment.topic_partitions))
+                                            for m in info.members])) from None
+            fenced = sum(m.unknown_member_reports() for m in processes)
+            assert fenced == 0, (f"{fenced} UNKNOWN_MEMBER_ID / FENCED_MEMBER_EPOCH reports in {changes} "
+                                 f"membership changes: " + "; ".join(filter(None, (m.error() for m in processes))))
+            unknown["n"] = fenced
+        print(f"{client_name} ({protocol}): converged after {changes} membership changes; "
               f"{unknown['n']} UNKNOWN_MEMBER_ID reports")
     finally:
         for lg, level in zip(watched, levels):
