@@ -12,39 +12,20 @@ without CLUSTER_ACTION.
 
 from __future__ import annotations
 
-import logging
-
-from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
-from server.errors import ClusterAuthorizationFailed, error_code_for
-from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from server.groups.share.state_requests import per_partition
 
 API_KEY = ApiKey.DELETE_SHARE_GROUP_STATE
 MAY_BLOCK = True  # waits for the ISR
 
-log = logging.getLogger("trafka.share")
-
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
     store = ctx.broker.share.store
-    allowed = ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
-    results = []
-    for topic in request["topics"]:
-        partitions = []
-        for part in topic["partitions"]:
-            index = part["partition"]
-            code, message = ErrorCode.NONE, None
-            try:
-                if not allowed:
-                    raise ClusterAuthorizationFailed("DeleteShareGroupState needs CLUSTER_ACTION")
-                await store.delete((request["group_id"], topic["topic_id"], index))
-            except Exception as exc:
-                code = error_code_for(exc)
-                message = str(exc)
-                log.info("DeleteShareGroupState %s %s-%d from %s: %s (%s)", request["group_id"], topic["topic_id"],
-                         index, ctx.client_id, code.name, exc)
-            partitions.append({"partition": index, "error_code": code, "error_message": message})
-        results.append({"topic_id": topic["topic_id"], "partitions": partitions})
-    return {"results": results}
+
+    async def delete(key, part: dict) -> dict:
+        await store.delete(key)
+        return {}
+
+    return await per_partition(ctx, request, "DeleteShareGroupState", delete)

@@ -11,50 +11,27 @@ epoch older than one seen. Needs CLUSTER_ACTION, as Kafka's broker APIs do.
 
 from __future__ import annotations
 
-import logging
-
-from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
-from server.errors import error_code_for
-from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from server.groups.share.state_requests import per_partition
 
 API_KEY = ApiKey.READ_SHARE_GROUP_STATE
 MAY_BLOCK = False
 
-log = logging.getLogger("trafka.share")
-
-
-def _entry(index: int, code: ErrorCode = ErrorCode.NONE, message: str | None = None) -> dict:
-    return {"partition": index, "error_code": code, "error_message": message, "state_epoch": 0, "start_offset": -1,
-            "state_batches": []}
+# A share partition never initialised, and what a refused partition's answer carries.
+NOT_INITIALISED = {"state_epoch": 0, "start_offset": -1, "state_batches": []}
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
     store = ctx.broker.share.store
-    allowed = ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
-    results = []
-    for topic in request["topics"]:
-        partitions = []
-        for part in topic["partitions"]:
-            index = part["partition"]
-            if not allowed:
-                partitions.append(_entry(index, ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
-                continue
-            try:
-                stored = store.read((request["group_id"], topic["topic_id"], index), part["leader_epoch"])
-            except Exception as exc:
-                code = error_code_for(exc)
-                log.info("ReadShareGroupState %s %s-%d from %s: %s (%s)", request["group_id"], topic["topic_id"],
-                         index, ctx.client_id, code.name, exc)
-                partitions.append(_entry(index, code, str(exc)))
-                continue
-            entry = _entry(index)
-            if stored is not None:
-                entry.update(state_epoch=stored.state_epoch, start_offset=stored.start_offset, state_batches=[
-                    {"first_offset": f, "last_offset": last, "delivery_state": s, "delivery_count": c}
-                    for f, last, s, c in stored.batches()])
-            partitions.append(entry)
-        results.append({"topic_id": topic["topic_id"], "partitions": partitions})
-    return {"results": results}
+
+    async def read(key, part: dict) -> dict:
+        stored = store.read(key, part["leader_epoch"])
+        if stored is None:  # never initialised
+            return dict(NOT_INITIALISED)
+        return {"state_epoch": stored.state_epoch, "start_offset": stored.start_offset, "state_batches": [
+            {"first_offset": f, "last_offset": last, "delivery_state": s, "delivery_count": c}
+            for f, last, s, c in stored.batches()]}
+
+    return await per_partition(ctx, request, "ReadShareGroupState", read, defaults=NOT_INITIALISED)

@@ -12,20 +12,16 @@ CLUSTER_AUTHORIZATION_FAILED without CLUSTER_ACTION.
 
 from __future__ import annotations
 
-import logging
-
-from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
-from server.errors import ClusterAuthorizationFailed, InvalidRequest, error_code_for
+from server.errors import InvalidRequest
 from server.groups.share.state import expand
-from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from server.groups.share.state_requests import per_partition
 
 API_KEY = ApiKey.WRITE_SHARE_GROUP_STATE
 MAY_BLOCK = True  # waits for the ISR
 
-log = logging.getLogger("trafka.share")
 STATES = (0, 2, 4)  # Available, Acknowledged, Archived
 # A share partition's in-flight window is bounded by group.share.partition.max.record.locks
 # (plus the batch that crosses it); far more is a malformed request, refused before the
@@ -50,26 +46,12 @@ def _batches(part: dict) -> list[tuple[int, int, int, int]]:
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
     store = ctx.broker.share.store
-    allowed = ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
-    results = []
-    for topic in request["topics"]:
-        partitions = []
-        for part in topic["partitions"]:
-            index = part["partition"]
-            code, message = ErrorCode.NONE, None
-            try:
-                if not allowed:
-                    raise ClusterAuthorizationFailed("WriteShareGroupState needs CLUSTER_ACTION")
-                if part["start_offset"] < 0:
-                    raise InvalidRequest("StartOffset must be given: Trafka's leaders write the whole state")
-                await store.write((request["group_id"], topic["topic_id"], index), leader_epoch=part["leader_epoch"],
-                                  state_epoch=part["state_epoch"], start_offset=part["start_offset"],
-                                  states=expand(part["start_offset"], _batches(part)))
-            except Exception as exc:
-                code = error_code_for(exc)
-                message = str(exc)
-                log.info("WriteShareGroupState %s %s-%d from %s: %s (%s)", request["group_id"], topic["topic_id"],
-                         index, ctx.client_id, code.name, exc)
-            partitions.append({"partition": index, "error_code": code, "error_message": message})
-        results.append({"topic_id": topic["topic_id"], "partitions": partitions})
-    return {"results": results}
+
+    async def write(key, part: dict) -> dict:
+        if part["start_offset"] < 0:
+            raise InvalidRequest("StartOffset must be given: Trafka's leaders write the whole state")
+        await store.write(key, leader_epoch=part["leader_epoch"], state_epoch=part["state_epoch"],
+                          start_offset=part["start_offset"], states=expand(part["start_offset"], _batches(part)))
+        return {}
+
+    return await per_partition(ctx, request, "WriteShareGroupState", write)
