@@ -544,11 +544,8 @@ class PartitionLog:
                     self._index_housekeeping(segment)
             except OSError as exc:
                 self._write_failed(exc)
-            if not segment.dirty:
-                segment.dirty = True
-                self._dirty.append(segment)
-                if self.dirty_logs is not None:
-                    self.dirty_logs.add(self)
+            if not segment.dirty:  # checked here: the body runs once a flush cycle
+                self._mark_dirty(segment)
             self.log_end_offset = last + 1
             if policy != "never":
                 self._after_append(policy, now_ns // 1_000_000 if now_ms is None else now_ms,
@@ -641,11 +638,8 @@ class PartitionLog:
                                                 config.segment_index_bytes // 12, now_ms if log_append_time else -1)
             except OSError as exc:
                 self._write_failed(exc)
-            if not segment.dirty:
-                segment.dirty = True
-                self._dirty.append(segment)
-                if self.dirty_logs is not None:
-                    self.dirty_logs.add(self)
+            if not segment.dirty:  # checked here: the body runs once a flush cycle
+                self._mark_dirty(segment)
             self.log_end_offset = offset
             if config.flush_policy != "never":
                 self._after_append(config.flush_policy, now_ms, record_count)
