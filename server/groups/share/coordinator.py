@@ -65,7 +65,6 @@ served from the old copy (Kafka's leaders learn of it the same way).
 from __future__ import annotations
 
 import base64
-import json
 import logging
 import urllib.parse
 import uuid
@@ -101,7 +100,6 @@ GROUP_CONFIG_DEFAULTS = {AUTO_OFFSET_RESET: "latest", ISOLATION_LEVEL: "read_unc
 GROUP_CONFIG_VALUES = {AUTO_OFFSET_RESET: ("latest", "earliest"),
                        ISOLATION_LEVEL: ("read_uncommitted", "read_committed")}
 SWEEP_S = 0.1
-GROUP_CONFIGS_ZNODE = "/config/groups"  # a cluster's share group configs (Trafka's; Kafka keeps them in KRaft)
 
 
 def kafka_uuid() -> str:
@@ -288,7 +286,9 @@ class ShareCoordinator:
 
     @staticmethod
     def _configs_path(group_id: str) -> str:
-        return f"{GROUP_CONFIGS_ZNODE}/{urllib.parse.quote(group_id, safe='')}"
+        from server.cluster import znodes as zn
+
+        return zn.config_entity_path("groups", urllib.parse.quote(group_id, safe=""))
 
     async def refresh_group_configs(self, group_id: str) -> None:
         """A cluster: the group's configs as ZooKeeper holds them (/config/groups/<group>,
@@ -297,20 +297,22 @@ class ShareCoordinator:
         if found is None:
             self.group_configs.pop(group_id, None)
             return
+        from server.cluster import znodes as zn
+
         try:
-            configs = json.loads(found[0])["config"]
-            self.group_configs[group_id] = {str(k): str(v) for k, v in configs.items()
-                                            if k in GROUP_CONFIG_DEFAULTS}
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            configs = zn.decode_entity_config(found[0])
+            self.group_configs[group_id] = {k: v for k, v in configs.items() if k in GROUP_CONFIG_DEFAULTS}
+        except (ValueError, TypeError, AttributeError) as exc:
             log.warning("share group %s: unreadable configs in ZooKeeper (%s); defaults apply", group_id, exc)
             self.group_configs.pop(group_id, None)
 
     async def _write_zk_configs(self, group_id: str, configs: dict[str, str]) -> None:
+        from server.cluster import znodes as zn
         from server.cluster.zk import NodeExists
 
         zk = self.broker.cluster.zk
         path = self._configs_path(group_id)
-        data = json.dumps({"version": 1, "config": configs}, sort_keys=True).encode()
+        data = zn.encode_entity_config(configs)
         if await zk.exists(path) is not None:
             await zk.set(path, data, -1)
             return
