@@ -36,6 +36,7 @@ import argparse
 import json
 import os
 import random
+import re
 import resource
 import selectors
 import shutil
@@ -46,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -468,6 +470,21 @@ def _produce_latency(bootstrap: str, topic: str, partitions: int, seconds: float
             "req_per_s": len(lat) / (time.perf_counter() - t0), "error": error}
 
 
+def _warm_up_done(http_port: int, timeout_s: float) -> float:
+    """perf_counter() when /metrics first reports no log left unopened (the warm-up after a
+    clean restart, Broker.open_deferred_partitions)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=30) as answer:
+            text = answer.read().decode()
+        found = re.search(r"^trafka_log_unopened_logs (\S+)$", text, re.M)
+        if found is None or float(found.group(1)) == 0:
+            return time.perf_counter()
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{found.group(1)} logs still unopened after {timeout_s} s")
+        time.sleep(0.1)
+
+
 class _Scaled:
     """One broker of the partitions run, kept across phases so A and B alternate."""
 
@@ -531,9 +548,18 @@ class _Scaled:
         t0 = time.perf_counter()
         self.broker.stop(grace_s=args.start_timeout)
         row["shutdown_s"] = time.perf_counter() - t0
-        self.broker, row["restart_clean_s"] = _spawn(self.port, self.data_dir, self.base, args.start_timeout)
+        http_port = free_port()
+        spawned = time.perf_counter()
+        self.broker, row["restart_clean_s"] = _spawn(self.port, self.data_dir,
+                                                     {**self.base, "http.listeners": f"127.0.0.1:{http_port}"},
+                                                     args.start_timeout)
+        # After a clean shutdown the broker listens first and opens its logs after (the
+        # warm-up): until when every log is open, from /metrics' trafka_log_unopened_logs.
+        row["warm_up_s"] = _warm_up_done(http_port, args.start_timeout) - spawned
+        row["rss_warm_mb"] = self.broker.rss_mb()
         print(f"  [{self.label}] clean shutdown {row['shutdown_s']:.1f} s, restart to ApiVersions "
-              f"{row['restart_clean_s']:.1f} s; RSS {self.broker.rss_mb():.0f} MB", flush=True)
+              f"{row['restart_clean_s']:.1f} s, every log open {row['warm_up_s']:.1f} s; "
+              f"RSS {row['rss_warm_mb']:.0f} MB", flush=True)
         self.broker.popen.kill()
         self.broker.popen.wait()
         sweep = {**self.base, "log.retention.check.interval.ms": str(args.sweep_interval_ms)}
@@ -607,6 +633,7 @@ def scale_partitions(args, n: int) -> dict:
         ("Metadata, one topic of 1 partition p99 (ms)", "metadata_small_p99_ms", 2, "≤ 2"),
         ("clean shutdown (s)", "shutdown_s", 1, ""),
         ("restart after SIGTERM to ApiVersions (s)", "restart_clean_s", 1, "≤ 10"),
+        ("restart after SIGTERM until every log is open (s)", "warm_up_s", 1, ""),
         ("restart after SIGKILL to ApiVersions (s)", "restart_kill_s", 1, "≤ 60"),
     ]
     for name, key, d, target in rows:
