@@ -21,16 +21,12 @@ line) with four numbers per entry instead of one::
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from storage.files import atomic_write
-
-log = logging.getLogger("storage")
+from storage.files import read_checkpoint_entries, write_checkpoint_entries
 
 LOG_SUMMARY_CHECKPOINT = "log-summary-checkpoint"
-VERSION = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,42 +40,19 @@ class LogSummary:
 
 def write_log_summary(path: str | Path, entries: dict[tuple[str, int], LogSummary]) -> None:
     """Replace the file atomically (tmp, fsync, rename, fsync dir)."""
-    lines = [str(VERSION), str(len(entries))]
-    lines.extend(f"{topic} {partition} {s.log_start_offset} {s.log_end_offset} "
-                 f"{-1 if s.latest_epoch is None else s.latest_epoch}"
-                 for (topic, partition), s in entries.items())
-    atomic_write(path, ("\n".join(lines) + "\n").encode())
+    write_checkpoint_entries(path, [f"{topic} {partition} {s.log_start_offset} {s.log_end_offset} "
+                                    f"{-1 if s.latest_epoch is None else s.latest_epoch}"
+                                    for (topic, partition), s in entries.items()])
+
+
+def _entry(parts: list[str]) -> LogSummary:
+    start, end, epoch = int(parts[2]), int(parts[3]), int(parts[4])
+    if not 0 <= start <= end or epoch < -1:
+        raise ValueError("impossible offsets or epoch")
+    return LogSummary(start, end, None if epoch < 0 else epoch)
 
 
 def read_log_summary(path: str | Path) -> dict[tuple[str, int], LogSummary] | None:
     """The entries, or None when the file is absent or does not parse (logged: the logs are
     then opened at start-up, as without one)."""
-    try:
-        text = Path(path).read_text()
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as exc:
-        log.warning("ignoring unreadable %s: %s", path, exc)
-        return None
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    try:
-        if len(lines) < 2 or int(lines[0]) != VERSION:
-            raise ValueError(f"version line {lines[0]!r}" if lines else "empty file")
-        count = int(lines[1])
-        if count != len(lines) - 2:
-            raise ValueError(f"{count} entries announced, {len(lines) - 2} present")
-        entries: dict[tuple[str, int], LogSummary] = {}
-        for n, line in enumerate(lines[2:], start=3):
-            parts = line.split(" ")
-            if len(parts) != 5 or not parts[0]:
-                raise ValueError(f"line {n}: {line!r} is not 'topic partition start end epoch'")
-            start, end, epoch = int(parts[2]), int(parts[3]), int(parts[4])
-            if not 0 <= start <= end or epoch < -1:
-                raise ValueError(f"line {n}: {line!r} has impossible offsets or epoch")
-            entries[(parts[0], int(parts[1]))] = LogSummary(start, end, None if epoch < 0 else epoch)
-        return entries
-    except ValueError as exc:
-        log.warning("ignoring malformed %s: %s", path, exc)
-        return None
+    return read_checkpoint_entries(path, 5, _entry, what="topic partition start end epoch")

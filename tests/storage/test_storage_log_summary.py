@@ -11,21 +11,14 @@ from storage import LogConfig, LogManager
 from storage.files import read_offset_checkpoint
 from storage.log_summary import LOG_SUMMARY_CHECKPOINT, LogSummary, read_log_summary
 from storage.manager import RECOVERY_POINT_CHECKPOINT
-from storage_testkit import make_batch, read_all
+from storage_testkit import crash, open_manager, make_batch, read_all
 
 T0 = 1_700_000_000_000
 CONFIG = LogConfig(index_interval_bytes=300)
 
 
 def opened(data_dir) -> LogManager:
-    mgr = LogManager(data_dir, CONFIG)
-    mgr.open()
-    return mgr
-
-
-def crash(mgr: LogManager) -> None:
-    """A SIGKILL as far as the directory can tell: no close(), no marker, no checkpoint."""
-    mgr._release_lock()
+    return open_manager(data_dir, CONFIG)
 
 
 def written(data_dir, partitions: int = 4, batches: int = 3) -> dict[int, bytes]:
@@ -123,7 +116,7 @@ def test_a_malformed_summary_means_every_log_is_opened_as_before(tmp_path, caplo
     (data_dir / LOG_SUMMARY_CHECKPOINT).write_text("0\n2\nt 0 0 0 -1\nt 1 9 3 0\n")  # start past end
     with caplog.at_level(logging.WARNING, logger="storage"):
         mgr = opened(data_dir)
-    assert "ignoring malformed" in caplog.text and "impossible offsets" in caplog.text
+    assert "ignoring unreadable checkpoint" in caplog.text and "impossible offsets" in caplog.text
     assert mgr.recovered_cleanly is True and mgr.statistics()["logs_deferred"] == 0
     assert read_all(mgr.open_log("t", 1, CONFIG)) == stored[1]
     mgr.close()
