@@ -7,17 +7,17 @@ deleted before its logs were opened leaves no directory behind."""
 from __future__ import annotations
 
 import re
+import socket
 import time
 import urllib.request
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.brokerproc import BrokerProcess, raw_request
+from tests.server.test_partition_produce import PRODUCE_V, _init_producer, _partition_answer, _read_response
+from wire import encode_request
 from wire.records import Record, build_batch
 from wire.registry import ApiKey
-from tests.server.test_partition_produce import PRODUCE_V, _init_producer, _partition_answer, _produce_frame, _read_response
-
-import socket
 
 PARTITIONS = 6
 
@@ -50,14 +50,10 @@ def _produce_idempotent(broker: BrokerProcess, pid: int, epoch: int, sequence: i
                         partition: int) -> dict:
     batch = build_batch([Record(0, 1_700_000_000_000, b"k", b"v%d" % sequence)], producer_id=pid,
                         producer_epoch=epoch, base_sequence=sequence)
-    frame = _produce_frame("lazy", batch, correlation)
-    if partition:  # _produce_frame names partition 0
-        from wire import encode_request
-        body = {"transactional_id": None, "acks": -1, "timeout_ms": 30000,
-                "topic_data": [{"name": "lazy", "partition_data": [{"index": partition, "records": bytes(batch)}]}]}
-        frame = encode_request(ApiKey.PRODUCE, PRODUCE_V, correlation, body)
+    body = {"transactional_id": None, "acks": -1, "timeout_ms": 30000,
+            "topic_data": [{"name": "lazy", "partition_data": [{"index": partition, "records": bytes(batch)}]}]}
     with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
-        sock.sendall(frame)
+        sock.sendall(encode_request(ApiKey.PRODUCE, PRODUCE_V, correlation, body))
         return _partition_answer(_read_response(sock, ApiKey.PRODUCE, PRODUCE_V))
 
 
