@@ -168,13 +168,14 @@ def _wait_port(port: int, popen: subprocess.Popen, timeout_s: float) -> None:
 
 def start_broker(name: str, *, port: int | None = None, data_dir: str | None = None,
                  settings: dict[str, str] | None = None, log_dir: str | None = None,
-                 timeout_s: float = 60.0) -> BrokerProcess:
+                 timeout_s: float = 60.0, log_level: str = "WARNING") -> BrokerProcess:
     """A fresh broker: "trafka" (this repo, `python -m server serve`), "trafka@DIR" (the
     Trafka of another checkout, e.g. a `git worktree` of an older commit, for before/after
     figures in one run) or "tansu" (memory://).
 
     Trafka gets a temporary data dir (removed on stop) unless `data_dir` is given;
-    `settings` become `--set key=value` flags. Output goes to a log file in `log_dir`.
+    `settings` become `--set key=value` flags. Output goes to a log file in `log_dir`, at
+    `log_level` (Trafka's --log-level).
     """
     port = port or free_port()
     log_dir = log_dir or tempfile.gettempdir()
@@ -191,7 +192,7 @@ def start_broker(name: str, *, port: int | None = None, data_dir: str | None = N
         # TRAFKA_BENCH_ENTRY: a script to run instead of `-m server` (A/B runs of a patch).
         entry = os.environ.get("TRAFKA_BENCH_ENTRY")
         cmd = [sys.executable, *([entry] if entry else ["-m", "server"]), "serve", "--listen", f"127.0.0.1:{port}",
-               "--advertised", f"127.0.0.1:{port}", "--data-dir", data_dir, "--log-level", "WARNING"]
+               "--advertised", f"127.0.0.1:{port}", "--data-dir", data_dir, "--log-level", log_level]
         # No HTTP listener unless the settings ask (bench/metrics_cost.py): 8080 may be taken.
         for key, value in {"http.listeners": "", **(settings or {})}.items():
             cmd += ["--set", f"{key}={value}"]

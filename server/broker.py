@@ -50,6 +50,9 @@ log = logging.getLogger("trafka.broker")
 # Partitions created at once (a topic, CreatePartitions) from which the new objects are
 # frozen out of the cyclic collector (see Broker._add_partitions).
 FREEZE_AFTER_PARTITIONS = 1000
+# Logs the warm-up opens per worker-thread call (Broker.open_deferred_partitions): ~3 ms of
+# producer-state loading on the event loop per chunk at most.
+WARM_UP_CHUNK = 64
 
 
 SWEEP_CHUNK = 250  # partition logs per worker-thread call of a retention/compaction sweep
@@ -58,6 +61,30 @@ SWEEP_SWITCH_INTERVAL_S = 0.001
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+class _QuickGilHandoff:
+    """While a worker thread holds the GIL, the event loop waits up to the switch interval
+    for it at every turn (5 ms by default): 1 ms while a sweep or the warm-up runs. Counted,
+    so that overlapping users restore the interval only when the last one ends."""
+
+    def __init__(self) -> None:
+        self.users = 0
+        self.saved = sys.getswitchinterval()
+
+    def __enter__(self) -> None:
+        if self.users == 0:
+            self.saved = sys.getswitchinterval()
+            sys.setswitchinterval(min(self.saved, SWEEP_SWITCH_INTERVAL_S))
+        self.users += 1
+
+    def __exit__(self, *exc) -> None:
+        self.users -= 1
+        if self.users == 0:
+            sys.setswitchinterval(self.saved)
+
+
+QUICK_GIL_HANDOFF = _QuickGilHandoff()
 
 
 class Broker:
@@ -147,7 +174,10 @@ class Broker:
 
     def open(self) -> None:
         """Blocking start-up: load the topic registry, open and recover the logs of its
-        partitions, rebuild producer state, load the groups. In a cluster only the
+        partitions, rebuild producer state, load the groups. After a clean shutdown a
+        single broker opens no log here: each partition is built from the
+        log-summary-checkpoint and opens at first use or in the warm-up once the broker
+        listens (`open_deferred_partitions`; issue 21). In a cluster only the
         partitions assigned to this broker are opened, and without a leader: the controller
         says who leads (LeaderAndIsr), and the coordinators load what this broker leads."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -164,6 +194,13 @@ class Broker:
             config = self._configs[name] = self._log_config(meta)
             for index in range(meta.partitions):
                 if self.cluster is not None and self.node_id not in meta.assignment.get(index, ()):
+                    continue
+                summary = self.logs.deferred(name, index) if self.cluster is None else None
+                if summary is not None:
+                    # After a clean shutdown the log is opened at first use or by the
+                    # warm-up once the broker listens (issue 21: a restart of 100 000
+                    # partitions spent ~50 µs each opening logs nobody had asked for).
+                    loaded.append(self._deferred_partition(meta, index, summary, verification))
                     continue
                 plog = self.logs.open_log(name, index, config)
                 partition = self._new_partition(meta, index, plog, verification)
@@ -254,6 +291,66 @@ class Broker:
         if self.cluster is not None and topic not in self.cluster.cache.topics and self.nursery is not None:
             self.nursery.start_soon(self.groups.forget_topic, topic)
 
+    def _deferred_partition(self, meta: TopicMeta, index: int, summary, verification: bool) -> Partition:
+        name = meta.name
+
+        def opener():
+            # The topic's config as it is when the log opens (it may have changed since).
+            return self.logs.open_log(name, index, self._configs[name])
+
+        return Partition.deferred(name, index, meta.topic_id, summary, opener, lambda: self._configs[name],
+                                  node_id=self.node_id,
+                                  producer_ids=self.producers, replicas=meta.replicas(index, self.node_id),
+                                  verification=verification)
+
+    async def open_deferred_partitions(self) -> None:
+        """The warm-up after a clean restart: open, WARM_UP_CHUNK at a time, the logs that
+        start-up left for their first use (storage.log_summary), so that retention,
+        compaction and the flush timer, which visit open logs only, reach every partition
+        again within seconds. The logs open in a worker thread; the partition (its producer
+        state) on the event loop, where every other first use happens. The cyclic GC is off
+        meanwhile, as during start-up, and the heap frozen after (see server/cli.py)."""
+        pending = self.logs.deferred_keys()
+        if not pending or not self.config.get("trafka.log.warmup.enable"):
+            return
+        started = time.perf_counter()
+        opened = 0
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            with QUICK_GIL_HANDOFF:  # as in a sweep
+                for i in range(0, len(pending), WARM_UP_CHUNK):
+                    keys = pending[i:i + WARM_UP_CHUNK]
+                    wanted = [(key, self._configs.get(key[0])) for key in keys]
+                    await trio.to_thread.run_sync(self._open_logs, wanted)
+                    for key in keys:
+                        partition = self.partitions.get(key)
+                        if partition is None or partition.is_open:
+                            continue  # deleted meanwhile, or opened by its first use
+                        try:
+                            partition.open_log()
+                            opened += 1
+                        except Exception:
+                            log.exception("warm-up: opening %s failed (left for its first use)", partition.name)
+                    await trio.sleep(0)
+        finally:
+            if was_enabled:
+                gc.freeze()
+                gc.enable()
+        log.info("warm-up: %d partition logs opened after start-up in %.1f s", opened, time.perf_counter() - started)
+
+    def _open_logs(self, wanted: list) -> None:
+        """The worker-thread half of the warm-up: open the storage logs (a topic deleted
+        meanwhile has no config any more and is skipped; `delete_logs` dropped it)."""
+        for (topic, index), config in wanted:
+            if config is None:
+                continue
+            try:
+                self.logs.open_log(topic, index, config)
+            except Exception:
+                # Left for its first use, which reports the error to whoever asks.
+                log.exception("warm-up: opening %s-%d failed", topic, index)
+
     def _new_partition(self, meta: TopicMeta, index: int, plog, verification: bool | None = None) -> Partition:
         if verification is None:
             verification = self.config.get("transaction.partition.verification.enable")
@@ -312,6 +409,8 @@ class Broker:
         log.info("fetch sessions: %s", " ".join(f"{k}={v}" for k, v in self.fetch_sessions.stats().items()))
         self.groups.close()
         for partition in self.partitions.values():
+            if not partition.is_open:
+                continue  # untouched since the clean shutdown that wrote its snapshot
             try:
                 partition.save_producer_state()
             except OSError as exc:
@@ -325,6 +424,11 @@ class Broker:
         recovery-point-offset-checkpoint every log.flush.offset.checkpoint.interval.ms, and retention
         plus compaction every log.retention.check.interval.ms."""
         task_status.started()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.open_deferred_partitions)
+            await self._run_duties()
+
+    async def _run_duties(self) -> None:
         retention_every = max(self.config.get("log.retention.check.interval.ms"), 100) / 1000
         tick = 0.5
         next_retention = trio.current_time() + retention_every
@@ -361,17 +465,11 @@ class Broker:
         (issue 21: produce p99 2.4 -> 5.5 ms with a sweep a second at 10 000 partitions);
         chunks with pauses keep the sweep's share of the interpreter at half or less."""
         plogs = self.logs.all_logs()
-        # While the worker holds the GIL, the event loop waits up to the switch interval
-        # for it at every turn (5 ms by default): 1 ms while a sweep runs.
-        interval = sys.getswitchinterval()
-        sys.setswitchinterval(min(interval, SWEEP_SWITCH_INTERVAL_S))
-        try:
+        with QUICK_GIL_HANDOFF:
             for i in range(0, len(plogs), SWEEP_CHUNK):
                 started = trio.current_time()
                 await trio.to_thread.run_sync(duty, plogs[i:i + SWEEP_CHUNK], now)
                 await trio.sleep(min(trio.current_time() - started, 0.1))
-        finally:
-            sys.setswitchinterval(interval)
 
     # ---- topics -------------------------------------------------------------------
     def partition_exists(self, topic: str, index: int) -> bool:
@@ -489,6 +587,10 @@ class Broker:
             if self.cluster is not None and self.cluster.cache.partition(topic, index) is not None:
                 raise NotLeaderOrFollower(f"{topic}-{index} has no replica on broker {self.node_id}")
             raise UnknownTopicOrPartition(f"{topic}-{index} does not exist")
+        if not partition.is_open:
+            # A request is about to use it: open its log first, so that its offsets come
+            # from the log, not the summary (damage done while stopped shows only now).
+            partition.open_log()
         partition.check_leader_epoch(current_leader_epoch)
         if leader_only and partition.leader_id != self.node_id:
             raise NotLeaderOrFollower(f"{partition.name} is led by broker {partition.leader_id}")

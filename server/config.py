@@ -164,6 +164,7 @@ SETTINGS: dict[str, Setting] = {
         _s("log.flush.interval.ms", int, "1000", "fsync at least this often (interval policy)."),
         _s("log.open.files.max", int, "-1", "Segment files open at once; idle ones are closed and reopened when used (-1: half the soft RLIMIT_NOFILE at start)."),
         _s("log.flush.offset.checkpoint.interval.ms", int, "60000", "How often the recovery-point-offset-checkpoint is rewritten (what a restart after a crash scans starts there)."),
+        _s("trafka.log.warmup.enable", _bool, "true", "After a clean shutdown the broker listens before opening its logs (each opens at first use); true: open the rest in the background right after, so retention and compaction reach them. false: only at first use."),
         _s("trafka.fsync.policy", _fsync, "never", "never (page cache, Kafka's default), interval, or always (fsync before acking)."),
         _s("trafka.preallocate.bytes", int, "33554432", "Disk blocks kept reserved ahead of a busy active segment's end (0: none)."),
         _s("log.message.timestamp.type", str, "CreateTime", "Default message.timestamp.type."),

@@ -30,6 +30,7 @@ How this works:
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -37,7 +38,8 @@ from dataclasses import dataclass
 
 import trio
 
-from storage import PartitionLog
+from storage import LogConfig, PartitionLog
+from storage.log_summary import LogSummary
 from storage.producer_snapshot import delete_snapshots, list_snapshots, load_latest, snapshot_path, write_snapshot
 from storage.txn_index import AbortedTxn
 from wire.errors import ErrorCode
@@ -50,6 +52,12 @@ from server.producers import DuplicateBatch, PartitionProducers, ProducerIdManag
 
 log = logging.getLogger("trafka.partition")
 
+# The slots a `Partition.deferred` leaves unset until its log is opened.
+_DEFERRED_SLOTS = frozenset({"log", "producers"})
+# Opening a deferred partition may happen on the event loop (first use) and in a worker
+# thread (e.g. a coordinator's load) at once: one at a time, checked again under it.
+_OPENING = threading.RLock()
+
 
 @dataclass(slots=True)
 class AppendOutcome:
@@ -61,40 +69,77 @@ class AppendOutcome:
     duplicate: bool = False
 
 
+class _Unopened:
+    """What a `Partition.deferred` needs until its log is opened: how to open it, and the
+    config it will run under (asked for without opening it: /metrics' min ISR count)."""
+
+    __slots__ = ("partition", "opener", "config", "producer_ids")
+
+    def __init__(self, partition: "Partition", opener: Callable[[], PartitionLog], config: Callable[[], LogConfig],
+                 producer_ids: ProducerIdManager) -> None:
+        self.partition = partition
+        self.opener = opener
+        self.config = config
+        self.producer_ids = producer_ids
+
+    def __call__(self) -> None:
+        partition = self.partition
+        with _OPENING:
+            if partition._deferred is not self:
+                return  # another thread opened it meanwhile
+            plog = self.opener()
+            # What the summary said, unless the log says otherwise: damage done to a
+            # segment while the broker was stopped shows (and is cut) only now.
+            partition.high_watermark = partition.leader_epoch_start_offset = plog.log_end_offset
+            latest = plog.leader_epoch_cache.latest_epoch
+            partition.leader_epoch = latest if latest is not None else 0
+            partition.log = plog
+            partition.producers = PartitionProducers(self.producer_ids, partition.name)
+            partition.load_producer_state()
+            partition._deferred = None
+            log.debug("%s opened at first use", partition.name)
+
+
 class Partition:
     __slots__ = ("topic", "index", "topic_id", "log", "leader_epoch", "leader_id", "replicas", "isr",
                  "high_watermark", "producers", "waiters", "lock", "name", "verification", "node_id",
                  "partition_epoch", "followers", "pending_isr", "leader_epoch_start_offset", "on_isr_change",
                  "min_isr_default", "replica_waiters", "leader_term", "messages_in", "bytes_in", "bytes_out",
-                 "isr_shrinks", "isr_expands")
+                 "isr_shrinks", "isr_expands", "_deferred")
 
     def __init__(self, topic: str, index: int, topic_id: uuid.UUID, plog: PartitionLog, *, node_id: int,
                  producer_ids: ProducerIdManager, replicas: list[int] | None = None, verification: bool = True) -> None:
+        self._setup(topic, index, topic_id, node_id, replicas, verification, plog.leader_epoch_cache.latest_epoch,
+                    plog.log_end_offset)
+        self.log = plog
+        self.producers = PartitionProducers(producer_ids, self.name)
+        self._deferred: _Unopened | None = None
+
+    def _setup(self, topic: str, index: int, topic_id: uuid.UUID, node_id: int, replicas: list[int] | None,
+               verification: bool, latest_epoch: int | None, log_end_offset: int) -> None:
+        """Everything but the log and the producer state (see `deferred`)."""
         self.topic = topic
         self.index = index
         self.topic_id = topic_id
         self.name = f"{topic}-{index}"
-        self.log = plog
         self.leader_id = node_id
         # One node: this broker is every replica and the whole ISR. The cluster (ZooKeeper
         # mode) replaces these from the partition's state znode.
         self.replicas = list(replicas) if replicas else [node_id]
         self.isr = list(self.replicas)
-        latest = plog.leader_epoch_cache.latest_epoch
-        self.leader_epoch = latest if latest is not None else 0
-        self.producers = PartitionProducers(producer_ids, self.name)
+        self.leader_epoch = latest_epoch if latest_epoch is not None else 0
         # transaction.partition.verification.enable (KIP-890 part 1)
         self.verification = verification
         self.waiters: set[trio.Event] = set()
         self.replica_waiters: set[trio.Event] = set()  # followers' fetches parked here (a leader)
         self.lock = trio.Lock()
-        self.high_watermark = plog.log_end_offset
+        self.high_watermark = log_end_offset
         # Replication (a cluster): empty on a single broker, where HW = LEO after every append.
         self.node_id = node_id
         self.partition_epoch = 0  # the zkVersion of the partition's state znode
         self.followers: dict[int, FollowerState] = {}
         self.pending_isr: list[int] | None = None  # an AlterPartition in flight
-        self.leader_epoch_start_offset = plog.log_end_offset
+        self.leader_epoch_start_offset = log_end_offset
         self.on_isr_change: Callable[[Partition, list[int]], None] | None = None
         self.min_isr_default = 1
         # Bumped whenever this broker stops or starts leading. An acks=all wait outlives a
@@ -106,6 +151,46 @@ class Partition:
         # bumped once per append or read, never per record.
         self.messages_in = self.bytes_in = self.bytes_out = 0
         self.isr_shrinks = self.isr_expands = 0
+
+    @classmethod
+    def deferred(cls, topic: str, index: int, topic_id: uuid.UUID, summary: LogSummary,
+                 opener: Callable[[], PartitionLog], config: Callable[[], LogConfig], *, node_id: int,
+                 producer_ids: ProducerIdManager, replicas: list[int] | None = None, verification: bool = True) -> "Partition":
+        """A partition whose log is not open yet (a single broker after a clean shutdown;
+        storage.log_summary): Metadata is served from what it is built with, `config`
+        says what the log will run under, and the first use of its log or producer state
+        opens the log through `opener` (see `__getattr__`). Built without `__init__` so
+        that those two slots stay unset."""
+        self = cls.__new__(cls)
+        # One broker: the high watermark is the log end offset (see __init__).
+        self._setup(topic, index, topic_id, node_id, replicas, verification, summary.latest_epoch,
+                    summary.log_end_offset)
+        self._deferred = _Unopened(self, opener, config, producer_ids)
+        return self
+
+    def __getattr__(self, name: str):
+        """Reached only for an attribute not set: `log` and `producers` of a partition
+        built by `deferred` and not used yet. Opening it here, at the first read of either,
+        means no code path can see the partition without its log or producer state (a
+        last stable offset from producers not loaded yet would be wrong), and costs the
+        partitions that are open nothing: Python calls this only after a failed lookup."""
+        if name in _DEFERRED_SLOTS:
+            opener = object.__getattribute__(self, "_deferred")
+            if opener is not None:
+                opener()
+                return object.__getattribute__(self, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @property
+    def is_open(self) -> bool:
+        """False while the log of a `deferred` partition waits for its first use."""
+        return self._deferred is None
+
+    def open_log(self) -> None:
+        """Open a `deferred` partition's log now (the server's warm-up); no-op otherwise."""
+        opener = self._deferred
+        if opener is not None:
+            opener()
 
     def __repr__(self) -> str:
         return f"<Partition {self.name} epoch {self.leader_epoch} hw {self.high_watermark}>"
@@ -121,6 +206,9 @@ class Partition:
 
     @property
     def config(self):
+        deferred = self._deferred
+        if deferred is not None:
+            return deferred.config()  # not worth opening the log for
         return self.log.config
 
     @property
@@ -140,7 +228,7 @@ class Partition:
 
     @property
     def min_insync_replicas(self) -> int:
-        value = self.log.config.extras.get("min.insync.replicas")
+        value = self.config.extras.get("min.insync.replicas")
         return int(value) if value is not None else self.min_isr_default
 
     def maximal_isr(self) -> list[int]:

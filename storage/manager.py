@@ -6,6 +6,9 @@ Layout of a data directory::
     .clean_shutdown                      exists only between a clean close() and the next open()
     recovery-point-offset-checkpoint     Kafka's: per partition, the offset below which its log
                                          is fsynced (storage.files.write_offset_checkpoint)
+    log-summary-checkpoint               Trafka's: each log's offsets and leader epoch at a clean
+                                         close, so the next start opens logs at first use
+                                         (storage.log_summary)
     <topic>-<partition>/                 a PartitionLog (storage.log)
     <topic>-<partition>.<hex>-stray/     a partition directory no topic claims, set aside
     <topic>-<partition>.<hex>-delete/    a deleted partition on its way out
@@ -17,7 +20,10 @@ a log opened afterwards validates, batch by batch, the segments at or past its r
 point from the recovery-point-offset-checkpoint (all of them when the checkpoint is missing
 or unreadable), as Kafka's LogLoader; after a clean shutdown nothing is scanned. The
 checkpoint is rewritten by `checkpoint_recovery_points` (the server calls it every
-log.flush.offset.checkpoint.interval.ms) and at close(). The log map changes only under one
+log.flush.offset.checkpoint.interval.ms) and at close(). After a clean shutdown no log is
+opened at open(): `deferred` tells the server what the summary knows of one, and it opens
+them (`open_log`) at first use or in its warm-up; until then a log keeps its place in both
+checkpoints with the values it was closed with, and `delete_logs` removes its directory. The log map changes only under one
 lock and only by whole-key assignment or deletion (each atomic under the GIL), so lookups
 from other threads need no lock and iterations take a copy first (`list(...)`, one C call);
 it is not copied on every change, which made opening 100 000 logs quadratic. Retention, compaction and
@@ -40,8 +46,9 @@ from typing import Iterable
 from storage.compaction import CleanerStats, clean_log
 from storage.config import LogConfig
 from storage.errors import LogClosed, StorageError, UnknownTopicOrPartition
-from storage.files import fsync_dir, read_offset_checkpoint, write_offset_checkpoint
+from storage.files import fsync_dir, read_offset_checkpoint, write_checkpoint_entries
 from storage.log import PartitionLog
+from storage.log_summary import LOG_SUMMARY_CHECKPOINT, LogSummary, read_log_summary, write_log_summary
 from storage.open_files import OPEN_FILES
 from storage.recovery import RecoveryStats
 from storage.retention import apply_retention
@@ -83,6 +90,10 @@ class LogManager:
         self._recovery_points: dict[tuple[str, int], int] | None = None
         self._recovery_points_mtime_ns: int | None = None
         self._recovery = RecoveryStats()
+        # Logs known from the log-summary-checkpoint of a clean shutdown and not opened yet
+        # (storage.log_summary): opened at first use (`open_log`) or by the server's warm-up
+        # (`open_deferred`). Keys leave only under the lock, after their log is in `_logs`.
+        self._deferred: dict[tuple[str, int], LogSummary] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -98,9 +109,14 @@ class LogManager:
             # A directory with nothing in it yet (a first start) has nothing to validate.
             fresh = not any(e.is_dir() and parse_partition_dir(e.name) for e in self.data_dir.iterdir())
             clean = marker.exists() or fresh
+            self._deferred = {}
+            summary_path = self.data_dir / LOG_SUMMARY_CHECKPOINT
             if marker.exists():
+                self._deferred = read_log_summary(summary_path) or {}
                 marker.unlink()
                 fsync_dir(self.data_dir)
+            if summary_path.exists():  # trusted only with the marker of the same shutdown
+                summary_path.unlink()
             self.recovered_cleanly = clean
             self._recovery = RecoveryStats()
             self._recovery_points = None
@@ -136,15 +152,21 @@ class LogManager:
             if not failures:
                 try:
                     self._write_recovery_points()
+                    summary = dict(self._deferred)
+                    for key, plog in self._logs.items():
+                        summary[key] = LogSummary(plog.log_start_offset, plog.log_end_offset,
+                                                  plog.leader_epoch_cache.latest_epoch)
+                    write_log_summary(self.data_dir / LOG_SUMMARY_CHECKPOINT, summary)
                 except OSError as exc:
                     failures += 1
-                    log.error("writing %s failed: %s", RECOVERY_POINT_CHECKPOINT, exc)
+                    log.error("writing %s / %s failed: %s", RECOVERY_POINT_CHECKPOINT, LOG_SUMMARY_CHECKPOINT, exc)
             if not failures:
                 fd = os.open(self.data_dir / CLEAN_SHUTDOWN, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                 os.fsync(fd)
                 os.close(fd)
                 fsync_dir(self.data_dir)
             self._logs = {}
+            self._deferred = {}
             self._dirty_logs.clear()
             self._opened = False
             self._release_lock()
@@ -168,6 +190,8 @@ class LogManager:
         `...-stray`, never deleted: they may hold data someone wants), and finish removing
         `...-delete` ones. Returns the names set aside."""
         keep = set(keep)
+        with self._lock:
+            self._deferred = {key: s for key, s in self._deferred.items() if key in keep}
         moved = []
         # One scandir of plain names (a DirEntry knows whether it is a directory without a
         # stat): with 100 000 partitions, Path objects, sorting and is_dir() per entry were a
@@ -214,8 +238,23 @@ class LogManager:
         the server's event loop; sorting 100 000 logs there was a 30 ms stall a sweep)."""
         return list(self._logs.values())
 
+    def deferred(self, topic: str, partition: int) -> LogSummary | None:
+        """What the last clean shutdown left of a log not opened yet, or None (not known
+        from the log-summary-checkpoint, or open already). The server may serve the
+        partition's metadata from it and open the log at first use (`open_log`)."""
+        return self._deferred.get((topic, partition))
+
+    def deferred_keys(self) -> list[tuple[str, int]]:
+        """The logs still waiting to be opened (for the server's warm-up)."""
+        return list(self._deferred)
+
     def open_log(self, topic: str, partition: int, config: LogConfig, *, now_ms: int | None = None) -> PartitionLog:
         """Open (recovering as the last shutdown requires) or create the log of a partition."""
+        existing = self._logs.get((topic, partition))
+        if existing is not None:
+            # Without the lock (see the module docstring): a partition's first use on the
+            # event loop after the warm-up opened its log must not wait for a checkpoint.
+            return existing
         now_ms = _now_ms() if now_ms is None else now_ms
         with self._lock:
             self._check_open()
@@ -224,6 +263,7 @@ class LogManager:
                 return existing
             plog = self._open(topic, partition, config, clean=bool(self.recovered_cleanly), now_ms=now_ms)
             self._logs[(topic, partition)] = plog
+            self._deferred.pop((topic, partition), None)
             return plog
 
     def create_logs(self, topic: str, partitions: Iterable[int], config: LogConfig, *,
@@ -261,6 +301,12 @@ class LogManager:
             doomed = [self._logs.pop(key) for key in doomed_keys]
             for plog in doomed:
                 self._dirty_logs.discard(plog)
+            # Never opened since the clean shutdown: nothing holds their files.
+            unopened = [key for key in list(self._deferred) if doomed_key(key)]
+            for key in unopened:
+                del self._deferred[key]
+        for key in unopened:
+            shutil.rmtree(self.data_dir / partition_dir_name(*key), ignore_errors=True)
         for plog in doomed:
             try:
                 plog.close_and_delete()
@@ -294,9 +340,17 @@ class LogManager:
             return self._write_recovery_points()
 
     def _write_recovery_points(self) -> int:
-        entries = {key: plog.recovery_point for key, plog in list(self._logs.items())}
-        write_offset_checkpoint(self.data_dir / RECOVERY_POINT_CHECKPOINT, entries)
-        return len(entries)
+        """Under the lock, so the maps cannot change while they are walked. Straight to
+        the file's lines (strings, which the cyclic GC does not track): a copy of 100 000
+        (key, log) pairs made the collector run a few hundred times over a growing list
+        while the GIL was held, 0.1-0.3 s without the event loop (issue 21)."""
+        # A log not opened since the clean shutdown is fsynced to its end; a key is in one
+        # map or the other, never both (open_log moves it under the lock).
+        lines = [f"{topic} {partition} {summary.log_end_offset}"
+                 for (topic, partition), summary in self._deferred.items()]
+        lines.extend([f"{topic} {partition} {plog.recovery_point}" for (topic, partition), plog in self._logs.items()])
+        write_checkpoint_entries(self.data_dir / RECOVERY_POINT_CHECKPOINT, lines)
+        return len(lines)
 
     def statistics(self) -> dict[str, int]:
         """What the data directory holds and what opening it cost: logs open (and with
@@ -307,6 +361,7 @@ class LogManager:
         files = OPEN_FILES.statistics()
         return {
             "logs": len(self._logs),
+            "logs_deferred": len(self._deferred),
             "logs_dirty": len(self._dirty_logs),
             "open_segment_files": files["open"],
             "open_segment_files_max": files["limit"],

@@ -317,6 +317,8 @@ class BrokerCollector:
         flush_buckets = None
         flush_sum = 0.0
         for p in partitions:
+            if not p.is_open:
+                continue  # left for its first use since a clean restart: not opened for a scrape
             labels = [p.topic, str(p.index)]
             plog = p.log
             segs = plog.segments
@@ -332,6 +334,11 @@ class BrokerCollector:
                     flush_buckets[i] += n
                 flush_sum += stats.sum_ms
         yield log_size
+        yield GaugeMetricFamily("trafka_log_unopened_logs",
+                                "Logs a clean shutdown left to open at first use or by the warm-up after "
+                                "start-up (Kafka opens every log before it listens); left out of the "
+                                "kafka_log_log_* gauges until opened.",
+                                value=self.broker.logs.statistics()["logs_deferred"])
         yield end
         yield start
         yield segments

@@ -108,3 +108,18 @@ def stored_records(data: bytes) -> list[tuple[int, bytes | None, bytes | None, s
             kind = control_type(record)
             out.append((record.offset, record.key, record.value, "data" if kind is None else kind.name))
     return out
+
+
+def open_manager(data_dir, config):
+    """A LogManager of `data_dir` under `config`, opened."""
+    from storage import LogManager
+
+    mgr = LogManager(data_dir, config)
+    mgr.open()
+    return mgr
+
+
+def crash(mgr) -> None:
+    """A SIGKILL as far as the directory can tell: no close(), no clean-shutdown marker, no
+    final checkpoint (the descriptors are left to the garbage collector)."""
+    mgr._release_lock()

@@ -11,22 +11,14 @@ import pytest
 from storage import LogConfig, LogManager
 from storage.files import read_offset_checkpoint
 from storage.manager import RECOVERY_POINT_CHECKPOINT
-from storage_testkit import decode, make_batch, read_all
+from storage_testkit import crash, open_manager, decode, make_batch, read_all
 
 T0 = 1_700_000_000_000
 CONFIG = LogConfig(index_interval_bytes=300)
 
 
 def opened(data_dir) -> LogManager:
-    mgr = LogManager(data_dir, CONFIG)
-    mgr.open()
-    return mgr
-
-
-def crash(mgr: LogManager) -> None:
-    """A SIGKILL as far as the directory can tell: no close(), no clean-shutdown marker, no
-    final checkpoint (the descriptors are left to the garbage collector)."""
-    mgr._release_lock()
+    return open_manager(data_dir, CONFIG)
 
 
 def fill(mgr: LogManager, topic: str, segments: int, per_segment: int = 4) -> None:
