@@ -55,7 +55,11 @@ log = logging.getLogger("trafka.partition")
 # The slots a `Partition.deferred` leaves unset until its log is opened.
 _DEFERRED_SLOTS = frozenset({"log", "producers"})
 # Opening a deferred partition may happen on the event loop (first use) and in a worker
-# thread (e.g. a coordinator's load) at once: one at a time, checked again under it.
+# thread (e.g. a coordinator's load) at once: one at a time, checked again under it. An
+# open in a worker thread publishes the log a moment before the producer state is loaded;
+# that is safe because no worker thread is the first user of a partition the event loop
+# writes to (the coordinators load theirs at start-up, before the broker listens; the
+# handlers and the console first touch theirs on the event loop).
 _OPENING = threading.RLock()
 
 
