@@ -294,14 +294,13 @@ class Broker:
     def _deferred_partition(self, meta: TopicMeta, index: int, summary, verification: bool) -> Partition:
         name = meta.name
 
-        def opener():
-            # The topic's config as it is when the log opens (it may have changed since).
-            return self.logs.open_log(name, index, self._configs[name])
+        def config() -> LogConfig:
+            return self._configs[name]  # as it is when asked: it may change before the log opens
 
-        return Partition.deferred(name, index, meta.topic_id, summary, opener, lambda: self._configs[name],
-                                  node_id=self.node_id,
-                                  producer_ids=self.producers, replicas=meta.replicas(index, self.node_id),
-                                  verification=verification)
+        return Partition.deferred(name, index, meta.topic_id, summary,
+                                  lambda: self.logs.open_log(name, index, config()), config,
+                                  node_id=self.node_id, producer_ids=self.producers,
+                                  replicas=meta.replicas(index, self.node_id), verification=verification)
 
     async def open_deferred_partitions(self) -> None:
         """The warm-up after a clean restart: open, WARM_UP_CHUNK at a time, the logs that

@@ -204,15 +204,6 @@ def read_offset_checkpoint(path: str | Path) -> dict[tuple[str, int], int] | Non
     return read_checkpoint_entries(path, 3, lambda parts: int(parts[2]), what="topic partition offset")
 
 
-def write_offset_checkpoint(path: str | Path, entries: dict[tuple[str, int], int]) -> None:
-    """Replace a Kafka offset checkpoint file atomically (tmp, fsync, rename, fsync dir).
-    Entries in the dict's order, unsorted as Kafka writes them: sorting 100 000 of them is one
-    C call that holds the GIL ~200 ms, and the server writes this file from a worker thread
-    every log.flush.offset.checkpoint.interval.ms (issue 21: a 0.2-0.5 s produce stall)."""
-    write_checkpoint_entries(path, [f"{topic} {partition} {offset}"
-                                    for (topic, partition), offset in entries.items()])
-
-
 def unlink_quietly(path: str | Path) -> bool:
     """Remove a file if present; True when something was removed."""
     try:

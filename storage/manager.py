@@ -5,7 +5,7 @@ Layout of a data directory::
     .lock                                flock()ed while a broker owns the directory
     .clean_shutdown                      exists only between a clean close() and the next open()
     recovery-point-offset-checkpoint     Kafka's: per partition, the offset below which its log
-                                         is fsynced (storage.files.write_offset_checkpoint)
+                                         is fsynced (LogManager._write_recovery_points)
     log-summary-checkpoint               Trafka's: each log's offsets and leader epoch at a clean
                                          close, so the next start opens logs at first use
                                          (storage.log_summary)
@@ -23,9 +23,10 @@ checkpoint is rewritten by `checkpoint_recovery_points` (the server calls it eve
 log.flush.offset.checkpoint.interval.ms) and at close(). After a clean shutdown no log is
 opened at open(): `deferred` tells the server what the summary knows of one, and it opens
 them (`open_log`) at first use or in its warm-up; until then a log keeps its place in both
-checkpoints with the values it was closed with, and `delete_logs` removes its directory. The log map changes only under one
-lock and only by whole-key assignment or deletion (each atomic under the GIL), so lookups
-from other threads need no lock and iterations take a copy first (`list(...)`, one C call);
+checkpoints with the values it was closed with, and `delete_logs` removes its directory.
+The log map changes only under one lock and only by whole-key assignment or deletion (each
+atomic under the GIL), so lookups from other threads need no lock and iterations outside
+the lock take a copy first (`list(...)`, one C call);
 it is not copied on every change, which made opening 100 000 logs quadratic. Retention, compaction and
 interval flushing run when the server calls run_retention / run_compaction / run_flush
 (from a worker thread: they block on disk).
@@ -92,7 +93,7 @@ class LogManager:
         self._recovery = RecoveryStats()
         # Logs known from the log-summary-checkpoint of a clean shutdown and not opened yet
         # (storage.log_summary): opened at first use (`open_log`) or by the server's warm-up
-        # (`open_deferred`). Keys leave only under the lock, after their log is in `_logs`.
+        # (`deferred_keys`). Keys leave only under the lock, after their log is in `_logs`.
         self._deferred: dict[tuple[str, int], LogSummary] = {}
 
     # ------------------------------------------------------------------ lifecycle
@@ -341,9 +342,10 @@ class LogManager:
 
     def _write_recovery_points(self) -> int:
         """Under the lock, so the maps cannot change while they are walked. Straight to
-        the file's lines (strings, which the cyclic GC does not track): a copy of 100 000
-        (key, log) pairs made the collector run a few hundred times over a growing list
-        while the GIL was held, 0.1-0.3 s without the event loop (issue 21)."""
+        the file's lines (strings, which the cyclic GC does not track), unsorted as Kafka
+        writes them: a copy of 100 000 (key, log) pairs made the collector run a few hundred
+        times over a growing list, and sorting them was one C call, both with the GIL held:
+        0.1-0.3 s without the event loop (issue 21)."""
         # A log not opened since the clean shutdown is fsynced to its end; a key is in one
         # map or the other, never both (open_log moves it under the lock).
         lines = [f"{topic} {partition} {summary.log_end_offset}"
