@@ -26,14 +26,33 @@ from compat_tests import kafka_wire
 REPO = Path(__file__).resolve().parent.parent
 TANSU_CACHE = REPO / ".cache" / "tansu"
 
+# Settings every broker of the suite runs with, Kafka (compat_tests/kafka_brokers.py) and
+# Trafka (conftest.TRAFKA_SUITE_ARGS) alike; all are Kafka's own names.
+# - Kafka looks for transactions past their transaction.timeout.ms every 10 s;
+#   test_transactions.py's timeout scenario would wait that long for each client.
+# - KIP-848 consumer groups take their session and heartbeat timing from the broker
+#   (group.consumer.*, 45 s and 5 s by default): the suite's are short, as SESSION_TIMEOUT_MS /
+#   HEARTBEAT_MS are for classic members, so a killed member is noticed in seconds
+#   (test_groups_extended.py's *_kip848 scenarios).
+# - No initial rebalance delay (Kafka's default is 3 s) so a group's first join is as quick
+#   on Kafka as on Trafka, whose default is 0 (see docs: configuration).
+SUITE_SETTINGS = {
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+    "group.consumer.min.session.timeout.ms": "6000",
+    "group.consumer.session.timeout.ms": "10000",
+    "group.consumer.min.heartbeat.interval.ms": "500",
+    "group.consumer.heartbeat.interval.ms": "1000",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
 
 # The broker kinds `--broker` accepts. "lossy"/"tagfix" kinds are diagnostics, never defaults.
 # "trafka-cluster" is three Trafka brokers on a real ZooKeeper; the cluster scenarios
 # (test_cluster.py) choose it themselves (conftest's `broker_kinds` marker).
-KNOWN_KINDS = ("trafka", "tansu", "external", "tansu-lossy", "trafka-lossy", "tansu-tagfix",
-               "trafka-cluster")
+KNOWN_KINDS = ("kafka", "trafka", "tansu", "external", "tansu-lossy", "trafka-lossy", "tansu-tagfix",
+               "kafka-cluster", "trafka-cluster")
 
 
 class BrokerUnavailable(Exception):
@@ -324,9 +343,11 @@ class ProxiedBroker(Broker):
                 f"--- inner broker ---\n{self.inner.log_tail(lines // 2)}")
 
 
-class TrafkaCluster(Broker):
-    """Three Trafka brokers (node ids 1..3) on one real ZooKeeper, every topic RF=3 with
+class ZooKeeperCluster(Broker):
+    """Three brokers (node ids 1..3) on one real ZooKeeper, every topic RF=3 with
     min.insync.replicas=2 by default. `bootstrap` names all three, as an application's would.
+    Subclasses say what a node is: `TrafkaCluster` (trafka-cluster) and, in
+    kafka_brokers.py, `KafkaZkCluster` (Kafka 3.9 in ZooKeeper mode, kafka-cluster).
 
     Besides the Broker API, what the cluster scenarios need: `metadata()` (Metadata v1 from
     a live broker: controller, leaders, replicas, ISRs), `kill(node)` (SIGKILL: a crash,
@@ -348,7 +369,6 @@ class TrafkaCluster(Broker):
     def __init__(self, workdir: Path, extra_args: list[str] | None = None,
                  name: str = "trafka-cluster") -> None:
         super().__init__(name)
-        TrafkaBroker.check_available()
         from server.cluster.zookeeper_server import ZooKeeperServer
 
         reason = ZooKeeperServer.unavailable_reason()
@@ -357,16 +377,19 @@ class TrafkaCluster(Broker):
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "zookeeper").mkdir(exist_ok=True)
         self.zk = ZooKeeperServer(data_dir=workdir / "zookeeper")
-        self.zk_connect = f"{self.zk.connect_string}/trafka"
+        self.zk_connect = f"{self.zk.connect_string}/{name.split('-')[0]}"
         settings = ["--set", f"zookeeper.connect={self.zk_connect}",
                     "--set", f"default.replication.factor={self.SIZE}",
-                    "--set", "min.insync.replicas=2", *self.FAST]
-        self.nodes: dict[int, TrafkaBroker] = {}
+                    "--set", "min.insync.replicas=2", *self.FAST, *(extra_args or [])]
+        self.nodes: dict[int, ProcessBroker] = {}
         for node in range(1, self.SIZE + 1):
-            self.nodes[node] = TrafkaBroker(workdir / f"node-{node}",
-                                            ["--node-id", str(node), *settings,
-                                             *(extra_args or [])], name=f"{name}-{node}")
+            self.nodes[node] = self.make_node(node, workdir / f"node-{node}", settings)
         self.port = self.nodes[1].port
+
+    def make_node(self, node: int, workdir: Path, settings: list[str]) -> ProcessBroker:
+        """Broker `node` of the cluster, not started; `settings` are `--set k=v` pairs."""
+        raise NotImplementedError
+
 
     @property
     def bootstrap(self) -> str:
@@ -485,8 +508,9 @@ class TrafkaCluster(Broker):
     def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None,
                      assignment: dict[int, list[int]] | None = None) -> None:
         """RF=3, the brokers placing the replicas (or `assignment`: partition -> replicas),
-        then wait until every partition has a leader and all its replicas in the ISR."""
-        n = self.live_nodes()[0]
+        then wait until every partition has a leader and all its replicas in the ISR. Sent to
+        the controller, as clients do: Kafka's ZooKeeper mode answers NOT_CONTROLLER elsewhere."""
+        n = self.wait_controller()
         err = kafka_wire.create_topic_v2(self.host, self.nodes[n].port, name, partitions,
                                          self.SIZE, configs, assignment=assignment)
         if err != 0:
@@ -531,6 +555,18 @@ class TrafkaCluster(Broker):
                                  f"{lagging[:6]}") from None
 
 
+class TrafkaCluster(ZooKeeperCluster):
+    """Three Trafka brokers on one real ZooKeeper (the `trafka-cluster` kind)."""
+
+    def __init__(self, workdir: Path, extra_args: list[str] | None = None,
+                 name: str = "trafka-cluster") -> None:
+        TrafkaBroker.check_available()
+        super().__init__(workdir, extra_args, name)
+
+    def make_node(self, node: int, workdir: Path, settings: list[str]) -> ProcessBroker:
+        return TrafkaBroker(workdir, ["--node-id", str(node), *settings], name=f"{self.name}-{node}")
+
+
 def make_broker(kind: str, workdir: Path, trafka_args: list[str] | None = None) -> Broker:
     """A not-yet-started broker of `kind`; raises BrokerUnavailable when it cannot run here."""
     if kind == "trafka":
@@ -544,6 +580,14 @@ def make_broker(kind: str, workdir: Path, trafka_args: list[str] | None = None) 
         return ProxiedBroker(kind, kind.split("-")[0], "drop-produce", workdir, trafka_args)
     if kind == "trafka-cluster":
         return TrafkaCluster(workdir, trafka_args)
+    if kind == "kafka":
+        from compat_tests.kafka_brokers import KafkaBroker
+
+        return KafkaBroker(workdir)
+    if kind == "kafka-cluster":
+        from compat_tests.kafka_brokers import KafkaZkCluster
+
+        return KafkaZkCluster(workdir, name="kafka-cluster")
     if kind == "tansu-tagfix":
         return ProxiedBroker(kind, "tansu", "strip-apiversions-tags", workdir)
     raise ValueError(f"unknown broker kind {kind!r}; known: {', '.join(KNOWN_KINDS)}")

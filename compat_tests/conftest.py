@@ -27,19 +27,13 @@ from compat_tests.clients import CLIENT_NAMES, NotSupportedByClient, make_client
 from compat_tests.helpers import unique_name
 from compat_tests.report import MatrixReport, scenario_of
 
-DEFAULT_BROKERS = "trafka,tansu"
+DEFAULT_BROKERS = "kafka,trafka"
 DEFAULT_TIMEOUT_S = 90
-# Settings the suite's trafka brokers run with, before the `--trafka-arg`s. Kafka looks for
-# transactions past their transaction.timeout.ms every 10 s; test_transactions.py's timeout
-# scenario would wait that long for each client. KIP-848 consumer groups take their session
-# and heartbeat timing from the broker (group.consumer.*, 45 s and 5 s by default): the
-# suite's are short, as SESSION_TIMEOUT_MS / HEARTBEAT_MS are for classic members, so a
-# killed member is noticed in seconds (test_groups_extended.py's *_kip848 scenarios).
-TRAFKA_SUITE_ARGS = ("--set", "transaction.abort.timed.out.transaction.cleanup.interval.ms=500",
-                     "--set", "group.consumer.min.session.timeout.ms=6000",
-                     "--set", "group.consumer.session.timeout.ms=10000",
-                     "--set", "group.consumer.min.heartbeat.interval.ms=500",
-                     "--set", "group.consumer.heartbeat.interval.ms=1000")
+# Every broker of the suite, Kafka's and Trafka's alike, runs with brokers.SUITE_SETTINGS
+# (Kafka's own setting names); the suite's trafka brokers get them as `--set` flags, before
+# the `--trafka-arg`s.
+TRAFKA_SUITE_ARGS = tuple(arg for key, value in brokers_mod.SUITE_SETTINGS.items()
+                          for arg in ("--set", f"{key}={value}"))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

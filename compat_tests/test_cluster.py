@@ -1,10 +1,11 @@
-"""A 3-broker Trafka cluster (RF=3, min.insync.replicas=2, one real ZooKeeper) through every
-client: data spread over leaders on different brokers, a group coordinator that is not the
+"""A 3-broker cluster (RF=3, min.insync.replicas=2, one real ZooKeeper) through every client,
+Trafka's (`trafka-cluster`) and Apache Kafka 3.9's in ZooKeeper mode (`kafka-cluster`): data spread over leaders on different brokers, a group coordinator that is not the
 bootstrap broker, the partition leader SIGKILLed under the client's idempotent acks=all
 producer, the controller SIGKILLed, a stopped follower catching up.
 
-The scenarios run against the broker kind `trafka-cluster` only (the `broker_kinds` marker),
-whenever `trafka` or `trafka-cluster` is among `--broker`'s kinds; the one cluster is shared
+The scenarios run against the broker kinds `kafka-cluster` and `trafka-cluster` only (the
+`broker_kinds` marker), each whenever it or its base kind (`kafka`, `trafka`) is among
+`--broker`'s kinds; each cluster is shared
 by the session (the broker pool) and every scenario leaves it healthy (`heal()`: all three
 brokers up, a controller, every partition led with its full ISR), so a failure in one does
 not cascade. Failures are injected with the cluster object (`broker.kill_leader(...)`, ...),
@@ -27,7 +28,7 @@ from compat_tests import kafka_wire
 from compat_tests.clients.base import Client, ClientError, Message, NotSupportedByClient
 from compat_tests.helpers import assert_exact, unique_name
 
-pytestmark = [pytest.mark.broker_kinds("trafka-cluster"), pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.broker_kinds("kafka-cluster", "trafka-cluster"), pytest.mark.timeout(180)]
 
 LEADER_KILLS = 2  # SIGKILLs of the leader per client, each followed by the broker's restart
 BATCH = 25  # records per produce call of the background producer

@@ -653,7 +653,7 @@ def test_read_committed_sees_committed_rows(spark, broker, admin):
             f"partition {p}: offsets {offsets} should skip exactly one marker after each ended transaction")
 
 
-@pytest.mark.broker_kinds("trafka-cluster")
+@pytest.mark.broker_kinds("kafka-cluster", "trafka-cluster")
 def test_stream_through_leader_kill(spark, broker, tmp_path):
     """readStream from the 3-broker cluster (RF=3, min.insync.replicas=2) while the leader of
     a partition is SIGKILLed: the query keeps going, its consumers following the new leader,

@@ -1,8 +1,10 @@
 """Generate `wire/definitions.py` from Kafka's JSON message schemas.
 
-Usage: python -m wire.generate [SCHEMA_DIR] [--check]    (default: $KAFKA_PROTOCOL_MESSAGES or ../shared)
+Usage: python -m wire.generate [SCHEMA_DIR] [--check]
+       (default: $KAFKA_PROTOCOL_MESSAGES, else .cache/kafka-protocol/messages, which
+       `python .ci/kafka_protocol.py` fills from the kafka-clients 3.9.2 jar)
 
-The schemas (Apache Kafka 3.9.2, in ../shared/kafka-protocol/messages) are the reference
+The schemas (Apache Kafka 3.9.2's common/message/*.json) are the reference
 for field order, types and version ranges, with the few later versions clients need recorded
 in `wire.newer_versions` (e.g. ConsumerGroupHeartbeat v1 of Kafka 4.0). We keep only those
 protocol facts — names in snake_case, types, version ranges, tags, defaults — and leave the
@@ -24,14 +26,14 @@ import sys
 from wire import newer_versions
 from wire.registry import CODEC_VERSIONS
 
-DEFAULT_SCHEMA_DIR = pathlib.Path(__file__).resolve().parent.parent.parent / "shared" / "kafka-protocol" / "messages"
-# Where the schemas are when the checkout has no ../shared beside it (a CI machine): the
-# same 3.9.2 files, taken by .ci/kafka_protocol.py from the kafka-clients jar on PyPI.
+# Kafka 3.9.2's clients/src/main/resources/common/message, taken by .ci/kafka_protocol.py
+# from the kafka-clients 3.9.2 jar (Maven Central, .ci/jvm/pom.xml) into the ignored .cache/.
+DEFAULT_SCHEMA_DIR = pathlib.Path(__file__).resolve().parent.parent / ".cache" / "kafka-protocol" / "messages"
 SCHEMA_DIR_ENV = "KAFKA_PROTOCOL_MESSAGES"
 
 
 def schema_dir() -> pathlib.Path:
-    """$KAFKA_PROTOCOL_MESSAGES if set, else ../shared/kafka-protocol/messages."""
+    """$KAFKA_PROTOCOL_MESSAGES if set, else .cache/kafka-protocol/messages."""
     override = os.environ.get(SCHEMA_DIR_ENV)
     return pathlib.Path(override) if override else DEFAULT_SCHEMA_DIR
 OUTPUT = pathlib.Path(__file__).resolve().parent / "definitions.py"

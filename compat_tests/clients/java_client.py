@@ -1,4 +1,4 @@
-"""Java adapter: Apache Kafka's own client, kafka-clients 3.9.2 (what Spark's connector uses).
+"""Java adapter: Apache Kafka's own client, kafka-clients 4.x (Admin, producer, consumer).
 
 The verbs run in a JVM (`java/TrafkaCompat.java`, `serve` mode) that the adapter starts on
 first use and keeps for its lifetime: one line of JSON per request on its stdin, one per
@@ -7,15 +7,14 @@ the scenario asks the admin client about its group. Group members are threads of
 a member that must die without a LeaveGroup (`killable_member`) gets a JVM of its own.
 test_groups_extended.py runs the `worker` mode as its member process (`worker_argv`).
 
-The toolchain is put together once per test session, all of it under the git-ignored
-.cache/java-compat/:
-- kafka-clients 3.9.2's classes, from the PyPI wheel atoti-server-kafka
-  (`.ci/kafka_protocol.py --clients-jar`, the download the schema tests share);
-- slf4j-api (no binding: the client logs nowhere), lz4, snappy and zstd (compression),
-  gson (the JSON lines) and Jackson (OAUTHBEARER's JWTs) from pyspark's jars/;
-- TrafkaCompat.class, compiled with `javac`, cached by a hash of the source and classpath.
+The toolchain is put together once per test session, all of it under the git-ignored .cache/:
+- the `clients` classpath of .ci/jvm/pom.xml (compat_tests/jvm.py): kafka-clients 4.x with
+  its runtime (slf4j-api without a binding: the client logs nowhere; lz4, snappy, zstd),
+  gson (the JSON lines) and Jackson (OAUTHBEARER's JWTs), from Maven Central;
+- TrafkaCompat.class, compiled with `javac` into .cache/java-compat/, cached by a hash of
+  the source and classpath.
 
-When `java`/`javac`, the wheel or pyspark is missing, every Java scenario is skipped with
+When `java`/`javac` or the classpath is missing, every Java scenario is skipped with
 that reason (NotSupportedByClient) -- except under CI (`CI` set, as .ci/run does, which
 installs all of it), where it is an error: a CI run never quietly loses its Java column.
 """
@@ -24,9 +23,7 @@ from __future__ import annotations
 
 import base64
 import functools
-import glob
 import hashlib
-import importlib.util
 import json
 import os
 import shutil
@@ -38,6 +35,7 @@ from concurrent.futures import Future, TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Iterable
 
+from compat_tests import jvm
 from compat_tests.clients.base import (
     FETCH_WAIT_MS, TXN_BLOCK_MS, Client, ClientError, ClusterMetadata, Delivery, GroupInfo,
     GroupMember, PublishingGroupMember, GroupMemberInfo, Message, NotSupportedByClient,
@@ -47,39 +45,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SOURCE = Path(__file__).resolve().parent / "java" / "TrafkaCompat.java"
 MAIN_CLASS = "TrafkaCompat"
 CACHE = ROOT / ".cache" / "java-compat"
-# Taken from pyspark's jars/ (pinned by the project's spark extra), by file name prefix.
-# Jackson: the client's OAUTHBEARER login modules parse their JWTs with it.
-PYSPARK_JARS = ("slf4j-api-", "lz4-java-", "snappy-java-", "zstd-jni-", "gson-", "jackson-databind-", "jackson-core-",
-                "jackson-annotations-")
 # Start fast (the suite starts a JVM per scenario and per worker) and stay small.
 JVM_FLAGS = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k", "-Xmx512m"]
 CALL_TIMEOUT_S = 120
-
-
-def _load_kafka_protocol():
-    spec = importlib.util.spec_from_file_location("_kafka_protocol", ROOT / ".ci" / "kafka_protocol.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _pyspark_jars() -> list[Path]:
-    spec = importlib.util.find_spec("pyspark")
-    if spec is None or not spec.submodule_search_locations:
-        raise _Missing("pyspark is not installed (its jars/ provide slf4j, lz4, snappy, zstd, gson, jackson); "
-                       "pip install -e '.[spark]'")
-    folder = Path(list(spec.submodule_search_locations)[0]) / "jars"
-    found = []
-    for prefix in PYSPARK_JARS:
-        matches = sorted(glob.glob(str(folder / f"{prefix}[0-9]*.jar")))
-        if not matches:
-            raise _Missing(f"no {prefix}*.jar in {folder}")
-        found.append(Path(matches[-1]))
-    return found
-
-
-class _Missing(Exception):
-    pass
 
 
 @functools.lru_cache(maxsize=1)
@@ -89,13 +57,8 @@ def _toolchain() -> tuple[list[str], str]:
     if not java or not javac:
         return [], "no JDK on PATH (java, javac); apt-get install openjdk-17-jdk-headless"
     try:
-        kp = _load_kafka_protocol()
-        try:
-            clients = kp.clients_jar()
-        except kp.Unavailable as exc:
-            raise _Missing(f"kafka-clients {kp.CLIENTS_VERSION} jar: {exc}") from exc
-        classpath = [clients, *_pyspark_jars()]
-    except _Missing as exc:
+        classpath = jvm.classpath("clients")
+    except jvm.JvmUnavailable as exc:
         return [], str(exc)
     digest = hashlib.sha256(SOURCE.read_bytes())
     for jar in classpath:
@@ -148,7 +111,7 @@ def worker_argv(bootstrap: str, group: str, client_id: str, session_ms: int, ins
 
 
 def share_worker_argv(bootstrap: str, group: str, client_id: str, topics: list[str]) -> list[str]:
-    """A share-group member (kafka-clients 3.9's KafkaShareConsumer, share APIs v0) as a Java
+    """A share-group member (kafka-clients' KafkaShareConsumer) as a Java
     process: one JSON line per record it accepts; "stop" (or EOF) on stdin closes it."""
     return java_command() + ["share_worker", "--bootstrap", bootstrap, "--group", group,
                              "--client-id", client_id, *topics]

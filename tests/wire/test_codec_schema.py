@@ -1,7 +1,7 @@
 """The generated definitions, and the trees compiled from them, against Kafka's JSON schemas.
 
-Two checks, both skipped when the schemas are absent (../shared/kafka-protocol/messages, or
-$KAFKA_PROTOCOL_MESSAGES, which .ci/run fills from the kafka-clients jar on PyPI):
+Two checks, both skipped when the schemas are absent (.cache/kafka-protocol/messages, which
+.ci/run fills from the kafka-clients 3.9.2 jar of Maven Central, or $KAFKA_PROTOCOL_MESSAGES):
 - `python -m wire.generate --check`: the committed wire/definitions.py is what the
   generator makes of the schemas today.
 - An independent walk of the JSON (its own loader and snake_case, not the generator's)
