@@ -105,6 +105,36 @@ def proc_hwm_mb(pid: int) -> float:
     return float("nan")
 
 
+# JVM threads by name (/proc/PID/task/TID/comm, 15 characters): the JIT compilers and the
+# garbage collector, whose CPU a JVM broker spends beside its request path.
+JVM_THREAD_KINDS = {"jit": ("C1 CompilerThre", "C2 CompilerThre"),
+                    "gc": ("GC Thread", "G1 Main Marker", "G1 Conc", "G1 Refine", "G1 Service", "G1 Young")}
+
+
+def jvm_thread_cpu_s(pids: list[int]) -> dict[str, float]:
+    """CPU seconds so far of the JIT-compiler and GC threads of `pids` (0 for a process
+    without such threads: Trafka, Tansu)."""
+    out = {kind: 0.0 for kind in JVM_THREAD_KINDS}
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            name = stat[stat.index("(") + 1:stat.rindex(")")]
+            for kind, prefixes in JVM_THREAD_KINDS.items():
+                if name.startswith(prefixes):
+                    fields = stat.rsplit(")", 1)[1].split()
+                    out[kind] += (int(fields[11]) + int(fields[12])) / CLK_TCK
+                    break
+    return out
+
+
 def host_cpu() -> tuple[float, float]:
     """(busy, total) jiffies of the whole host, from /proc/stat."""
     with open("/proc/stat") as f:

@@ -265,6 +265,9 @@ def _window(cpu: dict, n: int, size: int, prefix: str) -> dict:
             f"{prefix}_broker_cpu_us_per_msg": cpu["broker_cpu_s"] / n * 1e6 if n else float("nan"),
             f"{prefix}_client_cpu_us_per_msg": cpu["client_cpu_s"] / n * 1e6 if n else float("nan"),
             f"{prefix}_broker_cpu_pct": 100 * cpu["broker_cpu_s"] / el if el > 0 else float("nan"),
+            # Of the broker's CPU, a JVM's JIT compilers and GC (0 for Trafka and Tansu).
+            f"{prefix}_broker_jit_us_per_msg": cpu["broker_jit_cpu_s"] / n * 1e6 if n else float("nan"),
+            f"{prefix}_broker_gc_us_per_msg": cpu["broker_gc_cpu_s"] / n * 1e6 if n else float("nan"),
             f"{prefix}_host_busy_pct": cpu["host_busy_pct"]}
 
 
@@ -520,35 +523,62 @@ def target_settings(target: str, args: argparse.Namespace) -> dict[str, str] | N
     return None
 
 
-def warm_up(broker, warmup: list[ProduceRequest], partitions: int, size: int, args: argparse.Namespace,
-            deadline: float) -> dict:
-    """Untimed: `warmup` requests to a topic of their own, then read back, so a JIT-compiled
-    broker (Kafka) runs its produce and fetch paths compiled when the clock starts, as a
-    long-running broker would; the measured topic still starts at offset 0. Any error fails
-    the run like one in the measured phases."""
-    admin = RawClient(broker.bootstrap)
-    try:
-        code = admin.create_topic(WARMUP_TOPIC, partitions)
-        if code not in (0, 36):
-            raise RuntimeError(f"CreateTopics ({WARMUP_TOPIC}) error {code}")
-        admin.wait_topic(WARMUP_TOPIC, partitions, timeout_s=30)
-    finally:
-        admin.close()
+def warmup_builder(templates: list[Template], partitions: int, shape: str, acks: int, n_requests: int):
+    """topic -> the warm-up's `n_requests` (rounded up to whole rounds of the partitions)
+    Produce requests for that topic."""
+    n_requests = -(-n_requests // partitions) * partitions
+
+    def build(topic: str) -> list[ProduceRequest]:
+        cycle = build_requests(templates, partitions, shape, acks, topic=topic)
+        return [cycle[j % len(cycle)] for j in range(n_requests)]
+
+    return build
+
+
+def warm_up(broker, make_warmup, partitions: int, size: int, args: argparse.Namespace, deadline: float) -> dict:
+    """Untimed rounds of `make_warmup(topic)` requests, each to a topic of its own and read back, so a
+    JIT-compiled broker (Kafka) runs its produce and fetch paths compiled when the clock
+    starts, as a broker that has been up a while does; the measured topic still starts at
+    offset 0. Rounds go on while the JIT compilers took more than `--warmup-jit-share` of the
+    broker's CPU in the last one, for at most `--warmup-max-s` (Trafka, no JIT: one round).
+    An error fails the run like one in the measured phases."""
+    from brokers import jvm_thread_cpu_s
+
     t = time.monotonic()
-    prod, _sent, perr = produce_phase(broker.bootstrap, broker.pid, warmup, len(warmup), args.inflight, size, deadline)
-    if perr:
-        raise RuntimeError(f"warm-up produce: {perr[:3]}")
-    cons, _received, cerr = consume_phase(broker.bootstrap, broker.pid, partitions, prod["produced"], size, deadline,
-                                          args.max_wait_ms, args.fetch_max_bytes, args.partition_max_bytes,
-                                          topic=WARMUP_TOPIC)
-    if cerr:
-        raise RuntimeError(f"warm-up consume: {cerr[:3]}")
-    return {"warmup_records": prod["produced"], "warmup_s": time.monotonic() - t,
-            "warmup_produce_msgs": prod["produce_msgs"], "warmup_consume_msgs": cons["consume_msgs"]}
+    rounds = []
+    while True:
+        topic = f"{WARMUP_TOPIC}-{len(rounds)}"
+        admin = RawClient(broker.bootstrap)
+        try:
+            code = admin.create_topic(topic, partitions)
+            if code not in (0, 36):
+                raise RuntimeError(f"CreateTopics ({topic}) error {code}")
+            admin.wait_topic(topic, partitions, timeout_s=30)
+        finally:
+            admin.close()
+        warmup = make_warmup(topic)
+        jit0, cpu0 = jvm_thread_cpu_s([broker.pid])["jit"], proc_cpu_s(broker.pid)
+        prod, _sent, perr = produce_phase(broker.bootstrap, broker.pid, warmup, len(warmup), args.inflight, size,
+                                          deadline)
+        if perr:
+            raise RuntimeError(f"warm-up produce: {perr[:3]}")
+        cons, _received, cerr = consume_phase(broker.bootstrap, broker.pid, partitions, prod["produced"], size,
+                                              deadline, args.max_wait_ms, args.fetch_max_bytes,
+                                              args.partition_max_bytes, topic=topic)
+        if cerr:
+            raise RuntimeError(f"warm-up consume: {cerr[:3]}")
+        cpu = proc_cpu_s(broker.pid) - cpu0
+        share = (jvm_thread_cpu_s([broker.pid])["jit"] - jit0) / cpu if cpu > 0 else 0.0
+        rounds.append(share)
+        if share <= getattr(args, "warmup_jit_share", 0.05) or \
+                time.monotonic() - t > getattr(args, "warmup_max_s", 30.0) or len(rounds) >= 99:
+            break
+    return {"warmup_records": prod["produced"] * len(rounds), "warmup_rounds": len(rounds),
+            "warmup_jit_share_last": rounds[-1], "warmup_s": time.monotonic() - t}
 
 
 def run_one(target: str, label: dict, requests: list[ProduceRequest], n_requests: int, expected: int,
-            args: argparse.Namespace, warmup: list[ProduceRequest] | None = None) -> dict:
+            args: argparse.Namespace, warmup=None) -> dict:
     """Fresh broker, topic, (warm-up,) produce, consume, verify; the broker is stopped whatever happens."""
     settings = target_settings(target, args)
     http_port = None
@@ -755,8 +785,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kafka-set", action="append", default=[], metavar="KEY=VALUE",
                     help="server.properties line for Kafka runs (repeatable)")
     ap.add_argument("--warmup-requests", type=int, default=0,
-                    help="untimed Produce requests (then read back) to a topic of their own before the timed "
-                         "phases, for a JIT-compiled broker (bench/race.py: 100)")
+                    help="untimed Produce requests per warm-up round (then read back), each round to a topic of "
+                         "its own, before the timed phases, for a JIT-compiled broker (bench/race.py: 100)")
+    ap.add_argument("--warmup-jit-share", type=float, default=0.05,
+                    help="warm-up rounds go on while the JIT compilers took more than this share of the broker's "
+                         "CPU in the last round")
+    ap.add_argument("--warmup-max-s", type=float, default=30.0, help="bound on the warm-up rounds, seconds")
     ap.add_argument("--http", action="store_true",
                     help="Trafka serves /metrics (http.listeners on a free port), scraped every second during the run")
     ap.add_argument("--run-timeout", type=float, default=120.0, help="seconds for topic + produce + consume")
@@ -797,8 +831,7 @@ def main(argv: list[str] | None = None) -> int:
                 requests = build_requests(templates, p, args.request_shape, args.acks)
                 warmup = None
                 if args.warmup_requests:
-                    warmup = build_requests(templates, p, args.request_shape, args.acks, topic=WARMUP_TOPIC)
-                    warmup = [warmup[j % len(warmup)] for j in range(args.warmup_requests)]
+                    warmup = warmup_builder(templates, p, args.request_shape, args.acks, args.warmup_requests)
                 per_req = requests[0].records
                 want = messages.get(size) or max(10_000, 1_000_000_000 // size)
                 n_requests = -(-want // per_req)

@@ -321,6 +321,7 @@ def produce_for(bootstrap: str, topic: str, acks: str, args, pids: list[int], ot
     elapsed = cpu["elapsed_s"]
     return {"messages": n, "elapsed_s": elapsed, "msgs": n / elapsed, "mbps": n * args.size / 1e6 / elapsed,
             "broker_cpu_s": cpu["broker_cpu_s"], "broker_us_per_msg": cpu["broker_cpu_s"] / n * 1e6,
+            "broker_jit_us_per_msg": cpu["broker_jit_cpu_s"] / n * 1e6, "broker_gc_us_per_msg": cpu["broker_gc_cpu_s"] / n * 1e6,
             "broker_us_per_msg_each": [c / n * 1e6 for c in each],
             "client_us_per_msg": cpu["client_cpu_s"] / n * 1e6, "host_busy_pct": cpu["host_busy_pct"],
             "background_cpu_s": background, "high_watermark": hw, "errors": errors[:5],

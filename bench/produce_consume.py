@@ -46,7 +46,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import crc32c  # noqa: E402
 from confluent_kafka import Consumer, KafkaError, Producer  # noqa: E402
 
-from brokers import create_topic, host_cpu, pids_cpu_s, self_cpu_s  # noqa: E402
+from brokers import create_topic, host_cpu, jvm_thread_cpu_s, pids_cpu_s, self_cpu_s  # noqa: E402
 
 POOL_SIZE = 1 << 20
 _SEQ = struct.Struct(">Q")
@@ -107,12 +107,14 @@ def percentiles(values: list[float]) -> dict[str, float]:
 
 
 class CpuWindow:
-    """Broker, client and host CPU between `start()` and `stop()`."""
+    """Broker, client and host CPU between `start()` and `stop()`; of the broker's, what a
+    JVM broker's JIT compilers and garbage collector took (broker_jit_cpu_s, broker_gc_cpu_s)."""
 
     def __init__(self, broker_pids: list[int]) -> None:
         self.pids = broker_pids
 
     def start(self) -> None:
+        self.j0 = jvm_thread_cpu_s(self.pids)
         self.t0 = time.perf_counter()
         self.b0 = pids_cpu_s(self.pids) if self.pids else float("nan")
         self.c0 = self_cpu_s()
@@ -124,8 +126,10 @@ class CpuWindow:
         c = self_cpu_s() - self.c0
         h1 = host_cpu()
         busy, total = h1[0] - self.h0[0], h1[1] - self.h0[1]
+        j1 = jvm_thread_cpu_s(self.pids)
         return {"elapsed_s": elapsed, "broker_cpu_s": b, "client_cpu_s": c,
-                "host_busy_pct": 100.0 * busy / total if total else float("nan")}
+                "host_busy_pct": 100.0 * busy / total if total else float("nan"),
+                **{f"broker_{k}_cpu_s": j1[k] - self.j0[k] for k in j1}}
 
 
 def producer_config(args, *, latency: bool) -> dict:
@@ -433,6 +437,8 @@ def run_latency(args) -> dict:
         **{f"e2e_{k}_ms": v for k, v in e2e.items()}, **{f"ack_{k}_ms": v for k, v in ack.items()},
         "broker_cpu_s": cpu["broker_cpu_s"], "elapsed_s": cpu["elapsed_s"],
         "broker_cpu_us_per_msg": cpu["broker_cpu_s"] / n * 1e6 if n else float("nan"),
+        "broker_jit_cpu_pct": 100 * cpu["broker_jit_cpu_s"] / cpu["elapsed_s"],
+        "broker_gc_cpu_pct": 100 * cpu["broker_gc_cpu_s"] / cpu["elapsed_s"],
         "broker_cpu_pct": 100 * cpu["broker_cpu_s"] / cpu["elapsed_s"],
         "client_cpu_pct": 100 * cpu["client_cpu_s"] / cpu["elapsed_s"],
         "host_busy_pct": cpu["host_busy_pct"],

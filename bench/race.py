@@ -70,9 +70,9 @@ SECTIONS = ("startup", "capacity", "latency", "cluster")
 NAN = float("nan")
 
 FULL = {"repeats": 3, "capacity_messages": {100: 20_000_000, 1024: 2_000_000}, "latency_messages": 10_000,
-        "cluster_messages": 500_000, "cluster_latency_s": 10.0, "startup_repeats": 5}
+        "cluster_messages": 500_000, "cluster_latency_s": 10.0, "startup_repeats": 5, "latency_warmup_s": 20.0}
 QUICK = {"repeats": 2, "capacity_messages": {100: 1_000_000, 1024: 100_000}, "latency_messages": 2_000,
-         "cluster_messages": 50_000, "cluster_latency_s": 3.0, "startup_repeats": 2}
+         "cluster_messages": 50_000, "cluster_latency_s": 3.0, "startup_repeats": 2, "latency_warmup_s": 5.0}
 
 
 # ---------------------------------------------------------------------------- the machine
@@ -191,7 +191,8 @@ def run_capacity(args, out) -> None:
 
     cargs = SimpleNamespace(trafka_set=args.trafka_set, kafka_set=args.kafka_set, http=False, log_dir=args.log_dir,
                             run_timeout=args.run_timeout, inflight=5, max_wait_ms=500, fetch_max_bytes=52_428_800,
-                            partition_max_bytes=1_048_576)
+                            partition_max_bytes=1_048_576, warmup_jit_share=args.warmup_jit_share,
+                            warmup_max_s=args.warmup_max_s)
     for size in [int(s) for s in csv(args.sizes)]:
         templates = cap.build_templates(size, 64, 10_000, 1_000_000)
         per_batch = templates[0].count
@@ -199,15 +200,14 @@ def run_capacity(args, out) -> None:
             requests = cap.build_requests(templates, p, "per-partition", 1)
             warmup = None
             if args.warmup_requests:
-                cycle = cap.build_requests(templates, p, "per-partition", 1, topic=cap.WARMUP_TOPIC)
-                warmup = [cycle[j % len(cycle)] for j in range(-(-args.warmup_requests // p) * p)]
+                warmup = cap.warmup_builder(templates, p, "per-partition", 1, args.warmup_requests)
             want = args.capacity_messages.get(size) or max(10_000, 1_000_000_000 // size)
             n_requests = -(-want // per_batch)  # whole batches, rounded up...
             n_requests = -(-n_requests // p) * p  # ...and the same number for every partition
             expected = n_requests * per_batch
             label = {"section": "capacity", "size": size, "partitions": p, "acks": 1, "messages": expected,
                      "records_per_batch": per_batch, "requests": n_requests, "inflight": 5,
-                     "warmup_requests": len(warmup or [])}
+                     "warmup_requests": args.warmup_requests if warmup else 0}
             for rep, target in orders(args.repeats):
                 r = cap.run_one(target, {**label, "repeat": rep}, requests, n_requests, expected, cargs, warmup)
                 out(r)
@@ -400,8 +400,8 @@ def render(rows: list[dict]) -> str:
     if cap:
         w("## Broker capacity (bench/capacity.py's prebuilt librdkafka-shaped load, acks=1)\n")
         w("| message | partitions | phase | Trafka msg/s | Kafka msg/s | Trafka/Kafka | Trafka MB/s | Kafka MB/s | "
-          "broker µs/msg Trafka | broker µs/msg Kafka | host busy % | verified T / K |")
-        w("|" + "---|" * 12)
+          "broker µs/msg Trafka | broker µs/msg Kafka | of which Kafka's JIT / GC | host busy % | verified T / K |")
+        w("|" + "---|" * 13)
         keys = sorted({(r["size"], r["partitions"]) for r in cap})
         for size, p in keys:
             for phase in ("produce", "consume"):
@@ -416,11 +416,16 @@ def render(rows: list[dict]) -> str:
                   f"{_cell([r.get(f'{phase}_mbps') for r in g['kafka']], lambda v: f'{v:,.0f}')} | "
                   f"{_cell([r.get(f'{phase}_broker_cpu_us_per_msg') for r in g['trafka']], lambda v: f'{v:.3f}')} | "
                   f"{_cell([r.get(f'{phase}_broker_cpu_us_per_msg') for r in g['kafka']], lambda v: f'{v:.3f}')} | "
+                  f"{_fmt(_med([r.get(f'{phase}_broker_jit_us_per_msg') for r in g['kafka']]), 3)} / "
+                  f"{_fmt(_med([r.get(f'{phase}_broker_gc_us_per_msg') for r in g['kafka']]), 3)} | "
                   f"{host_busy(g['trafka'] + g['kafka'], f'{phase}_host_busy_pct')} | "
                   f"{_verified(g['trafka'])} / {_verified(g['kafka'])} |")
         n = {(r["size"]): r.get("messages") for r in cap}
         w(f"\nMessages per run: {', '.join(f'{s} B: {v:,}' for s, v in sorted(n.items()))}; untimed warm-up "
-          f"{cap[0].get('warmup_requests', 0)} requests per run. Verified = every batch's CRC32C, offsets contiguous "
+          f"rounds of {cap[0].get('warmup_requests', 0)} requests per run until JIT compilation took under "
+          f"{a.get('warmup_jit_share', 0.1):.0%} of the broker's CPU in a round or {a.get('warmup_max_s')} s passed "
+          f"(Kafka: {_fmt(_med([r.get('warmup_rounds') for r in cap if r.get('target') == 'kafka']))} rounds, "
+          f"{_fmt(_med([r.get('warmup_s') for r in cap if r.get('target') == 'kafka']), 1)} s, median). Verified = every batch's CRC32C, offsets contiguous "
           f"from 0, batches fetched = batches produced, no error code.\n")
 
     # ---- latency
@@ -430,8 +435,8 @@ def render(rows: list[dict]) -> str:
         w(f"## End-to-end latency, one broker ({r0.get('rate')} msg/s, {r0.get('size')} B, linger.ms=0, "
           f"{r0.get('messages'):,} measured messages per run after {_fmt(r0.get('warmup_messages'))} warm-up)\n")
         w("| acks | target | e2e p50 ms | e2e p99 ms | e2e max ms | ack p50 ms | ack p99 ms | broker µs/msg | "
-          "broker CPU % | host busy % | verified |")
-        w("|" + "---|" * 11)
+          "broker CPU % | of which JIT % | host busy % | verified |")
+        w("|" + "---|" * 12)
         for acks in sorted({str(r.get("acks")) for r in lat}):
             for t in TARGETS:
                 g = [r for r in lat if str(r.get("acks")) == acks and r.get("target") == t]
@@ -443,6 +448,7 @@ def render(rows: list[dict]) -> str:
                   f"{_cell([r.get('ack_p50_ms') for r in g], f2)} | {_cell([r.get('ack_p99_ms') for r in g], f2)} | "
                   f"{_cell([r.get('broker_cpu_us_per_msg') for r in g], lambda v: f'{v:.1f}')} | "
                   f"{_cell([r.get('broker_cpu_pct') for r in g], lambda v: f'{v:.0f}')} | "
+                  f"{_fmt(_med([r.get('broker_jit_cpu_pct') for r in g]))} | "
                   f"{host_busy(g, 'host_busy_pct')} | {_verified(g)} |")
         w("")
 
@@ -483,9 +489,9 @@ def render(rows: list[dict]) -> str:
             r0 = thr[0]
             w(f"\n(a) throughput: confluent-kafka, {r0.get('messages'):,} × {r0.get('size')} B per window, "
               f"{r0.get('partitions')} partition, linger.ms={r0.get('linger_ms')}\n")
-            w("| target | msg/s | MB/s | broker µs/msg (3 brokers) | leader / each follower µs/msg | "
+            w("| target | msg/s | MB/s | broker µs/msg (3 brokers) | of which JIT | leader / each follower µs/msg | "
               "client µs/msg | host busy % | idle other cluster CPU % | verified |")
-            w("|" + "---|" * 9)
+            w("|" + "---|" * 10)
             med = {}
             for t in names:
                 g = [r for r in thr if r.get("target") == t]
@@ -496,6 +502,7 @@ def render(rows: list[dict]) -> str:
                       if _num(r.get("background_cpu_s")) and r.get("elapsed_s")]
                 w(f"| {t} | {_cell([r.get('msgs') for r in g])} | {_cell([r.get('mbps') for r in g], lambda v: f'{v:.1f}')} | "
                   f"{_cell([r.get('broker_us_per_msg') for r in g], lambda v: f'{v:.2f}')} | "
+                  f"{_fmt(_med([r.get('broker_jit_us_per_msg') for r in g]), 2)} | "
                   f"{_fmt(_med([r.get('leader_us_per_msg') for r in g]), 2)} / "
                   f"{_fmt(_med([r.get('follower_us_per_msg') for r in g]), 2)} | "
                   f"{_cell([r.get('client_us_per_msg') for r in g], lambda v: f'{v:.2f}')} | {host_busy(g, 'host_busy_pct')} | "
@@ -606,10 +613,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", default="1,6", help="capacity: partition counts")
     ap.add_argument("--capacity-messages", default="", help="capacity: per-size N, e.g. 100=20000000,1024=2000000")
     ap.add_argument("--warmup-requests", type=int, default=100,
-                    help="capacity: untimed 1 MB Produce requests (read back) before each run's timed phases")
+                    help="capacity: untimed ≈1 MB Produce requests per warm-up round (read back) before each run's "
+                         "timed phases")
+    ap.add_argument("--warmup-jit-share", type=float, default=0.10,
+                    help="capacity: warm-up rounds go on while JIT compilation took more than this share of the "
+                         "broker's CPU in the last round")
+    ap.add_argument("--warmup-max-s", type=float, default=None,
+                    help="capacity: bound on the warm-up, seconds (default 20, --quick 8)")
     ap.add_argument("--latency-rate", type=int, default=1000)
     ap.add_argument("--latency-messages", type=int, default=None, help="default 10000 (--quick 2000)")
-    ap.add_argument("--latency-warmup-s", type=float, default=3.0)
+    ap.add_argument("--latency-warmup-s", type=float, default=None,
+                    help="seconds sent at the rate before the measured ones (default 20, --quick 5): Kafka's JIT "
+                         "compilers settle in 20-30 s at 1000 msg/s on this 2-core machine")
     ap.add_argument("--latency-acks", default="1,all")
     ap.add_argument("--cluster-messages", type=int, default=None, help="default 500000 (--quick 50000) × 1 KiB")
     ap.add_argument("--cluster-latency-s", type=float, default=None, help="default 10 (--quick 3)")
@@ -639,6 +654,10 @@ def main(argv: list[str] | None = None) -> int:
     args.latency_messages = args.latency_messages or base["latency_messages"]
     args.cluster_messages = args.cluster_messages or base["cluster_messages"]
     args.cluster_latency_s = args.cluster_latency_s or base["cluster_latency_s"]
+    if args.warmup_max_s is None:
+        args.warmup_max_s = 8.0 if args.quick else 20.0
+    if args.latency_warmup_s is None:
+        args.latency_warmup_s = base["latency_warmup_s"]
     only = csv(args.only)
     unknown = set(only) - set(SECTIONS)
     if unknown:
