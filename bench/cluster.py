@@ -59,6 +59,10 @@ the table is printed at the end (`--summarize FILE...` re-prints it).
     python bench/cluster.py --only throughput --repeats 4 --size 100 --messages 1000000
     python bench/cluster.py --only failover --kills 5 --zk-session-timeout-ms 18000
     python bench/cluster.py --summarize .cache/bench-results/cluster-*.jsonl
+    python bench/cluster.py --broker kafka              # the same phases on Apache Kafka 4.x: three KRaft
+                                                        # combined nodes (KafkaCluster) vs one Kafka node
+
+bench/race.py runs (a) and (b) on a Trafka cluster and a Kafka cluster side by side.
 """
 
 from __future__ import annotations
@@ -504,7 +508,9 @@ def read_back(bootstrap: str, topic: str, timeout_s: float) -> tuple[bytearray, 
 
 
 def one_kill(cluster: BenchCluster, topic: str, producer: PacedProducer, args, k: int) -> dict:
-    row: dict = {"phase": "failover", "kill": k + 1, "zookeeper_session_timeout_ms": args.zk_session_timeout_ms}
+    row: dict = {"phase": "failover", "kill": k + 1,
+                 "zookeeper_session_timeout_ms": args.zk_session_timeout_ms
+                 if getattr(args, "broker", "trafka") == "trafka" else None}
     cluster.wait_for(lambda: cluster.full_isr(topic, 1), args.kill_timeout, "a full ISR before the kill")
     time.sleep(args.steady_s)
     t_pre = time.monotonic_ns()
@@ -693,8 +699,13 @@ def summarize(rows: list[dict], out=sys.stdout) -> None:
     if kills:
         timeout = next((r.get("zookeeper_session_timeout_ms") for r in kills if r.get("zookeeper_session_timeout_ms")),
                        setup.get("cluster_settings", {}).get("zookeeper.session.timeout.ms"))
-        print(f"\n## (c) leader SIGKILL → next acknowledged write (zookeeper.session.timeout.ms={timeout}; "
-              f"Kafka's default 18000)\n", file=out)
+        if setup.get("broker") == "kafka":
+            print("\n## (c) leader SIGKILL → next acknowledged write (Kafka KRaft: a dead broker is fenced after "
+                  "broker.session.timeout.ms, default 9000; 'controller' is whichever broker Metadata names)\n",
+                  file=out)
+        else:
+            print(f"\n## (c) leader SIGKILL → next acknowledged write (zookeeper.session.timeout.ms={timeout}; "
+                  f"Kafka's default 18000)\n", file=out)
         print("| kills | kill → new leader in Metadata ms, median / max | kill → first ack ms, median / max | "
               "longest ack wait of a message sent before the kill, ms | restart → full ISR s, median | leader was controller | "
               "verified |", file=out)
