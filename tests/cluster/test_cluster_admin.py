@@ -51,3 +51,36 @@ def test_create_with_assignment_add_partitions_delete_everywhere(tmp_path, zk_co
         # TOPIC_ALREADY_EXISTS, "marked for deletion", as Kafka answers).
         cluster.wait_for(lambda: cluster.create_topic("placed", 1, 3)["error_code"] == E.NONE, 20, "recreated")
         assert cluster.wait_for(lambda: len(cluster.partition("placed", 0)["isr_nodes"]) == 3, 20, "recreated")
+
+
+def test_the_same_topic_created_on_every_broker_at_once(tmp_path, zk_connect):
+    """Creating a topic another broker created a moment before is normal in a cluster: each
+    topic is created once, every other broker answers TOPIC_ALREADY_EXISTS (Kafka's
+    AdminZkClient: the assignment znode is the arbiter), none fails with an unknown error
+    and no broker dies. Before the fix the loser of the race on `/config/topics/<t>` or
+    `/brokers/topics/<t>` raised (AttributeError for `self.zk.NodeExists`, or NodeExists)."""
+    import threading
+
+    topics = [f"raced-{i}" for i in range(12)]
+    with Cluster(tmp_path, zk_connect) as cluster:
+        answers: dict[str, list[int]] = {t: [] for t in topics}
+
+        def create(node: int, name: str, barrier: threading.Barrier) -> None:
+            body = {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [],
+                                "configs": [{"name": "retention.ms", "value": "3600000"}]}],
+                    "timeout_ms": 20000, "validate_only": False}
+            barrier.wait(10)
+            answers[name].append(cluster.call(ApiKey.CREATE_TOPICS, 5, body, node)["topics"][0]["error_code"])
+
+        for name in topics:
+            barrier = threading.Barrier(len(cluster.brokers))
+            threads = [threading.Thread(target=create, args=(node, name, barrier)) for node in cluster.brokers]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(60)
+        for name, codes in answers.items():
+            assert sorted(codes) == [E.NONE, E.TOPIC_ALREADY_EXISTS, E.TOPIC_ALREADY_EXISTS], (name, codes)
+        assert all(b.proc.poll() is None for b in cluster.brokers.values()), "every broker still runs"
+        for name in topics:
+            assert cluster.partition(name, 0)["leader_id"] in cluster.brokers
