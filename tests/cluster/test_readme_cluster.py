@@ -110,3 +110,54 @@ def test_the_readme_by_hand_cluster_typed_as_written(tmp_path):
                 proc.kill()
                 proc.wait()
     assert [proc.returncode for proc in procs] == [0, 0, 0, 0]
+
+
+def test_the_mistakes_of_a_by_hand_cluster_are_one_line_each(tmp_path, zk_connect):
+    """What a by-hand cluster gets wrong stops that broker with one line naming the setting:
+    a node id another live broker holds (after waiting out a previous session of its own),
+    a data directory that belongs to another cluster (Kafka's InconsistentClusterIdException)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAFKA_")}
+    env["PYTHONPATH"] = str(REPO)
+    common = ["--set", f"zookeeper.connect={zk_connect}", "--set", "zookeeper.session.timeout.ms=2000",
+              "--set", "http.listeners=", "--set", "schema.registry.listeners=", "--set", "rest.proxy.listeners="]
+    log = tmp_path / "first.log"
+    with open(log, "wb") as out:
+        first = subprocess.Popen([sys.executable, "-m", "server", "serve", "--node-id", "1", "--listen",
+                                  f"127.0.0.1:{free_port()}", "--data-dir", str(tmp_path / "d1"), *common],
+                                 stdout=out, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
+    try:
+        wait_for_line(log, r"trafka: listening on", first, 60)
+        twin = subprocess.run([sys.executable, "-m", "server", "serve", "--node-id", "1", "--listen",
+                               f"127.0.0.1:{free_port()}", "--data-dir", str(tmp_path / "d2"), *common],
+                              capture_output=True, text=True, env=env, cwd=tmp_path, timeout=90)
+        assert twin.returncode == 1
+        errors = [line for line in twin.stderr.splitlines() if line.startswith("trafka: ")]
+        assert errors == ["trafka: node.id=1: another live broker is registered with this id at /brokers/ids/1 "
+                          "(each broker needs a node.id of its own)"], twin.stderr
+        assert "Traceback" not in twin.stderr
+    finally:
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(60) == 0
+    # ZooKeeper of another cluster (its /cluster/id written as Kafka writes it)
+    from kazoo.client import KazooClient
+
+    from server.cluster.znodes import CLUSTER_ID_PATH, encode_cluster_id
+
+    other = zk_connect + "-other"
+    client = KazooClient(hosts=other.partition("/")[0])
+    client.start(10)
+    try:
+        client.create("/" + other.partition("/")[2] + CLUSTER_ID_PATH, encode_cluster_id("AnotherClusterIdXXXXXX"),
+                      makepath=True)
+    finally:
+        client.stop()
+        client.close()
+    again = subprocess.run([sys.executable, "-m", "server", "serve", "--node-id", "1", "--listen",
+                            f"127.0.0.1:{free_port()}", "--data-dir", str(tmp_path / "d1"), *common,
+                            "--set", f"zookeeper.connect={other}"],
+                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=90)
+    assert again.returncode == 1
+    errors = [line for line in again.stderr.splitlines() if line.startswith("trafka: ")]
+    assert len(errors) == 1 and errors[0].startswith(f"trafka: zookeeper.connect={other}: ZooKeeper holds cluster "), \
+        again.stderr
+    assert f"but log.dirs={tmp_path / 'd1'} belongs to cluster" in errors[0]
