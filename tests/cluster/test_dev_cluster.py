@@ -190,13 +190,23 @@ def test_dev_cluster_of_three_starts_every_time(tmp_path):
                 proc.wait()
 
 
-@pytest.mark.timeout(300)
+def in_sync(port: int) -> bool:
+    """Every partition the broker on `port` knows has its whole replica set in the ISR."""
+    from tests.brokerproc import raw_request
+    from wire.registry import ApiKey
+
+    answer = raw_request("127.0.0.1", port, ApiKey.METADATA, 9, {"topics": None, "allow_auto_topic_creation": False})
+    return all(sorted(p["isr_nodes"]) == sorted(p["replica_nodes"]) and p["leader_id"] >= 0
+               for t in answer["topics"] for p in t["partitions"])
+
+
+@pytest.mark.timeout(900 if LONG else 300)
 def test_dev_cluster_survives_a_broker_killed_and_brings_it_back_on_enter(tmp_path):
-    """kill -9 of one broker (here the controller, the hardest case) must not stop the
-    others: the death is reported, produce (acks=all) and consume go on through the
-    survivors, and Enter on the dev cluster's terminal starts the broker again with its
-    node id, port and data. The consumer group is first used after the kill: the dev
-    cluster had `__consumer_offsets` created while every broker was live."""
+    """kill -9 of one broker (the controller, the hardest case; with TRAFKA_LONG_TESTS=1 each
+    broker in turn) must not stop the others: the death is reported, produce (acks=all) and
+    consume go on through the survivors, and Enter on the dev cluster's terminal starts the
+    broker again with its node id, port and data. The consumer groups are first used after
+    the kill: the dev cluster had `__consumer_offsets` created while every broker was live."""
     from tests.brokerproc import raw_request
     from wire.registry import ApiKey
 
@@ -215,41 +225,47 @@ def test_dev_cluster_survives_a_broker_killed_and_brings_it_back_on_enter(tmp_pa
         for i in range(30):
             producer.produce("failover", value=b"before-%d" % i, partition=i % 3)
         assert producer.flush(60) == 0
+        expected = {b"before-%d" % i for i in range(30)}
 
-        controller = raw_request("127.0.0.1", base, ApiKey.METADATA, 9, {"topics": [],
-                                                                         "allow_auto_topic_creation": False})
-        victim = controller["controller_id"]
-        os.kill(pids[victim], signal.SIGKILL)
-        read_line_matching(proc, rf"broker {victim} \(pid {pids[victim]}\) was killed by SIGKILL.*keep serving",
-                           30, seen)
+        metadata = raw_request("127.0.0.1", base, ApiKey.METADATA, 9, {"topics": [], "allow_auto_topic_creation": False})
+        controller = metadata["controller_id"]
+        victims = [controller] + ([n for n in (1, 2, 3) if n != controller] if LONG else [])
+        for round_, victim in enumerate(victims):
+            os.kill(pids[victim], signal.SIGKILL)
+            read_line_matching(proc, rf"broker {victim} \(pid {pids[victim]}\) was killed by SIGKILL.*keep serving",
+                               30, seen)
 
-        survivors = ",".join(f"127.0.0.1:{base + node - 1}" for node in pids if node != victim)
-        producer = ck.Producer({"bootstrap.servers": survivors, "acks": "all", "enable.idempotence": True,
-                                "message.timeout.ms": 90000})
-        failed = []
-        for i in range(30):
-            producer.produce("failover", value=b"after-%d" % i, partition=i % 3,
-                             on_delivery=lambda err, _msg: failed.append(err) if err else None)
-        assert producer.flush(100) == 0 and not failed, failed
-        # a group first used now: its coordinator's topic was created while all were live
-        consumer = ck.Consumer({"bootstrap.servers": survivors, "group.id": "failover",
-                                "auto.offset.reset": "earliest"})
-        consumer.subscribe(["failover"])
-        got = set()
-        deadline = time.monotonic() + 90
-        while len(got) < 60 and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                got.add(msg.value())
-        consumer.close()
-        assert got == {b"before-%d" % i for i in range(30)} | {b"after-%d" % i for i in range(30)}
-        assert proc.poll() is None, "the dev cluster goes on"
+            survivors = ",".join(f"127.0.0.1:{base + node - 1}" for node in pids if node != victim)
+            producer = ck.Producer({"bootstrap.servers": survivors, "acks": "all", "enable.idempotence": True,
+                                    "message.timeout.ms": 90000})
+            failed = []
+            for i in range(30):
+                producer.produce("failover", value=b"after-%d-%d" % (round_, i), partition=i % 3,
+                                 on_delivery=lambda err, _msg: failed.append(err) if err else None)
+            assert producer.flush(100) == 0 and not failed, failed
+            expected |= {b"after-%d-%d" % (round_, i) for i in range(30)}
+            consumer = ck.Consumer({"bootstrap.servers": survivors, "group.id": f"failover-{round_}",
+                                    "auto.offset.reset": "earliest"})
+            consumer.subscribe(["failover"])
+            got = set()
+            deadline = time.monotonic() + 90
+            while len(got) < len(expected) and time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is not None and msg.error() is None:
+                    got.add(msg.value())
+            consumer.close()
+            assert got == expected
+            assert proc.poll() is None, "the dev cluster goes on"
 
-        proc.stdin.write("\n")
-        proc.stdin.flush()
-        read_line_matching(proc, rf"broker {victim} starting again", 20, seen)
-        read_line_matching(proc, rf"broker {victim} \(pid \d+\) is back", 90, seen)
-        assert leader_of(base + victim - 1, "failover") in (1, 2, 3)
+            proc.stdin.write("\n")
+            proc.stdin.flush()
+            read_line_matching(proc, rf"broker {victim} starting again", 20, seen)
+            pids[victim] = int(read_line_matching(proc, rf"broker {victim} \(pid (\d+)\) is back", 90, seen).group(1))
+            assert leader_of(base + victim - 1, "failover") in (1, 2, 3)
+            deadline = time.monotonic() + 90  # caught up before the next one is killed
+            while not in_sync(base + victim - 1):
+                assert time.monotonic() < deadline, "the restarted broker never caught up"
+                time.sleep(0.5)
         stop_dev_cluster(proc, seen)
     finally:
         if proc.poll() is None:
