@@ -81,6 +81,26 @@ def test_the_same_topic_created_on_every_broker_at_once(tmp_path, zk_connect):
                 thread.join(60)
         for name, codes in answers.items():
             assert sorted(codes) == [E.NONE, E.TOPIC_ALREADY_EXISTS, E.TOPIC_ALREADY_EXISTS], (name, codes)
+        # Auto-creation (Metadata for an unknown topic, as producers send it) on every broker at once
+        auto = [f"auto-raced-{i}" for i in range(12)]
+        auto_answers: dict[str, list[int]] = {t: [] for t in auto}
+
+        def metadata(node: int, name: str, barrier: threading.Barrier) -> None:
+            body = {"topics": [{"name": name}], "allow_auto_topic_creation": True}
+            barrier.wait(10)
+            answer = cluster.call(ApiKey.METADATA, 9, body, node)
+            auto_answers[name].append(answer["topics"][0]["error_code"])
+
+        for name in auto:
+            barrier = threading.Barrier(len(cluster.brokers))
+            threads = [threading.Thread(target=metadata, args=(node, name, barrier)) for node in cluster.brokers]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(60)
+        for name, codes in auto_answers.items():
+            assert len(codes) == 3 and set(codes) <= {E.NONE, E.LEADER_NOT_AVAILABLE}, (name, codes)
         assert all(b.proc.poll() is None for b in cluster.brokers.values()), "every broker still runs"
-        for name in topics:
-            assert cluster.partition(name, 0)["leader_id"] in cluster.brokers
+        for name in topics + auto:
+            cluster.wait_for(lambda: (cluster.partition(name, 0) or {}).get("leader_id") in cluster.brokers, 20,
+                             f"{name} has a leader")
