@@ -176,7 +176,6 @@ async def run_broker(config, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
 async def _run_broker(config, http, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
     from server.broker import Broker
     from server.network import Server
-
     from server.startup import StartupError
     from storage import DirectoryInUse
 

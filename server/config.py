@@ -88,7 +88,7 @@ def _zookeeper_connect(text: str) -> str:
             malformed = bool(rest) and not rest.startswith(":")
             port = rest[1:] if rest else None
         else:
-            host, sep, port = item.rpartition(":") if ":" in item else (item, "", None)
+            host, _, port = item.rpartition(":") if ":" in item else (item, "", None)
             malformed = ":" in host  # an IPv6 address needs its brackets
         bad_port = port is not None and not (port.isdigit() and 0 < int(port) <= 65535)
         if not host or malformed or bad_port:

@@ -31,6 +31,7 @@ from server.cluster.metadata_cache import MetadataCache
 from server.security.tls import inter_broker_client_options
 from server.security.sasl.scram_store import store_of as scram_store_of
 from server.errors import KafkaError
+from server.startup import StartupError
 
 log = logging.getLogger("trafka.cluster")
 
@@ -104,10 +105,9 @@ class ClusterNode:
             listener_security_protocol_map={l.name: l.security_protocol for l in listeners})
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        cfg = self.config
         from server.cluster.zk import ConnectionLoss
-        from server.startup import StartupError
 
+        cfg = self.config
         async with self.zk:
             try:
                 await self.zk.start(cfg.raw("zookeeper.connect"), cfg.get("zookeeper.session.timeout.ms"))
@@ -122,8 +122,6 @@ class ClusterNode:
             cluster_id = await self.zk.get_or_create_cluster_id(stored or _new_cluster_id())
             if stored and stored != cluster_id:
                 # Kafka's InconsistentClusterIdException: this data belongs to another cluster.
-                from server.startup import StartupError
-
                 raise StartupError("zookeeper.connect", self.config.raw("zookeeper.connect"),
                                    f"ZooKeeper holds cluster {cluster_id}, but log.dirs={self.broker.data_dir} "
                                    f"belongs to cluster {stored} (meta.properties): the broker is trying to join "
@@ -162,8 +160,6 @@ class ClusterNode:
                 return await self.zk.register_broker(self.registration())
             except NodeExists as exc:
                 if trio.current_time() > deadline:
-                    from server.startup import StartupError
-
                     raise StartupError("node.id", self.node_id, "another live broker is registered with this id "
                                        f"at {exc.path or '/brokers/ids'} (each broker needs a node.id of its own)"
                                        ) from None
