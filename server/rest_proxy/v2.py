@@ -5,6 +5,9 @@ offsets).
 Routes take `application/vnd.kafka[.FORMAT].v2+json` (415 otherwise) and answer
 `application/vnd.kafka.v2+json`; records are answered in the consumer's own embedded
 format's media type, a different format asked in Accept is a 406 40601 as in Confluent's.
+Consumer routes take every embedded format's type as well as the generic one, whatever the
+instance's format (Confluent's consumers resource declares them all, so clients send the
+type of the format they read with on every call).
 """
 
 from __future__ import annotations
@@ -28,9 +31,9 @@ from server.rest_proxy.kafka import produce_sync
 
 log = logging.getLogger("trafka.rest_proxy")
 
-GENERIC = (V2, "application/json", "application/octet-stream")
-PRODUCE_TYPES = tuple(f"application/vnd.kafka.{f}.v2+json" for f in formats.FORMATS) + ("application/json",)
 RECORD_TYPES = {f: f"application/vnd.kafka.{f}.v2+json" for f in formats.FORMATS}
+PRODUCE_TYPES = tuple(RECORD_TYPES.values()) + ("application/json",)
+CONSUMER_TYPES = tuple(RECORD_TYPES.values()) + (V2, "application/json", "application/octet-stream")
 
 
 def routes(proxy) -> list[Route]:
@@ -156,7 +159,7 @@ def routes(proxy) -> list[Route]:
     # ---- consumer instances --------------------------------------------------------
     async def create_consumer(request: Request) -> Response:
         creds = await proxy.login(request)
-        check_v2_content_type(request, GENERIC)
+        check_v2_content_type(request, CONSUMER_TYPES)
         group = request.path_params["group"]
         instance = await proxy.consumers.create(group, await json_body(request, empty={}), creds)
         base = str(request.base_url).rstrip("/")
@@ -174,7 +177,7 @@ def routes(proxy) -> list[Route]:
 
     async def subscribe(request: Request) -> Response:
         instance = await _instance(request)
-        check_v2_content_type(request, GENERIC)
+        check_v2_content_type(request, CONSUMER_TYPES)
         body = await json_body(request)
         if not isinstance(body, dict):
             raise errors.unprocessable("the request body must be an object with 'topics' or 'topic_pattern'")
@@ -213,7 +216,7 @@ def routes(proxy) -> list[Route]:
 
     async def assign(request: Request) -> Response:
         instance = await _instance(request)
-        check_v2_content_type(request, GENERIC)
+        check_v2_content_type(request, CONSUMER_TYPES)
         tps = topic_partitions(await json_body(request))
         if instance.subscribed or instance.pattern:
             raise errors.illegal_state("Subscription to topics, partitions and pattern are mutually exclusive")
@@ -227,7 +230,7 @@ def routes(proxy) -> list[Route]:
 
     async def seek(request: Request) -> Response:
         instance = await _instance(request)
-        check_v2_content_type(request, GENERIC)
+        check_v2_content_type(request, CONSUMER_TYPES)
         tps = topic_partitions(await json_body(request), "offsets", offsets=True)
         await instance.call(_seek_all, instance, tps)
         return no_content()
@@ -261,7 +264,7 @@ def routes(proxy) -> list[Route]:
     def _seek_edge(edge: str):
         async def seek_edge(request: Request) -> Response:
             instance = await _instance(request)
-            check_v2_content_type(request, GENERIC)
+            check_v2_content_type(request, CONSUMER_TYPES)
             tps = topic_partitions(await json_body(request))
 
             def run(consumer) -> None:
