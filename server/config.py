@@ -206,7 +206,7 @@ SETTINGS: dict[str, Setting] = {
            "REST Proxy: consumer instances at once (each is a librdkafka consumer with its threads); more are refused with 429."),
         _s("group.min.session.timeout.ms", int, "6000", "Smallest session.timeout.ms a group member may ask for."),
         _s("group.max.session.timeout.ms", int, "1800000", "Largest session.timeout.ms a group member may ask for."),
-        _s("group.initial.rebalance.delay.ms", int, "0", "Wait for more members before the first rebalance of an empty group."),
+        _s("group.initial.rebalance.delay.ms", int, "3000", "Wait for more members before the first rebalance of an empty group (KIP-134; Kafka's default)."),
         _s("group.max.size", int, "2147483647", "Members a group may hold."),
         _s("group.share.session.timeout.ms", int, "45000", "KIP-932: a share-group member not heard from this long is removed."),
         _s("group.share.heartbeat.interval.ms", int, "5000", "KIP-932: how often share-group members are told to heartbeat."),
