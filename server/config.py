@@ -5,9 +5,10 @@ variables (TRAFKA_NUM_PARTITIONS sets num.partitions: upper case, dots as unders
 then command-line flags. Each value remembers where it came from, because DescribeConfigs
 reports it (DEFAULT_CONFIG vs STATIC_BROKER_CONFIG).
 
-In a cluster two more layers sit on top (KIP-226 dynamic broker configs, Kafka's
-DynamicBrokerConfig): the cluster-wide defaults of `/config/brokers/<default>`, then this
-broker's own `/config/brokers/<id>` (server/cluster/broker_configs.py fills them). `get`
+Two more layers sit on top (KIP-226 dynamic broker configs, Kafka's DynamicBrokerConfig):
+the cluster-wide defaults (`config/brokers/<default>`), then this broker's own
+(`config/brokers/<id>`), kept in ZooKeeper in a cluster and in the data directory of a
+single broker (server/broker_configs.py fills them). `get`
 and `raw` always answer the effective value, so code that reads a setting when it needs
 it (rather than once at start) follows a change without a restart; code that must act on
 a change registers with `add_listener`.
@@ -293,8 +294,8 @@ class BrokerConfig:
 
     values: dict[str, str] = field(default_factory=dict)  # the static layer: file, env, flags
     sources: dict[str, str] = field(default_factory=dict)  # name -> "default" | "file" | "env" | "flag"
-    dynamic_default: dict[str, str] = field(default_factory=dict)  # /config/brokers/<default>
-    dynamic_broker: dict[str, str] = field(default_factory=dict)  # /config/brokers/<this id>
+    dynamic_default: dict[str, str] = field(default_factory=dict)  # config/brokers/<default>
+    dynamic_broker: dict[str, str] = field(default_factory=dict)  # config/brokers/<this id>
     listeners: list[Callable[[set[str]], None]] = field(default_factory=list)
     listen_host: str = "0.0.0.0"
     listen_port: int = 9092
