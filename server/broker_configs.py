@@ -32,8 +32,9 @@ from typing import Callable, Mapping, Protocol
 from storage.files import atomic_write
 
 from server.cluster.znodes import DEFAULT_ENTITY, decode_entity_config, encode_entity_config
-from server.config import SETTINGS, ConfigError
+from server.config import SETTINGS
 from server.dynamic_config import LOG_DEFAULTS, usable, validate_update
+from server.startup import StartupError
 
 log = logging.getLogger("trafka.config")
 
@@ -59,27 +60,30 @@ class ConfigFiles:
     JSON ZooKeeper mode keeps in `/config/brokers/<entity>`."""
 
     def __init__(self, data_dir: Path) -> None:
-        self.directory = Path(data_dir) / "config" / "brokers"
+        self.data_dir = Path(data_dir)
+        self.directory = self.data_dir / "config" / "brokers"
 
     def where(self, entity: str) -> str:
         return str(self.directory / entity)
 
     def read_now(self, entity: str) -> dict[str, str]:
         """Blocking read; a file that is not the JSON this class writes stops the start
-        (ConfigError naming it): the settings it held were acknowledged, so the broker
-        must not quietly serve without them."""
+        (a one-line StartupError naming it): the settings it held were acknowledged, so
+        the broker must not quietly serve without them."""
         path = self.directory / entity
         try:
             data = path.read_bytes()
         except FileNotFoundError:
             return {}
         except OSError as exc:
-            raise ConfigError(f"dynamic broker configs {path}: cannot be read: {exc.strerror}") from None
+            raise StartupError("log.dirs", self.data_dir, f"its dynamic broker configs {path} cannot be read: "
+                                                          f"{exc.strerror or exc}") from None
         try:
             return decode_entity_config(data)
         except (ValueError, AttributeError) as exc:
-            raise ConfigError(f"dynamic broker configs {path}: not {{\"version\":1,\"config\":{{...}}}} "
-                              f"JSON ({exc})") from None
+            raise StartupError("log.dirs", self.data_dir, f"its dynamic broker configs {path} are not "
+                                                          f"{{\"version\":1,\"config\":{{...}}}} JSON ({exc}); "
+                                                          "repair or remove the file") from None
 
     async def read(self, entity: str) -> dict[str, str]:
         return self.read_now(entity)
