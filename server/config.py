@@ -5,9 +5,10 @@ variables (TRAFKA_NUM_PARTITIONS sets num.partitions: upper case, dots as unders
 then command-line flags. Each value remembers where it came from, because DescribeConfigs
 reports it (DEFAULT_CONFIG vs STATIC_BROKER_CONFIG).
 
-In a cluster two more layers sit on top (KIP-226 dynamic broker configs, Kafka's
-DynamicBrokerConfig): the cluster-wide defaults of `/config/brokers/<default>`, then this
-broker's own `/config/brokers/<id>` (server/cluster/broker_configs.py fills them). `get`
+Two more layers sit on top (KIP-226 dynamic broker configs, Kafka's DynamicBrokerConfig):
+the cluster-wide defaults (`config/brokers/<default>`), then this broker's own
+(`config/brokers/<id>`), kept in ZooKeeper in a cluster and in the data directory of a
+single broker (server/broker_configs.py fills them). `get`
 and `raw` always answer the effective value, so code that reads a setting when it needs
 it (rather than once at start) follows a change without a restart; code that must act on
 a change registers with `add_listener`.
@@ -206,7 +207,7 @@ SETTINGS: dict[str, Setting] = {
            "REST Proxy: consumer instances at once (each is a librdkafka consumer with its threads); more are refused with 429."),
         _s("group.min.session.timeout.ms", int, "6000", "Smallest session.timeout.ms a group member may ask for."),
         _s("group.max.session.timeout.ms", int, "1800000", "Largest session.timeout.ms a group member may ask for."),
-        _s("group.initial.rebalance.delay.ms", int, "0", "Wait for more members before the first rebalance of an empty group."),
+        _s("group.initial.rebalance.delay.ms", int, "3000", "Wait for more members before the first rebalance of an empty group (KIP-134; Kafka's default)."),
         _s("group.max.size", int, "2147483647", "Members a group may hold."),
         _s("group.share.session.timeout.ms", int, "45000", "KIP-932: a share-group member not heard from this long is removed."),
         _s("group.share.heartbeat.interval.ms", int, "5000", "KIP-932: how often share-group members are told to heartbeat."),
@@ -293,8 +294,8 @@ class BrokerConfig:
 
     values: dict[str, str] = field(default_factory=dict)  # the static layer: file, env, flags
     sources: dict[str, str] = field(default_factory=dict)  # name -> "default" | "file" | "env" | "flag"
-    dynamic_default: dict[str, str] = field(default_factory=dict)  # /config/brokers/<default>
-    dynamic_broker: dict[str, str] = field(default_factory=dict)  # /config/brokers/<this id>
+    dynamic_default: dict[str, str] = field(default_factory=dict)  # config/brokers/<default>
+    dynamic_broker: dict[str, str] = field(default_factory=dict)  # config/brokers/<this id>
     listeners: list[Callable[[set[str]], None]] = field(default_factory=list)
     listen_host: str = "0.0.0.0"
     listen_port: int = 9092

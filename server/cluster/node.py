@@ -49,7 +49,7 @@ class ClusterNode:
     def __init__(self, broker) -> None:
         from server.cluster.admin import ClusterAdmin
         from server.cluster.alter_partition import AlterPartitionManager
-        from server.cluster.broker_configs import DynamicBrokerConfigs
+        from server.cluster.broker_configs import ClusterBrokerConfigs
         from server.cluster.client_quota_configs import ClusterClientQuotas
         from server.cluster.client import BrokerChannels
         from server.cluster.config_manager import TopicConfigManager
@@ -78,7 +78,7 @@ class ClusterNode:
         self.producer_ids = ProducerIdBlocks(self.zk, self.node_id)
         broker.producers.blocks = self.producer_ids  # producer ids from ZooKeeper blocks
         self.configs = TopicConfigManager(self)
-        self.broker_configs = DynamicBrokerConfigs(self)  # /config/brokers (KIP-226)
+        self.broker_configs = ClusterBrokerConfigs(self)  # /config/brokers (KIP-226)
         self.client_quotas = ClusterClientQuotas(self)  # /config/users, /config/clients, /config/ips
         self.acls = ZkAcls(self) if broker.authorizer is not None else None  # /kafka-acl
         self.broker_epoch = -1
