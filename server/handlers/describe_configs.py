@@ -1,6 +1,7 @@
 """DescribeConfigs (32): topic, broker and broker-logger configs with sources and defaults.
 
-Implements v1-4: configuration_keys (null = all; unknown names are skipped),
+Implements v0-4 (v0 has neither synonyms nor config_source but an is_default flag, which
+Kafka 3.9 never sets: it answers false, and so do we): configuration_keys (null = all; unknown names are skipped),
 include_synonyms (v1+), include_documentation (v3+) and config_type (v3+).
 
 - TOPIC: every topic config with its effective value; sources DYNAMIC_TOPIC_CONFIG (set
