@@ -145,6 +145,10 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         try:
             check_access(ctx, resource["resource_type"], resource["resource_name"], alter=False)
             result["configs"] = await describe(ctx, resource, synonyms, documentation)
+            if ctx.api_version == 0:
+                # v0's is_default: Kafka 3.9 never sets it (its answers carry config_source,
+                # which v0 lacks), so every v0 entry says false.
+                result["configs"] = [{**c, "is_default": False} for c in result["configs"]]
         except Exception as exc:
             code = logged_error_code(exc, log, f"DescribeConfigs {resource['resource_type']}/"
                                                f"{resource['resource_name']}", ctx.client_id)
