@@ -67,9 +67,14 @@ class Unavailable(Exception):
 
 
 def go() -> str:
+    """The Go toolchain: 1.20 or later (GOPATH mode, and -test.skip for the tests left out)."""
     found = shutil.which("go") or ("/usr/local/go/bin/go" if Path("/usr/local/go/bin/go").exists() else None)
     if found is None:
         raise Unavailable("no Go toolchain (go) on PATH")
+    version = subprocess.run([found, "env", "GOVERSION"], capture_output=True, text=True).stdout.strip()
+    m = re.match(r"go1\.(\d+)", version)
+    if m is None or int(m.group(1)) < 20:
+        raise Unavailable(f"Go {version or '?'} is older than 1.20")
     return found
 
 
@@ -144,7 +149,16 @@ def namespaces_available() -> str | None:
 # ---------------------------------------------------------------- inside the namespace
 
 def _loopback_up() -> None:
-    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    """A new network namespace has its loopback down: bring it up (SIOCSIFFLAGS, as
+    `ip link set lo up` does, without needing iproute2)."""
+    import fcntl
+    import socket
+    import struct
+
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        flags = struct.unpack("16sH", fcntl.ioctl(sock, siocgifflags, struct.pack("16sH", b"lo", 0)))[1]
+        fcntl.ioctl(sock, siocsifflags, struct.pack("16sH", b"lo", flags | iff_up))
 
 
 class _Trafka:

@@ -444,3 +444,141 @@ def test_every_version_kafka_39_serves_is_served(pair):
     assert narrower == {}
     assert all(lo == 0 for lo, _hi in t_ranges.values())
     assert t_ranges == {k: v for k, v in API_VERSIONS.items()}
+
+
+# ------------------------------------------------------------------ ZooKeeper mode: OffsetCommit/OffsetFetch v0
+
+
+@pytest.fixture(scope="module")
+def zk_pair(tmp_path_factory):
+    """(Kafka 3.9 in ZooKeeper mode, Trafka in a one-broker cluster): ports and the
+    ZooKeeper connect strings (chroots) they keep their znodes under."""
+    from server.cluster.zookeeper_server import ZooKeeperServer
+    from tests.old_clients.kafka39 import Kafka39ZkBroker
+
+    try:
+        kafka = Kafka39ZkBroker(tmp_path_factory.mktemp("kafka39-zk"))
+        kafka.start()
+    except BrokerUnavailable as exc:
+        pytest.skip(str(exc))
+    except BrokerFailed as exc:
+        pytest.fail(str(exc))
+    zk = ZooKeeperServer(data_dir=tmp_path_factory.mktemp("zk"))
+    trafka = None
+    try:
+        zk.start()
+        trafka_zk = zk.chroot_connect_string("trafka")
+        trafka = BrokerProcess(tmp_path_factory.mktemp("trafka-zk"), "--node-id", "1",
+                               "--set", f"zookeeper.connect={trafka_zk}", "--set", "offsets.topic.num.partitions=1",
+                               "--set", "offsets.topic.replication.factor=1", "--set", "default.replication.factor=1",
+                               "--set", "min.insync.replicas=1")
+        trafka.start()
+        for port in (kafka.port, trafka.port):
+            body = {"topics": [{"name": "zk-plain", "num_partitions": 2, "replication_factor": 1, "assignments": [],
+                                "configs": []}], "timeout_ms": 30000, "validate_only": False}
+            assert raw_request("127.0.0.1", port, K.CREATE_TOPICS, 4, body)["topics"][0]["error_code"] == 0
+            deadline = time.monotonic() + 30
+            while raw_request("127.0.0.1", port, K.METADATA, 1, {"topics": [{"name": "zk-plain"}]}
+                              )["topics"][0]["partitions"][0]["leader_id"] < 0:
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+        yield (kafka.port, trafka.port), (kafka.zk_connect, trafka_zk)
+    finally:
+        if trafka is not None:
+            trafka.kill()
+        kafka.stop()
+        zk.stop()
+
+
+def _znode(connect: str, path: str) -> bytes | None:
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import NoNodeError
+
+    client = KazooClient(hosts=connect)
+    client.start(timeout=15)
+    try:
+        return client.get(path)[0]
+    except NoNodeError:
+        return None
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_offset_commit_and_fetch_v0_in_zookeeper_like_kafka_39(zk_pair):
+    """v0 keeps the offset in /consumers/<group>/offsets/<topic>/<partition> (decimal), apart
+    from the group coordinator: OffsetFetch v0 reads it back, v1 does not see it; a partition
+    without a znode reads UNKNOWN_TOPIC_OR_PARTITION, an unknown one too."""
+    pair, connects = zk_pair
+    kafka, trafka = _both(pair, K.OFFSET_COMMIT, 0, _commit_body(0, "zk-group", {("zk-plain", 0): 42, ("nope", 0): 1}))
+    assert _codes(trafka) == _codes(kafka) == {("zk-plain", 0): E_NONE, ("nope", 0): E_UNKNOWN_TOPIC}
+    kafka, trafka = _both(pair, K.OFFSET_COMMIT, 0, _commit_body(0, "zk-group", {("zk-plain", 0): 43}))
+    assert _codes(trafka) == _codes(kafka) == {("zk-plain", 0): E_NONE}
+    assert [_znode(c, "/consumers/zk-group/offsets/zk-plain/0") for c in connects] == [b"43", b"43"]
+
+    body = {"group_id": "zk-group", "topics": [{"name": "zk-plain", "partition_indexes": [0, 1]},
+                                               {"name": "nope", "partition_indexes": [0]}]}
+    kafka, trafka = _both(pair, K.OFFSET_FETCH, 0, body)
+
+    def fetched(answer):
+        return {(t["name"], p["partition_index"]): (p["committed_offset"], p["metadata"], p["error_code"])
+                for t in answer["topics"] for p in t["partitions"]}
+
+    assert fetched(trafka) == fetched(kafka) == {("zk-plain", 0): (43, "", E_NONE),
+                                                 ("zk-plain", 1): (-1, "", E_UNKNOWN_TOPIC),
+                                                 ("nope", 0): (-1, "", E_UNKNOWN_TOPIC)}
+    _coordinate(pair, "zk-group")
+    kafka, trafka = _both(pair, K.OFFSET_FETCH, 1, body)
+    assert {k: v[0] for k, v in fetched(trafka).items()} == {k: v[0] for k, v in fetched(kafka).items()} == {
+        ("zk-plain", 0): -1, ("zk-plain", 1): -1, ("nope", 0): -1}
+
+
+# ------------------------------------------------------------------ Produce v0-2
+
+
+def _legacy_set(magic: int, codec: int, n: int, tag: str) -> bytes:
+    """A producer's message set: placeholder offsets from 0; a compressed one as one wrapper
+    (magic 1: relative inner offsets, the wrapper at the last), as Kafka's producers built them."""
+    from wire.legacy import _compress_legacy, encode_message
+
+    messages = [encode_message(i, magic, 0, T0 + i if magic else -1, f"k{i}".encode() if i % 2 else None,
+                               f"{tag}-{i}".encode()) for i in range(n)]
+    if not codec:
+        return b"".join(messages)
+    return encode_message(n - 1 if magic else 0, magic, codec, T0 + n - 1 if magic else -1, None,
+                          _compress_legacy(codec, b"".join(messages), magic))
+
+
+def _stored(port: int, topic: str) -> list[tuple]:
+    """What the log holds, read with Fetch v4: each batch's header facts and its records."""
+    from wire.records import iter_headers, iter_records
+
+    answer = raw_request("127.0.0.1", port, K.FETCH, 4, _fetch_body(4, topic, 0))
+    data = _fetched(answer)["records"] or b""
+    out = []
+    for pos, header in iter_headers(data):
+        records = [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in iter_records(data[pos:pos + header.size])]
+        out.append((header.base_offset, header.last_offset_delta, header.compression, header.is_log_append_time,
+                    header.record_count, header.max_timestamp, header.producer_id, records))
+    return out
+
+
+@pytest.mark.parametrize("version,magic,codec", [(0, 0, 0), (0, 0, compression.GZIP), (1, 0, 0), (1, 1, 0),
+                                                 (2, 1, 0), (2, 1, compression.GZIP), (2, 1, compression.SNAPPY),
+                                                 (2, 1, compression.LZ4)])
+def test_produce_legacy_message_sets_like_kafka_39(pair, version, magic, codec):
+    """Produce v0-2 carry magic 0/1 message sets; Kafka 3.9 stores them as magic 2 batches,
+    numbered from the log end. Same answers, same stored records."""
+    topic = f"legacy-{version}-{magic}-{codec}"
+    for port in pair:
+        body = {"topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1, "assignments": [],
+                            "configs": []}], "timeout_ms": 30000, "validate_only": False}
+        assert raw_request("127.0.0.1", port, K.CREATE_TOPICS, 4, body)["topics"][0]["error_code"] == 0
+    answers = [[_produce(port, topic, _legacy_set(magic, codec, 3 + i, f"p{i}"), version)
+                ["responses"][0]["partition_responses"][0] for i in range(2)] for port in pair]
+    facts = [[(a["error_code"], a["base_offset"], a.get("log_append_time_ms", -1)) for a in side] for side in answers]
+    assert facts[1] == facts[0] == [(0, 0, -1), (0, 3, -1)]
+    kafka, trafka = (_stored(port, topic) for port in pair)
+    assert sum(len(b[7]) for b in kafka) == 7
+    assert [b[7] for b in trafka] == [b[7] for b in kafka]
+    assert [b[:7] for b in trafka] == [b[:7] for b in kafka]
