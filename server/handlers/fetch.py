@@ -92,7 +92,6 @@ _EMPTY = b""
 _NONE = ErrorCode.NONE
 REGION_MIN_BYTES = 64 * 1024
 LAST_OLD_FORMAT_VERSION = 3  # v0-3 readers know magic 0/1 only (v4 brought magic 2, KIP-98)
-ZSTD_MIN_VERSION = 10  # the first version whose readers know zstd (KIP-110)
 
 
 class _Regions:
@@ -307,15 +306,16 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
 
 
 def _down_convert(ctx: RequestContext, topics: list, responses: list[dict], from_follower: bool) -> None:
-    """What Kafka 3.9 does to a consumer's answer before v10 (KafkaApis.maybeConvertFetchedData),
-    in place: a partition of a topic with compression.type=zstd answers
-    UNSUPPORTED_COMPRESSION_TYPE (readers before v10 cannot know zstd, KIP-110); before v4
-    the records read are converted to magic 0 (v0-1) or 1 (v2-3) by `wire.legacy.down_convert`,
-    unless the topic's message.downconversion.enable is false (UNSUPPORTED_VERSION); a zstd
-    batch among the first ones converted answers UNSUPPORTED_COMPRESSION_TYPE. Kafka 3.9
-    converts every old fetch whatever was stored (its log format is magic 2), and so does this.
-    Errors replace the whole partition answer, offsets -1 included, as Kafka's
-    FetchResponse.partitionResponse."""
+    """What Kafka 3.9 does to an answer before v4 (KafkaApis.maybeConvertFetchedData), in
+    place: a partition of a topic with compression.type=zstd answers
+    UNSUPPORTED_COMPRESSION_TYPE (such readers cannot know zstd, KIP-110); the records read
+    are converted to magic 0 (v0-1) or 1 (v2-3) by `wire.legacy.down_convert`, unless the
+    topic's message.downconversion.enable is false (UNSUPPORTED_VERSION); a zstd batch among
+    the first ones converted answers UNSUPPORTED_COMPRESSION_TYPE. Kafka 3.9 converts every
+    old fetch whatever was stored (its log format is magic 2), and so does this. Errors
+    replace the whole partition answer, offsets -1 included, as Kafka's
+    FetchResponse.partitionResponse. (Kafka 3.9 also refuses v4-9 on a zstd topic; Kafka 4
+    serves them, and so does Trafka: those versions follow the current Kafka.)"""
     magic = 0 if ctx.api_version <= 1 else 1
     for (name, _id, parts), topic in zip(topics, responses):
         by_index = {p["partition"]: p for p in parts}
@@ -327,17 +327,16 @@ def _down_convert(ctx: RequestContext, topics: list, responses: list[dict], from
             code = _NONE
             if config.compression_type == "zstd":
                 code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
-            elif ctx.api_version <= LAST_OLD_FORMAT_VERSION:
-                if not from_follower and config.extras.get("message.downconversion.enable", "true") == "false":
-                    code = ErrorCode.UNSUPPORTED_VERSION
-                else:
-                    try:
-                        answer["records"] = down_convert(answer["records"], magic,
-                                                         by_index[answer["partition_index"]]["fetch_offset"])
-                    except UnsupportedDownConversion as exc:
-                        log.info("fetch v%d of %s-%d from %s: %s", ctx.api_version, name,
-                                 answer["partition_index"], ctx.client_id, exc)
-                        code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+            elif not from_follower and config.extras.get("message.downconversion.enable", "true") == "false":
+                code = ErrorCode.UNSUPPORTED_VERSION
+            else:
+                try:
+                    answer["records"] = down_convert(answer["records"], magic,
+                                                     by_index[answer["partition_index"]]["fetch_offset"])
+                except UnsupportedDownConversion as exc:
+                    log.info("fetch v%d of %s-%d from %s: %s", ctx.api_version, name,
+                             answer["partition_index"], ctx.client_id, exc)
+                    code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
             if code != _NONE:
                 topic["partitions"][i] = _partition(answer["partition_index"], code, lso=-1, records=None)
 
@@ -445,7 +444,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             await broker.wait_for_data(waiting_on, remaining, appends_only=replica_id >= 0)
         if select_rack is not None and errors:
             _log_redirects(ctx, select_rack, topics, responses)
-        if ctx.api_version < ZSTD_MIN_VERSION:
+        if ctx.api_version <= LAST_OLD_FORMAT_VERSION:
             _down_convert(ctx, topics, responses, replica_id >= 0)
         error_code = _NONE
         answer_session = 0

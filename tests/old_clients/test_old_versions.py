@@ -206,10 +206,11 @@ def test_fetch_size_limits_like_kafka_39(pair, version, partition_max):
     assert bool(t_msgs) == bool(k_msgs)
 
 
-@pytest.mark.parametrize("version", [0, 2, 3, 4, 9, 10])
+@pytest.mark.parametrize("version", [0, 2, 3, 10])
 def test_fetch_of_zstd_topic_like_kafka_39(pair, version):
-    """compression.type=zstd: before v10 the reader cannot know zstd (UNSUPPORTED_COMPRESSION_TYPE,
-    no data, high watermark -1); from v10 it is served."""
+    """compression.type=zstd: a reader before v4 cannot know zstd (UNSUPPORTED_COMPRESSION_TYPE,
+    no data, high watermark -1); v10 is served. (Kafka 3.9 refuses v4-9 too; Kafka 4 serves
+    them, and Trafka follows the current Kafka for the versions it still has: not compared.)"""
     kafka, trafka = (_fetched(a) for a in _both(pair, K.FETCH, version, _fetch_body(version, "zstd-topic", 0)))
     assert (trafka["error_code"], trafka["high_watermark"]) == (kafka["error_code"], kafka["high_watermark"])
     assert trafka["error_code"] == (E_UNSUPPORTED_COMPRESSION if version < 10 else E_NONE)
