@@ -73,14 +73,18 @@ async def _commit_to_zookeeper(ctx: RequestContext, group_id: str,
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
     groups = ctx.broker.groups
+    # One "now" per request, as Kafka's commitOffsets: the commit time of every offset without
+    # one of its own (v1), and the base of v2-4's expire timestamps.
+    now = groups.now_ms() if groups is not None else -1
     retention = request.get("retention_time_ms", DEFAULT_RETENTION_TIME)
-    expire = groups.now_ms() + retention if retention != DEFAULT_RETENTION_TIME and groups is not None else -1
+    expire = now + retention if retention != DEFAULT_RETENTION_TIME and groups is not None else -1
     offsets: dict[tuple[str, int], CommittedOffset] = {}
     for topic in request["topics"]:
         for p in topic["partitions"]:
+            commit_timestamp = p.get("commit_timestamp", -1)
             offsets[(topic["name"], p["partition_index"])] = CommittedOffset(
                 p["committed_offset"], p.get("committed_leader_epoch", -1), p.get("committed_metadata") or "",
-                p.get("commit_timestamp", -1), expire)
+                now if commit_timestamp == -1 else commit_timestamp, expire)
     # Kafka: READ on the group, then READ on each topic; denied partitions are not committed.
     denied: dict[tuple[str, int], ErrorCode] = {}
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request["group_id"]):
