@@ -11,7 +11,7 @@ Both are built with the machine's Go in GOPATH mode against /usr/share/gocode (D
 sources) into .cache/old-clients/, and run inside a network namespace of their own
 (`unshare -n`), so their fixed ports never meet another broker of this host:
 
-    unshare -n python -m tests.old_clients.go_suites run SUITE BROKER OUT.json
+    unshare -n python -m tests.old_clients.go_suites run SUITE BROKER OUT.json [RUN_REGEX] [--skip-known]
 
 SUITE is kafka-go or sarama, BROKER trafka or kafka-3.9. The broker is started inside the
 namespace, set up as the suite's own CI sets up its Kafka, and the suite's `go test -v`
@@ -54,6 +54,13 @@ SUITE_SKIP = {
     # One connection, a Fetch long-polling for the record a Produce queued behind it on the
     # same connection will write: a broker answers a connection's requests in order.
     "kafka-go": "TestConn/writing_and_reading_messages_concurrently_should_preserve_the_order",
+}
+# With --skip-known, also left out: slow tests that fail against Kafka 3.9.2 as well (45 s of
+# waiting; tests/old_clients/test_go_clients.py lists why, and its Kafka 3.9 run keeps them).
+# One pattern for both levels: -test.skip splits a pattern at its slashes.
+SUITE_SKIP_KNOWN = {
+    "kafka-go": "Test(Conn|ReaderConsumerGroup)/(writing_and_reading_messages_concurrently_should_preserve_the_order"
+                "|consumer_group_commits_on_close|consumer_group_rebalance)$",
 }
 SUITE_TOPICS = {
     "kafka-go": {"test-writer-0": 3, "test-writer-1": 3},
@@ -278,7 +285,8 @@ def parse_results(output: str) -> dict[str, str]:
     return results
 
 
-def run(suite: str, broker_kind: str, out: Path, run_filter: str | None = None, timeout_s: int = 480) -> dict:
+def run(suite: str, broker_kind: str, out: Path, run_filter: str | None = None, timeout_s: int = 480,
+        skip_known: bool = False) -> dict:
     binaries = build(suite)
     _loopback_up()
     workdir = out.parent / f"{suite}-{broker_kind}"
@@ -310,8 +318,10 @@ def run(suite: str, broker_kind: str, out: Path, run_filter: str | None = None, 
         argv = [str(binaries["test"]), "-test.v", "-test.timeout", f"{timeout_s}s"]
         if run_filter:
             argv += ["-test.run", run_filter]
-        if suite in SUITE_SKIP:
-            argv += ["-test.skip", SUITE_SKIP[suite]]
+        skip = SUITE_SKIP_KNOWN.get(suite) if skip_known else None
+        skip = skip or SUITE_SKIP.get(suite)
+        if skip:
+            argv += ["-test.skip", skip]
         env = {**os.environ, **env_extra}
         env.pop("CI", None)  # Sarama fails instead of skipping when CI is set and no broker answers
         done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=workdir,
@@ -331,7 +341,9 @@ def run(suite: str, broker_kind: str, out: Path, run_filter: str | None = None, 
 
 def main(argv: list[str]) -> int:
     if len(argv) >= 4 and argv[0] == "run":
-        run(argv[1], argv[2], Path(argv[3]).resolve(), argv[4] if len(argv) > 4 else None)
+        skip_known = "--skip-known" in argv
+        args = [a for a in argv if a != "--skip-known"]
+        run(args[1], args[2], Path(args[3]).resolve(), args[4] if len(args) > 4 else None, skip_known=skip_known)
         return 0
     if len(argv) == 2 and argv[0] == "build":
         print(build(argv[1]))

@@ -83,11 +83,13 @@ def _available(suite: str) -> None:
         pytest.skip(str(exc))
 
 
-def _run(suite: str, broker: str, tmp_path) -> dict:
+def _run(suite: str, broker: str, tmp_path, skip_known: bool = False) -> dict:
     out = tmp_path / f"{suite}-{broker}.json"
     argv = ["unshare", "-n", sys.executable, "-m", "tests.old_clients.go_suites", "run", suite, broker, str(out)]
     if RUN_FILTER[suite]:
         argv.append(RUN_FILTER[suite])
+    if skip_known:
+        argv.append("--skip-known")
     done = subprocess.run(argv, cwd=go_suites.REPO, capture_output=True, text=True, timeout=900)
     assert out.exists(), f"the suite did not report:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return json.loads(out.read_text())
@@ -100,7 +102,7 @@ def _failed(report: dict) -> dict[str, str]:
 @pytest.mark.parametrize("suite", go_suites.SUITES)
 def test_go_client_suite_against_trafka(suite, tmp_path):
     _available(suite)
-    report = _run(suite, "trafka", tmp_path)
+    report = _run(suite, "trafka", tmp_path, skip_known=True)
     allowed = {**FAILS_ON_KAFKA_39.get(suite, {}), **TRAFKA_CHOICES.get(suite, {})}
     unexpected = {name: outcome for name, outcome in _failed(report).items() if name not in allowed}
     log = open(report["log"]).read()
