@@ -1,8 +1,9 @@
 """DeleteTopics (20): remove topics, by name or (v6+) by topic id.
 
-Implements v1-6. Unknown names → UNKNOWN_TOPIC_OR_PARTITION, unknown ids →
-UNKNOWN_TOPIC_ID, internal topics → INVALID_TOPIC_EXCEPTION, and
-delete.topic.enable=false → TOPIC_DELETION_DISABLED. Authorization as Kafka's: no DELETE on
+Implements v0-6. delete.topic.enable=false answers every topic TOPIC_DELETION_DISABLED
+before any other check (INVALID_REQUEST before v3, which has no such code), as Kafka does.
+Unknown names → UNKNOWN_TOPIC_OR_PARTITION, unknown ids → UNKNOWN_TOPIC_ID, internal
+topics → INVALID_TOPIC_EXCEPTION. Authorization as Kafka's: no DELETE on
 the topic → TOPIC_AUTHORIZATION_FAILED (even for a topic that does not exist), and a topic
 asked for by id without DESCRIBE on it → TOPIC_AUTHORIZATION_FAILED with a null name. The files go at once; fetches
 waiting on the topic are woken and see it gone; groups' committed offsets for the topic
@@ -36,6 +37,11 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             wanted.append((item.get("name"), item.get("topic_id", ZERO_UUID)))
     else:
         wanted = [(name, ZERO_UUID) for name in request["topic_names"]]
+    if not broker.config.get("delete.topic.enable"):
+        code = ErrorCode.INVALID_REQUEST if ctx.api_version < 3 else ErrorCode.TOPIC_DELETION_DISABLED
+        log.info("DeleteTopics from %s: delete.topic.enable is false", ctx.client_id)
+        return {"throttle_time_ms": 0, "responses": [
+            {"name": name, "topic_id": topic_id, "error_code": code, "error_message": None} for name, topic_id in wanted]}
     results = []
     for name, topic_id in wanted:
         result = {"name": name, "topic_id": topic_id, "error_code": ErrorCode.NONE, "error_message": None}
@@ -60,8 +66,6 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         elif name in INTERNAL_TOPICS:
             result["error_code"] = ErrorCode.INVALID_TOPIC_EXCEPTION
             result["error_message"] = "internal topics cannot be deleted"
-        elif not broker.config.get("delete.topic.enable"):
-            result["error_code"] = ErrorCode.TOPIC_DELETION_DISABLED
         elif cache is not None:
             # A cluster: /admin/delete_topics/<t>; the controller deletes it everywhere.
             result["topic_id"] = cache.topic_ids.get(name, ZERO_UUID)

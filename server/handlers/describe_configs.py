@@ -1,6 +1,7 @@
 """DescribeConfigs (32): topic, broker and broker-logger configs with sources and defaults.
 
-Implements v1-4: configuration_keys (null = all; unknown names are skipped),
+Implements v0-4 (v0 has neither synonyms nor config_source but an is_default flag, which
+Kafka 3.9 never sets: it answers false, and so do we): configuration_keys (null = all; unknown names are skipped),
 include_synonyms (v1+), include_documentation (v3+) and config_type (v3+).
 
 - TOPIC: every topic config with its effective value; sources DYNAMIC_TOPIC_CONFIG (set
@@ -147,6 +148,10 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         try:
             check_access(ctx, resource["resource_type"], resource["resource_name"], alter=False)
             result["configs"] = await describe(ctx, resource, synonyms, documentation)
+            if ctx.api_version == 0:
+                # v0's is_default: Kafka 3.9 never sets it (its answers carry config_source,
+                # which v0 lacks), so every v0 entry says false.
+                result["configs"] = [{**c, "is_default": False} for c in result["configs"]]
         except Exception as exc:
             code = logged_error_code(exc, log, f"DescribeConfigs {resource['resource_type']}/"
                                                f"{resource['resource_name']}", ctx.client_id)
