@@ -213,10 +213,15 @@ class KafkaBroker(JvmBroker):
 
 
 def kafka_cluster_id() -> str:
-    """A random cluster id as Kafka prints it (base64url of 16 bytes, no padding)."""
+    """A random cluster id as Kafka prints it (base64url of 16 bytes, no padding), never one
+    that starts with "-": the storage tool's argument parser would take it for an option (one
+    format in 64 failed so). Kafka's own Uuid.randomUuid() draws again for the same reason."""
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 class Kafka39ZkBroker(JvmBroker):
