@@ -1,0 +1,55 @@
+"""The differences between Kafka's and Trafka's answers that are not Trafka bugs, each with
+its reason. Keep it short and honest: a difference that normalising can make go away belongs
+in `normalise` (a rule for everyone); an entry here is for what one scenario or verb does that
+no rule can make deterministic.
+
+Patterns: `*` matches any run of characters, everything else literally (so "compression[lz4]"
+means that scenario). `path` is matched against the difference's path within the call
+("ok.<1>/0[3].timestamp", or "" for a call only one broker's run made).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from compat_tests.observe.compare import Difference
+
+
+@dataclass(frozen=True)
+class Allowance:
+    scenario: str
+    verb: str
+    path: str
+    reason: str
+    client: str = "*"
+    pair: str = "*"
+    obj: str = "*"
+
+    def matches(self, d: Difference) -> bool:
+        return all(_glob(pattern).fullmatch(value) for pattern, value in (
+            (self.scenario, d.scenario), (self.client, d.client), (self.pair, d.pair),
+            (self.obj, d.obj), (self.verb, d.verb), (self.path, d.path)))
+
+    def key(self) -> str:
+        return (f"{self.pair} {self.scenario} {self.client} {self.obj}.{self.verb} "
+                f"{self.path or '(whole call)'}")
+
+
+_compiled: dict[str, re.Pattern] = {}
+
+
+def _glob(pattern: str) -> re.Pattern:
+    if pattern not in _compiled:
+        _compiled[pattern] = re.compile(".*".join(re.escape(p) for p in pattern.split("*")),
+                                        re.DOTALL)
+    return _compiled[pattern]
+
+
+ALLOWED: tuple[Allowance, ...] = (
+)
+
+
+def explain(d: Difference, allowed: tuple[Allowance, ...] = ALLOWED) -> Allowance | None:
+    """The first allow-list entry that explains this difference, or None."""
+    return next((a for a in allowed if a.matches(d)), None)
