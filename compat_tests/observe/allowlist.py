@@ -47,6 +47,21 @@ def _glob(pattern: str) -> re.Pattern:
 
 
 ALLOWED: tuple[Allowance, ...] = (
+    Allowance("*", "describe_configs", "ok.trafka.*",
+              "Trafka's own topic settings (trafka.fsync.policy, trafka.preallocate.bytes: how it "
+              "syncs and reserves disk), under its own prefix; Kafka's flush.* and preallocate are "
+              "described beside them with Kafka's defaults"),
+    Allowance("*", "describe_configs", "ok.confluent.*.schema.validation",
+              "Trafka validates produced records against the Schema Registry under Confluent "
+              "Server's topic config names (confluent.key/value.schema.validation, default "
+              "false); Apache Kafka has no broker-side schema validation"),
+    Allowance("transaction_timeout_aborts", "commit", "raised.*", client="java",
+              reason="Kafka 4.4 finalizes transaction.version=2 and the Java 4.4 client uses it "
+              "(KIP-890 part 2: every transaction end bumps the epoch, so the commit after the "
+              "coordinator aborted the timed-out transaction counts as a retry of the epoch just "
+              "before and gets INVALID_TXN_STATE); Trafka advertises no transaction.version, so "
+              "the client runs transactions v1, where that commit is PRODUCER_FENCED, as Kafka "
+              "answers the v1 clients (kafka-python, confluent-kafka) in the same scenario"),
 )
 
 

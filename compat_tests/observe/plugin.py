@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from compat_tests.observe import allowlist, compare, normalise, record
+from compat_tests.observe import allowlist, compare, normalise, record, report
 
 PAIRS = (("kafka", "trafka"), ("kafka-cluster", "trafka-cluster"))
 HERE = Path(__file__).resolve().parent.parent  # compat_tests/: where the outputs go
@@ -83,6 +83,7 @@ class ObservationPlugin:
         self.results: list[PairResult] = []
         self.rules: Counter = Counter()
         self.started = time.time()
+        self.cost_s = 0.0  # normalising, writing and comparing (recording itself is cheap)
         self.cleaned = False
         self.paired: set[tuple[str, str, str, str]] = set()
 
@@ -110,7 +111,9 @@ class ObservationPlugin:
         finally:
             record.stop()
             streams = log.close()
+        began = time.perf_counter()
         self._finished(item, kind, streams)
+        self.cost_s += time.perf_counter() - began
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         previous = self.outcomes.get(report.nodeid)
@@ -158,7 +161,7 @@ class ObservationPlugin:
     # ------------------------------------------------------------------ the verdict
     def verdict(self) -> "Verdict":
         verdict = Verdict(results=list(self.results), rules=Counter(self.rules),
-                          allow_list=self.allowed)
+                          allow_list=self.allowed, cost_s=self.cost_s)
         for result in self.results:
             if not result.comparable:
                 continue
@@ -195,6 +198,7 @@ class Verdict:
     allowed: list[tuple[compare.Difference, allowlist.Allowance]] = field(default_factory=list)
     unpaired: list = field(default_factory=list)
     allow_list: tuple = ()
+    cost_s: float = 0.0
 
     def counts(self) -> dict:
         comparable = [r for r in self.results if r.comparable]
@@ -202,6 +206,8 @@ class Verdict:
             "pairs_compared": len(comparable),
             "pairs_both_passed": sum(1 for r in comparable if r.both_passed),
             "pairs_with_a_failed_side": sum(1 for r in comparable if not r.both_passed),
+            "pairs_with_nothing_recorded": sum(1 for r in comparable
+                                               if r.reference.calls + r.other.calls == 0),
             "pairs_not_compared": len(self.results) - len(comparable),
             "ran_on_one_broker_only": len(self.unpaired),
             "calls_compared": sum(r.compared_calls for r in comparable),
@@ -225,8 +231,6 @@ class DifferentialItem(pytest.Item):
 
     def runtest(self) -> None:
         verdict = self.plugin.verdict()
-        from compat_tests.observe import report
-
         plugin = self.plugin
         report.write(verdict, plugin.report_md, plugin.report_json, plugin.started)
         if verdict.unexplained:

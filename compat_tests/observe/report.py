@@ -42,13 +42,15 @@ def render_markdown(verdict: Verdict, started: float) -> str:
         "answer, normalised (rules below) and compared call by call.", "",
         f"- (scenario, client) pairs compared: **{c['pairs_compared']}** "
         f"({c['pairs_both_passed']} passed on both brokers, {c['pairs_with_a_failed_side']} with a "
-        f"failed side); not compared (skipped or an expected failure on a side): "
+        f"failed side, {c['pairs_with_nothing_recorded']} that called no adapter verb, e.g. "
+        "Spark's); not compared (skipped or an expected failure on a side): "
         f"{c['pairs_not_compared']}; run on one broker only: {c['ran_on_one_broker_only']}",
         f"- calls compared: **{c['calls_compared']}** (of {c['calls_recorded']} recorded on the "
         "two sides)",
         f"- differences: **{c['differences_unexplained']} unexplained**, "
         f"{c['differences_allow_listed']} allow-listed, "
-        f"{c['differences_in_pairs_with_a_failed_side']} in pairs with a failed side", ""]
+        f"{c['differences_in_pairs_with_a_failed_side']} in pairs with a failed side",
+        f"- time the check took (normalising, writing, comparing): {verdict.cost_s:.1f} s", ""]
     lines += ["## Unexplained differences", ""]
     if verdict.unexplained:
         lines += ["Each fails the run: fix Trafka, or add an entry with its reason to "
@@ -92,6 +94,7 @@ def render_json(verdict: Verdict, started: float) -> dict:
         "generated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "elapsed_s": round(time.time() - started, 1),
         "counts": verdict.counts(),
+        "cost_s": round(verdict.cost_s, 2),
         "unexplained": [d.as_dict() for d in verdict.unexplained],
         "in_pairs_with_a_failed_side": [d.as_dict() for d in verdict.with_failure],
         "allow_listed": [{**d.as_dict(), "entry": entry.key(), "reason": entry.reason}
