@@ -4,7 +4,8 @@ the broker under test's, stream by stream.
 The calls of a stream are aligned by what was called (object, verb, arguments), so one extra
 or missing call shows as that call, not as every later call shifted. For aligned calls the
 answers (or raised errors) are compared field by field and each differing field is a
-`Difference` with its path ("ok.<1>/0[3].timestamp_type"). A call that only one broker's run
+`Difference` with its path ("ok.<1>/0[3].timestamp_type"; "ok.<1>/0[7:]" for the items
+of a list only one side has). A call that only one broker's run
 made is a difference too: the scenario took another path because an earlier answer differed.
 """
 
@@ -57,9 +58,11 @@ def deep_diff(a: Any, b: Any, path: str = "") -> list[tuple[str, Any, Any]]:
         return out
     if isinstance(a, list) and isinstance(b, list):
         out = []
-        for i in range(max(len(a), len(b))):
-            out += deep_diff(a[i] if i < len(a) else ABSENT, b[i] if i < len(b) else ABSENT,
-                             f"{path}[{i}]")
+        for i in range(min(len(a), len(b))):
+            out += deep_diff(a[i], b[i], f"{path}[{i}]")
+        if len(a) != len(b):  # one difference for the items only one side has
+            n = min(len(a), len(b))
+            out.append((f"{path}[{n}:]", a[n:] or ABSENT, b[n:] or ABSENT))
         return out
     if a == b and type(a) is type(b):
         return []

@@ -181,6 +181,20 @@ def test_a_call_made_on_one_side_only_is_a_difference_and_the_rest_stays_aligned
     assert [(d.verb, d.path, d.reference) for d in diffs] == [("metadata", "", compare.ABSENT)]
 
 
+def test_a_list_of_another_length_is_one_difference_for_its_tail():
+    a = {"ok": {"t-<1>/0": [{"offset": 0}, {"offset": 1}]}}
+    b = {"ok": {"t-<1>/0": [{"offset": 0}, {"offset": 1}, {"offset": 2}, {"offset": 3}]}}
+    assert compare.deep_diff(a, b) == [("ok.t-<1>/0[2:]", compare.ABSENT,
+                                        [{"offset": 2}, {"offset": 3}])]
+    d = compare.Difference("p", "s", "c", "main", 0, "client#1:x", "consume", "ok.t-<1>/0[2:]",
+                           compare.ABSENT, "[...]")
+    tail = allowlist.Allowance("s", "consume", "*", "why", one_side_only=True)
+    assert allowlist.explain(d, (tail,)) is tail
+    changed = compare.Difference("p", "s", "c", "main", 0, "client#1:x", "consume",
+                                 "ok.t-<1>/0[1].value", '"a"', '"b"')
+    assert allowlist.explain(changed, (tail,)) is None
+
+
 def test_an_allowance_explains_only_what_it_names():
     d = compare.Difference("kafka~trafka", "compression[lz4]", "kcat", "main", 3,
                            "client#1:kcat", "describe_configs", "ok.trafka.fsync.policy",
