@@ -53,7 +53,9 @@ RULES: dict[str, str] = {
     "member-relative": "which member gets which partitions depends on member ids (random; the "
                        "assignors sort by them): one member's answers keep their sizes, and the "
                        "partitions are compared over all members together (the assignments a "
-                       "poll ended on, unordered; the records all members read, pooled)",
+                       "poll ended on, unordered; the records all members read, pooled; a "
+                       "described group's members, their partition counts and their "
+                       "assignments, each unordered)",
 }
 
 UNIQUE_SUFFIX = re.compile(r"(?<=-)[0-9a-f]{10}(?![0-9a-zA-Z])")
@@ -252,16 +254,20 @@ class Normaliser:
             return {"name": self.text(value.name), "topic_id": self.topic_id(value.topic_id),
                     "partitions": {str(p): self.node(n) for p, n in sorted(value.partitions.items())}}
         if isinstance(value, GroupInfo):
+            # member-relative: which member holds which partitions is the member ids' doing
+            self.applied["member-relative"] += 1
             return {"group_id": self.text(value.group_id), "state": value.state,
                     "protocol_type": value.protocol_type,
-                    "members": self.sorted_list([self.value(m) for m in value.members])}
+                    "members": self.sorted_list([self.value(m) for m in value.members]),
+                    "partitions per member": sorted(len(m.assignment) for m in value.members),
+                    "assignments (unordered)": self.sorted_list(
+                        [self.value(m.assignment) for m in value.members])}
         if isinstance(value, GroupMemberInfo):
             member_id = value.member_id
             if BASE64_UUID.fullmatch(member_id):  # a KIP-848 member id: a Uuid the client made
                 self.applied["uuids"] += 1
                 member_id = "<uuid>"
-            return {"member_id": self.text(member_id), "client_id": self.text(value.client_id),
-                    "assignment": self.value(value.assignment)}
+            return {"member_id": self.text(member_id), "client_id": self.text(value.client_id)}
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             return {f.name: self.value(getattr(value, f.name)) for f in dataclasses.fields(value)}
         if isinstance(value, dict):
