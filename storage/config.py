@@ -1,8 +1,10 @@
 """Per-topic log configuration under Kafka's topic config names.
 
 `TOPIC_CONFIGS` is the table DescribeConfigs reads: every topic config Apache Kafka 4.4 knows
-(the names Kafka 4.0 removed, message.format.version, message.downconversion.enable and
-message.timestamp.difference.max.ms, are unknown as they are to Kafka: INVALID_CONFIG), with
+(message.format.version and message.timestamp.difference.max.ms, which Kafka 4.0 removed, are
+unknown as they are to Kafka: INVALID_CONFIG), plus message.downconversion.enable, which Kafka
+4.0 removed with the Fetch versions it governs: Trafka still serves Fetch v0-3 as Kafka 3.9
+does (docs/protocol-versions.md), so it keeps 3.9's switch for them. Each entry has
 its built-in default, its DescribeConfigs type, whether it is sensitive, and a
 line of documentation. `LogConfig` is the typed, validated, effective configuration of one
 topic: the broker defaults (`LogConfig.from_broker`) overlaid with the topic's explicit
@@ -82,6 +84,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "max.compaction.lag.ms": _d(_L, "LONG", "A closed segment older than this is compacted whatever min.cleanable.dirty.ratio says."),
     "max.message.bytes": _d("1048588", "INT", "Largest record batch the log accepts."),
     "max.decompressed.message.bytes": _d(str(MAX_DECOMPRESSED_DEFAULT), "INT", "Largest decompressed record Kafka accepts where it decompresses; only the default (no cap) is accepted, as Trafka does not decompress records to measure them."),
+    "message.downconversion.enable": _d("true", "BOOLEAN", "Kafka 3.9's switch for the Fetch v0-3 down-conversion Trafka still serves: false answers those versions UNSUPPORTED_VERSION."),
     "message.timestamp.after.max.ms": _d("3600000", "LONG", "Largest allowed gap of a record timestamp ahead of the broker clock (CreateTime); an hour by default since Kafka 4.0."),
     "message.timestamp.before.max.ms": _d(_L, "LONG", "Largest allowed gap of a record timestamp behind the broker clock (CreateTime)."),
     "message.timestamp.type": _d("CreateTime", "STRING", "CreateTime keeps the producer's timestamps; LogAppendTime stamps batches with the broker clock."),
@@ -117,6 +120,7 @@ BROKER_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
     "index.interval.bytes": (("log.index.interval.bytes", 1),),
     "max.compaction.lag.ms": (("log.cleaner.max.compaction.lag.ms", 1),),
     "max.message.bytes": (("message.max.bytes", 1),),
+    "message.downconversion.enable": (("log.message.downconversion.enable", 1),),
     "message.timestamp.after.max.ms": (("log.message.timestamp.after.max.ms", 1),),
     "message.timestamp.before.max.ms": (("log.message.timestamp.before.max.ms", 1),),
     "message.timestamp.type": (("log.message.timestamp.type", 1),),
@@ -248,6 +252,7 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "errors.deadletterqueue.group.enable": _boolean,
     "max.decompressed.message.bytes": _only(str(MAX_DECOMPRESSED_DEFAULT), "a per-record "
                                             "decompressed size cap is not supported"),
+    "message.downconversion.enable": _boolean,
     "message.timestamp.after.max.ms": _long(0),
     "message.timestamp.before.max.ms": _long(0),
     "message.timestamp.type": _choice(TIMESTAMP_TYPES),

@@ -86,6 +86,11 @@ ALLOWED: tuple[Allowance, ...] = (
               "Trafka validates produced records against the Schema Registry under Confluent "
               "Server's topic config names (confluent.key/value.schema.validation, default "
               "false); Apache Kafka has no broker-side schema validation"),
+    Allowance("*", "describe_configs", "ok.message.downconversion.enable",
+              "Kafka 4.0 removed message.downconversion.enable together with Fetch v0-3; Trafka "
+              "still serves those versions as Kafka 3.9 does (docs/protocol-versions.md), so it "
+              "keeps 3.9's switch for them (default true) and describes it",
+              one_side_only=True),
     Allowance("transaction_timeout_aborts", "commit", "raised.*", client="java",
               reason="Kafka 4.4 finalizes transaction.version=2 and the Java 4.4 client uses it "
               "(KIP-890 part 2: every transaction end bumps the epoch, so the commit after the "

@@ -97,8 +97,7 @@ def test_kafka_4_topic_configs():
     """Kafka 4.4's table: the names Kafka 4.0 removed are unknown (CreateTopics with them gets
     INVALID_CONFIG from Kafka 4.4), message.timestamp.after.max.ms defaults to an hour, and
     max.decompressed.message.bytes is known (at its default: Trafka has no per-record cap)."""
-    for removed in ("message.format.version", "message.downconversion.enable",
-                    "message.timestamp.difference.max.ms"):
+    for removed in ("message.format.version", "message.timestamp.difference.max.ms"):
         assert removed not in TOPIC_CONFIGS
         with pytest.raises(InvalidConfig, match=removed.replace(".", r"\.")):
             LogConfig.from_kafka({removed: "1"})
