@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import importlib
 import json
-import zipfile
 from collections import Counter
 
 import pytest
 
-pytest.importorskip("pyspark")
+from compat_tests import spark_kit
+
+spark_kit.require("pyspark")
 
 import pyspark  # noqa: E402
 
@@ -64,28 +65,6 @@ def test_jar_folder_wins_and_must_be_complete(no_connector_env, monkeypatch, tmp
         JAR_NAMES + ["lz4-java-1.8.1.jar"]
     )
     assert jars.main(["check", str(tmp_path)]) == 0
-
-
-def test_kafka_clients_extraction_keeps_only_the_client(tmp_path):
-    fat = tmp_path / "plugin.jar"
-    with zipfile.ZipFile(fat, "w") as z:
-        z.writestr("kafka/kafka-version.properties", "commitId=abc\nversion=3.9.2\n")
-        z.writestr("org/apache/kafka/clients/consumer/KafkaConsumer.class", b"\xca\xfe")
-        z.writestr("common/message/FetchRequest.json", "{}")
-        z.writestr(jars._KAFKA_CLIENT_SERVICES, "org.apache.kafka.common.config.provider.FileConfigProvider\n")
-        z.writestr("com/vendor/Plugin.class", b"\xca\xfe")
-        z.writestr("net/jpountz/lz4/LZ4Factory.class", b"\xca\xfe")
-    out = jars.extract_kafka_clients(str(fat), tmp_path / "jars")
-    assert out.name == "kafka-clients-3.9.2.jar"
-    with zipfile.ZipFile(out) as z:
-        names = set(z.namelist())
-    assert names == {
-        "META-INF/MANIFEST.MF",
-        "kafka/kafka-version.properties",
-        "org/apache/kafka/clients/consumer/KafkaConsumer.class",
-        "common/message/FetchRequest.json",
-        jars._KAFKA_CLIENT_SERVICES,
-    }
 
 
 def test_generator_is_deterministic_and_skewed():
