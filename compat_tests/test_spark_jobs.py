@@ -96,11 +96,14 @@ def test_events_to_aggregates_restart(spark, broker, admin, tmp_path):
         "--watermark", "2 minutes",
         "--max-offsets-per-trigger", "200",
     ] + [f"-K{k.removeprefix('kafka.')}={v}" for k, v in SINK_TWEAKS.items()]
-    # Run 1: interval trigger, stopped as soon as some batches are committed.
+    # Run 1: interval trigger, stopped as soon as the Parquet query has committed a few
+    # batches and the Kafka one at least one (the two progress independently: waiting for
+    # both to reach the same count lets the faster one finish the topic).
     queries = job.start_queries(spark, job.parse_args(argv + ["--trigger", "200 milliseconds"]))
+    parquet_query = next(q for q in queries if q.name.endswith("-parquet"))
     try:
         deadline = time.monotonic() + WAIT_S
-        while not all(len(q.recentProgress) >= 3 for q in queries):
+        while not (len(parquet_query.recentProgress) >= 3 and all(q.recentProgress for q in queries)):
             assert all(q.isActive for q in queries), [q.exception() for q in queries]
             assert time.monotonic() < deadline, "queries made no progress"
             time.sleep(0.1)
@@ -294,29 +297,36 @@ class MirrorRun:
 
     def start(self) -> None:
         with open(self.log, "ab") as log:
+            # A session of its own: the job's Spark JVM is its child, and a kill takes both.
             self.job = subprocess.Popen(
                 [sys.executable, "-m", "spark_jobs.mirror", "--source", self.source,
                  "--target", self.target.bootstrap, "--topics-regex", self.regex,
-                 "--checkpoint", str(self.checkpoint), "--trigger", "1 second",
+                 "--checkpoint", str(self.checkpoint), "--trigger", "500 milliseconds",
                  "--max-offsets-per-trigger", "150", "--offsets-topic", "mm2-offset-syncs.target.internal"],
-                cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                 env={**os.environ, "PYTHONPATH": str(REPO)},
             )
 
     def kill(self) -> None:
+        """SIGKILL the job's process group (Python driver and Spark JVM): a crash."""
         assert self.job is not None
-        self.job.send_signal(signal.SIGKILL)
+        os.killpg(self.job.pid, signal.SIGKILL)
         self.job.wait(30)
 
     def stop(self) -> None:
-        if self.job is None or self.job.poll() is not None:
+        if self.job is None:
             return
-        self.job.send_signal(signal.SIGTERM)
-        try:
-            self.job.wait(60)
-        except subprocess.TimeoutExpired:
-            self.job.kill()
-            self.job.wait()
+        if self.job.poll() is None:
+            self.job.send_signal(signal.SIGTERM)
+            try:
+                self.job.wait(60)
+            except subprocess.TimeoutExpired:
+                pass
+        try:  # whatever is left of the group (the JVM exits on its own once the driver is gone)
+            os.killpg(self.job.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.job.wait(30)
 
     def wait(self, predicate, what: str, timeout: float = 240) -> None:
         deadline = time.monotonic() + timeout
@@ -408,14 +418,14 @@ def test_mirror_survives_job_kill_and_target_restart(connector_jars, broker, adm
     for topic, partitions in topics.items():
         admin.create_topic(topic, partitions)
     run = MirrorRun(broker.bootstrap, fresh_broker, topics, tmp_path / "ckpt", tmp_path / "mirror.log")
-    sent = _mirror_produce(broker.bootstrap, topics, 0, 1200)
+    sent = _mirror_produce(broker.bootstrap, topics, 0, 600)
     run.start()
     try:
-        run.wait(lambda: run.target_count() >= 300, "the first batches")
+        run.wait(lambda: run.target_count() >= 150, "the first batches")
         run.kill()  # mid-run: a batch may be half written
-        sent += _mirror_produce(broker.bootstrap, topics, 1200, 600)
+        sent += _mirror_produce(broker.bootstrap, topics, 600, 300)
         run.start()
-        run.wait(lambda: run.target_count() >= 1400, "the second run's batches")
+        run.wait(lambda: run.target_count() >= 450, "the second run's batches")
         fresh_broker.restart()
         run.wait(lambda: run.target_count() >= len(sent), "every record")
         time.sleep(3)  # a duplicate would land now
