@@ -463,14 +463,22 @@ def test_stream_through_leader_kill(spark, broker, tmp_path):
     a partition is SIGKILLed: the query keeps going, its consumers following the new leader,
     and the memory sink (idempotent per batch id) ends with every produced record exactly
     once. Records are produced in three rounds: before the kill, with the leader dead, and
-    after the killed broker is back in the ISR."""
+    after the killed broker is back in the ISR.
+
+    The driver plans offsets with an Admin client whose listOffsets waits for the dead
+    leader until default.api.timeout.ms (60 s by default, against Kafka and Trafka alike:
+    "Timed out waiting for a node assignment"), after which Spark retries with a fresh
+    Admin that finds the new leader. The query sets that timeout (and request.timeout.ms,
+    which must not exceed it) to 15 s, as a user who expects failovers may: the same path,
+    45 s sooner."""
     topic = unique_name("spark-cluster")
     broker.create_topic(topic, 3)
     rounds = [[(p, f"k{r}-{p}-{i}".encode(), f"r{r}-p{p}-{i}".encode(), None, None)
                for p in range(3) for i in range(30)] for r in range(3)]
     name = query_name()
+    timeouts = {"kafka.default.api.timeout.ms": "15000", "kafka.request.timeout.ms": "10000"}
     query = (
-        read_stream(spark, broker.bootstrap, subscribe=topic, startingOffsets="earliest")
+        read_stream(spark, broker.bootstrap, subscribe=topic, startingOffsets="earliest", **timeouts)
         .writeStream.format("memory")
         .queryName(name)
         .option("checkpointLocation", str(tmp_path / "ckpt"))
