@@ -106,3 +106,27 @@ def test_every_job_has_help(job, capsys):
         module.main(["--help"])
     assert info.value.code == 0
     assert "usage: python -m spark_jobs." + job in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("ci", ["true", ""])
+def test_a_missing_connector_fails_under_ci_and_skips_elsewhere(ci, monkeypatch):
+    """Spark's connector is part of what CI proves: when its jars cannot be had (no
+    SPARK_KAFKA_JARS, Maven unable to resolve .ci/jvm/pom.xml), a Spark test fails under CI
+    and skips with the reason elsewhere."""
+    from compat_tests import jvm
+
+    def unresolvable(module):
+        raise jvm.JvmUnavailable(f"no `mvn` on PATH to resolve .ci/jvm/pom.xml ({module})")
+
+    monkeypatch.setenv("CI", ci)
+    monkeypatch.delenv("SPARK_KAFKA_JARS", raising=False)
+    monkeypatch.setattr(jvm, "classpath", unresolvable)
+    try:
+        spark_kit.session("never-built")
+    except BaseException as exc:  # skip and fail are BaseExceptions: catch, not propagate
+        outcome = exc
+    else:
+        raise AssertionError("a session without the connector was built")
+    expected = pytest.fail.Exception if ci else pytest.skip.Exception
+    assert type(outcome) is expected, f"{type(outcome).__name__}: {outcome}"
+    assert "spark-kafka" in str(outcome) and "no `mvn`" in str(outcome)
