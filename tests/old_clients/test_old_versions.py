@@ -175,7 +175,10 @@ def test_fetch_down_converts_like_kafka_39(pair, version, topic, offset):
             assert all(m[1][2] & 0x08 for m in t_msgs), "LogAppendTime bit on every message"
         k_msgs, t_msgs = _without_times(k_msgs), _without_times(t_msgs)
     assert t_msgs == k_msgs
-    assert len(trafka["records"]) == len(kafka["records"])
+    if topic != "append-time" or all(m[0] == "message" for m in k_msgs):
+        # A compressed wrapper of append-time messages holds each broker's own clock readings,
+        # and gzip of different bytes may differ in length by a byte: sizes compared elsewhere.
+        assert len(trafka["records"]) == len(kafka["records"])
     if all(m[0] == "message" for m in k_msgs):  # compressed bytes differ, so do the sizes after them
         assert t_tail == k_tail
         if topic != "append-time":
