@@ -21,7 +21,8 @@ READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, 
 
 TOPIC_OPERATIONS = sum(1 << op for op in (READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS,
                                           ALTER_CONFIGS))
-CLUSTER_OPERATIONS = sum(1 << op for op in (WRITE, CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS,
+# Kafka's AclEntry.supportedOperations(CLUSTER): no WRITE (Kafka reports 8096).
+CLUSTER_OPERATIONS = sum(1 << op for op in (CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS,
                                             ALTER_CONFIGS, IDEMPOTENT_WRITE))
 GROUP_OPERATIONS = sum(1 << op for op in (READ, DELETE, DESCRIBE))
 # The field's value when the client did not ask (Integer.MIN_VALUE).
