@@ -4,6 +4,9 @@ Kafka reads a request's partitions into a map (KafkaApis.handleProduceRequest):
 - a partition named twice (in one topic entry, or in two entries of the same topic) is
   appended once, with the records of its last occurrence, and answered once;
 - a topic entry without partitions is not answered at all.
+A retried idempotent batch (a duplicate) is answered with the original offsets and, as
+log_append_time, the batch timestamp Kafka keeps per producer (its max timestamp on a
+CreateTime topic), not -1.
 """
 
 from __future__ import annotations
@@ -67,3 +70,16 @@ def test_a_topic_without_partitions_is_not_answered(broker):
     answer = produce(broker, [{"name": "pp-empty", "partition_data": []},
                               {"name": "pp-dup2", "partition_data": [{"index": 1, "records": batch("d-")}]}])
     assert [t["name"] for t in answer["responses"]] == ["pp-dup2"]
+
+
+def test_a_duplicate_batch_answers_its_timestamp_as_log_append_time(broker):
+    init = raw_request("127.0.0.1", broker.port, ApiKey.INIT_PRODUCER_ID, 4, {
+        "transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1})
+    data = batch("i-", 3, producer_id=init["producer_id"], producer_epoch=init["producer_epoch"], base_sequence=0)
+    first = produce(broker, [{"name": "pp-idem", "partition_data": [{"index": 0, "records": data}]}])
+    again = produce(broker, [{"name": "pp-idem", "partition_data": [{"index": 0, "records": data}]}])
+    first_p, again_p = first["responses"][0]["partition_responses"][0], again["responses"][0]["partition_responses"][0]
+    assert first_p["error_code"] == again_p["error_code"] == 0
+    assert first_p["log_append_time_ms"] == -1  # a CreateTime topic
+    assert again_p["base_offset"] == first_p["base_offset"]
+    assert again_p["log_append_time_ms"] == TS + 2  # the batch's max timestamp
