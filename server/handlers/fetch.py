@@ -3,7 +3,9 @@
 Implements v4-17 (topic ids from v13). Stored bytes go out as they are: no record is
 decoded. Rules kept here:
 - every requested partition is in the answer (full fetch responses must list them all,
-  CLIENTS.md §9.7), in request order;
+  CLIENTS.md §9.7), in request order; as Kafka reads them into a map, a partition named
+  twice is answered once and a topic without partitions not at all. An isolation level
+  other than 0 or 1 fails the request with UNKNOWN_SERVER_ERROR, as Kafka's does;
 - max_bytes caps the response and partition_max_bytes each partition, except that the
   first batch of the first partition with data is always sent whole (KIP-74) — only
   that one: librdkafka drops a response larger than it asked for;
@@ -86,6 +88,9 @@ log = logging.getLogger("trafka.fetch")
 
 _EMPTY = b""
 _NONE = ErrorCode.NONE
+# What Kafka's KafkaApis answers itself, before the read (FetchResponse.partitionResponse).
+_REFUSED_BEFORE_READING = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID,
+                                     ErrorCode.TOPIC_AUTHORIZATION_FAILED})
 REGION_MIN_BYTES = 64 * 1024
 
 
@@ -150,8 +155,9 @@ def _now_ms() -> int:
 
 
 def _diverging(partition, part: dict) -> dict | None:
-    """A follower whose last fetched epoch ends earlier here than where it fetches (or is
-    unknown here) has a tail to cut: (epoch, end offset) it must truncate to."""
+    """A fetcher — a follower, or a consumer from v12, as Kafka's Partition.readRecords
+    checks any last_fetched_epoch — whose last fetched epoch ends earlier here than where it
+    fetches (or is unknown here) has a tail to cut: (epoch, end offset) it must truncate to."""
     last_epoch = part.get("last_fetched_epoch", -1)
     if last_epoch < 0:
         return None
@@ -193,14 +199,16 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
         for part in partitions:
             index = part["partition"]
             if name in denied:
-                results.append(_partition(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                results.append(_partition(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED, aborted=[]))
                 errors = True
                 continue
             try:
                 partition = partition_for(name, index, part.get("current_leader_epoch", -1), leader_only=leader_only)
             except KafkaError as exc:
                 code = ErrorCode.UNKNOWN_TOPIC_ID if by_id and name is None else exc.code
-                results.append(_partition(index, code))
+                # Kafka refuses these before reading (an empty aborted list); a read that
+                # fails answers null.
+                results.append(_partition(index, code, aborted=[] if code in _REFUSED_BEFORE_READING else None))
                 errors = True
                 continue
             hw = partition.high_watermark
@@ -218,21 +226,21 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
                     results.append(entry)
                     errors = True  # answer at once: the consumer moves to that replica
                     continue
+            if replica_id >= 0 and replica_id not in partition.followers:
+                results.append(_partition(index, ErrorCode.NOT_LEADER_OR_FOLLOWER, hw, start, lso=lso))
+                errors = True
+                continue
+            diverging = _diverging(partition, part)
+            if diverging is not None:
+                if diverging["epoch"] < 0 or offset < start:
+                    results.append(_partition(index, ErrorCode.OFFSET_OUT_OF_RANGE, hw, start, lso=lso))
+                else:
+                    entry = _partition(index, _NONE, hw, start, lso=lso)
+                    entry["diverging_epoch"] = diverging
+                    results.append(entry)
+                errors = True  # answer at once: the fetcher must truncate first
+                continue
             if replica_id >= 0:
-                if replica_id not in partition.followers:
-                    results.append(_partition(index, ErrorCode.NOT_LEADER_OR_FOLLOWER, hw, start, lso=lso))
-                    errors = True
-                    continue
-                diverging = _diverging(partition, part)
-                if diverging is not None:
-                    if diverging["epoch"] < 0 or offset < start:
-                        results.append(_partition(index, ErrorCode.OFFSET_OUT_OF_RANGE, hw, start, lso=lso))
-                    else:
-                        entry = _partition(index, _NONE, hw, start, lso=lso)
-                        entry["diverging_epoch"] = diverging
-                        results.append(entry)
-                    errors = True  # answer at once: the follower must truncate first
-                    continue
                 upto = partition.log_end_offset
                 if offset <= upto:
                     partition.update_follower(replica_id, offset, _now_ms())
@@ -331,8 +339,37 @@ def _session_context(ctx: RequestContext, request: dict, session_id: int, epoch:
     return context, topics
 
 
+def _merged(items: list[dict], by_id: bool) -> list[tuple]:
+    """The topics of a sessionless fetch as Kafka reads them, into a map keyed by
+    topic-partition: a partition (or topic) named twice is read once, with its last entry,
+    at its first place; a topic without partitions is not answered."""
+    merged: dict = {}
+    for item in items:
+        key = item.get("topic_id", ZERO_UUID) if by_id else item["topic"]
+        partitions = merged.setdefault(key, {})
+        for part in item["partitions"]:
+            partitions[part["partition"]] = part
+    return [(key, list(partitions.values())) for key, partitions in merged.items() if partitions]
+
+
+def _failed(ctx: RequestContext, request: dict, code: ErrorCode) -> dict:
+    """Kafka's FetchRequest.getErrorResponse: the error at the top (v7+) and, below v13, for
+    every requested partition (an empty aborted list, no records)."""
+    topics = []
+    if ctx.api_version < 13:
+        topics = [{"topic": item.get("topic", ""), "topic_id": item.get("topic_id", ZERO_UUID),
+                   "partitions": [_partition(part["partition"], code, aborted=[]) for part in item["partitions"]]}
+                  for item in request["topics"]]
+    return {"throttle_time_ms": 0, "error_code": code, "session_id": request.get("session_id", 0),
+            "responses": topics}
+
+
 async def handle(ctx: RequestContext, request: dict) -> dict:
     broker = ctx.broker
+    if request.get("isolation_level", 0) not in (0, 1):
+        # Kafka's IsolationLevel.forId throws, and the request fails as a whole.
+        log.warning("fetch from %s: isolation level %d is unknown", ctx.client_id, request["isolation_level"])
+        return _failed(ctx, request, ErrorCode.UNKNOWN_SERVER_ERROR)
     if ctx.api_version >= 15:
         replica_id = (request.get("replica_state") or {}).get("replica_id", -1)
     else:
@@ -348,12 +385,11 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         incremental = session.kind == "incremental"
     else:  # sessionless (librdkafka, aiokafka, followers): the request is the whole story
         topics = []
-        for item in request["topics"]:
+        for key, partitions in _merged(request["topics"], ctx.api_version >= 13):
             if ctx.api_version >= 13:
-                topic_id = item.get("topic_id", ZERO_UUID)
-                topics.append((_name_for_id(broker, topic_id), topic_id, item["partitions"]))
+                topics.append((_name_for_id(broker, key), key, partitions))
             else:
-                topics.append((item["topic"], None, item["partitions"]))
+                topics.append((key, None, partitions))
     max_bytes = request.get("max_bytes", 0x7FFFFFFF)
     min_bytes = request.get("min_bytes", 1)
     wait_s = max(request.get("max_wait_ms", 0), 0) / 1000
