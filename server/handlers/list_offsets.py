@@ -6,8 +6,11 @@ offset), -1 latest (the high watermark, or the last stable offset for read_commi
 max timestamp (v7+, KIP-734), -4 earliest local (KIP-405; the log start offset, as all
 data is local), -5 earliest pending upload (KIP-1005; none, so -1). A timestamp ≥ 0
 gives the first offset whose timestamp is at or after it (below the high watermark), or -1
-when there is none. Answers carry the partition's leader epoch; the client's
-current_leader_epoch is checked by `Broker.partition` (KIP-320).
+when there is none; another negative timestamp is UNSUPPORTED_VERSION, as Kafka 4 answers
+it. Answers carry the partition's leader epoch; the client's current_leader_epoch is
+checked by `Broker.partition` (KIP-320). As Kafka: a partition named twice is answered
+once, INVALID_REQUEST; a topic without partitions is not answered; an isolation level
+other than 0 or 1 fails every partition with UNKNOWN_SERVER_ERROR.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from wire.registry import ApiKey
 
 from server.context import RequestContext
 from server.security.acls import AclOperation, ResourceType
-from server.errors import InvalidRequest, error_code_for
+from server.errors import KafkaError, error_code_for
 
 API_KEY = ApiKey.LIST_OFFSETS
 MAY_BLOCK = False
@@ -52,24 +55,49 @@ def lookup(partition, timestamp: int, read_committed: bool = False) -> tuple[int
     return ts, offset
 
 
+def _merged(topics: list[dict]) -> tuple[list[tuple[str, list[dict]]], set[tuple[str, int]]]:
+    """The request's partitions as Kafka reads them, once each (a topic without partitions is
+    not answered), and those named more than once (ListOffsetsRequest.duplicatePartitions),
+    which Kafka answers INVALID_REQUEST."""
+    merged: dict[str, dict[int, dict]] = {}
+    duplicates: set[tuple[str, int]] = set()
+    for topic in topics:
+        partitions = merged.setdefault(topic["name"], {})
+        for part in topic["partitions"]:
+            if part["partition_index"] in partitions:
+                duplicates.add((topic["name"], part["partition_index"]))
+            partitions[part["partition_index"]] = part
+    return [(name, list(parts.values())) for name, parts in merged.items() if parts], duplicates
+
+
 async def handle(ctx: RequestContext, request: dict) -> dict:
     broker = ctx.broker
+    if request.get("isolation_level", 0) not in (0, 1):
+        # Kafka's IsolationLevel.forId throws: ListOffsetsRequest.getErrorResponse answers
+        # every requested partition UNKNOWN_SERVER_ERROR.
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": t["name"], "partitions": [_answer(p["partition_index"], ErrorCode.UNKNOWN_SERVER_ERROR)
+                                               for p in t["partitions"]]} for t in request["topics"]]}
     read_committed = request.get("isolation_level", 0) == 1
     topics = []
-    for topic in request["topics"]:
-        name = topic["name"]
+    merged, duplicates = _merged(request["topics"])
+    for name, partitions in merged:
         answers = []
         if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
             topics.append({"name": name, "partitions": [_answer(p["partition_index"], ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                                                        for p in topic["partitions"]]})
+                                                        for p in partitions]})
             continue
-        for part in topic["partitions"]:
+        for part in partitions:
             index = part["partition_index"]
             timestamp = part["timestamp"]
+            if (name, index) in duplicates:
+                answers.append(_answer(index, ErrorCode.INVALID_REQUEST))
+                continue
             try:
                 partition = broker.partition(name, index, part.get("current_leader_epoch", -1))
                 if timestamp < EARLIEST_PENDING_UPLOAD:
-                    raise InvalidRequest(f"unknown special timestamp {timestamp}")
+                    # What Kafka 4 answers a negative timestamp it has no meaning for.
+                    raise KafkaError(f"unknown special timestamp {timestamp}", ErrorCode.UNSUPPORTED_VERSION)
                 ts, offset = lookup(partition, timestamp, read_committed)
             except Exception as exc:
                 answers.append(_answer(index, error_code_for(exc)))
