@@ -24,7 +24,9 @@ TOPIC_OPERATIONS = sum(1 << op for op in (READ, WRITE, CREATE, DELETE, ALTER, DE
 # Kafka's AclEntry.supportedOperations(CLUSTER): no WRITE (Kafka reports 8096).
 CLUSTER_OPERATIONS = sum(1 << op for op in (CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS,
                                             ALTER_CONFIGS, IDEMPOTENT_WRITE))
-GROUP_OPERATIONS = sum(1 << op for op in (READ, DELETE, DESCRIBE))
+# Kafka's AclEntry.supportedOperations(GROUP): groups have configs since KIP-848 (Kafka
+# reports 3400).
+GROUP_OPERATIONS = sum(1 << op for op in (READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS))
 # The field's value when the client did not ask (Integer.MIN_VALUE).
 NOT_REQUESTED = -(1 << 31)
 

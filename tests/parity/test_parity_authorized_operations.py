@@ -32,3 +32,17 @@ def test_describe_cluster_authorized_operations_have_no_write(broker):
     answer = raw_request("127.0.0.1", broker.port, ApiKey.DESCRIBE_CLUSTER, 1,
                          {"include_cluster_authorized_operations": True, "endpoint_type": 1})
     assert answer["cluster_authorized_operations"] == KAFKA_CLUSTER_OPERATIONS
+
+
+# READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: groups have configs since KIP-848.
+KAFKA_GROUP_OPERATIONS = 3400
+
+
+def test_describe_groups_authorized_operations_include_configs(broker):
+    commit = raw_request("127.0.0.1", broker.port, ApiKey.OFFSET_COMMIT, 2, {
+        "group_id": "pao-g", "generation_id_or_member_epoch": -1, "member_id": "", "retention_time_ms": -1,
+        "topics": []})
+    assert commit["topics"] == []
+    answer = raw_request("127.0.0.1", broker.port, ApiKey.DESCRIBE_GROUPS, 5,
+                         {"groups": ["pao-g"], "include_authorized_operations": True})
+    assert answer["groups"][0]["authorized_operations"] == KAFKA_GROUP_OPERATIONS
