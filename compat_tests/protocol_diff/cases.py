@@ -37,25 +37,30 @@ def _c(key: int, v: int, variant: str, body, **kw) -> Case:
 
 @api(K.PRODUCE)
 def produce(v: int) -> list[Case]:
+    # Topics of its own per version: what one version appended (or refused) does not shift
+    # the offsets the next one is answered with.
+    topic, idem_topic = f"pd-p-v{v}", f"pd-idem-v{v}"
     data = payloads.records(2, tag=f"p{v}-")
     steps = [
-        _c(K.PRODUCE, v, "valid:acks=all", lambda c: flows.produce_body("pd-p", 0, data), primary=True),
-        _c(K.PRODUCE, v, "valid:acks=1", lambda c: flows.produce_body("pd-p", 1, data, acks=1)),
-        _c(K.PRODUCE, v, "valid:acks=0", lambda c: flows.produce_body("pd-p", 1, data, acks=0), no_response=True),
+        flows.create_topic(topic, 2),
+        flows.create_topic(idem_topic, 1),
+        _c(K.PRODUCE, v, "valid:acks=all", lambda c: flows.produce_body(topic, 0, data), primary=True),
+        _c(K.PRODUCE, v, "valid:acks=1", lambda c: flows.produce_body(topic, 1, data, acks=1)),
+        _c(K.PRODUCE, v, "valid:acks=0", lambda c: flows.produce_body(topic, 1, data, acks=0), no_response=True),
         _c(K.PRODUCE, v, "valid:two-topics", lambda c: {
             "transactional_id": None, "acks": -1, "timeout_ms": 10_000,
-            "topic_data": [{"name": "pd-p", "partition_data": [{"index": 0, "records": data},
-                                                               {"index": 1, "records": data}]},
-                           {"name": "pd-idem", "partition_data": [{"index": 0, "records": data}]}]}),
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": data},
+                                                              {"index": 1, "records": data}]},
+                           {"name": idem_topic, "partition_data": [{"index": 0, "records": data}]}]}),
     ]
-    # An idempotent producer of its own per version: sequence 0, then a duplicate of it.
+    # An idempotent producer of its own: sequence 0, then a duplicate of it.
     key = f"pd-idem-v{v}"
     steps.append(flows.init_producer(key, None))
 
     def idem(c: Ctx) -> dict:
         batch = payloads.records(2, tag=f"i{v}-", producer_id=pid(c, key), producer_epoch=epoch(c, key),
                                  base_sequence=0)
-        return flows.produce_body("pd-idem", 0, batch)
+        return flows.produce_body(idem_topic, 0, batch)
     steps.append(_c(K.PRODUCE, v, "valid:idempotent", idem))
     steps.append(_c(K.PRODUCE, v, "valid:idempotent-duplicate", idem))
     return steps
@@ -115,6 +120,10 @@ def list_offsets(v: int) -> list[Case]:
     if v >= 7:
         steps.append(_c(K.LIST_OFFSETS, v, "valid:max-timestamp", lambda c: _list_offsets_body(
             c, [(TOPIC_A, 0, -3), (TOPIC_B, 0, -3)])))
+    # Max timestamp (-3, v7+), earliest local (-4, v8+) and earliest pending upload (-5, v9+)
+    # at every version: what a broker answers below the version that introduced each.
+    steps.append(_c(K.LIST_OFFSETS, v, "valid:special-timestamps", lambda c: _list_offsets_body(
+        c, [(TOPIC_A, 0, -3), (TOPIC_A, 1, -4), (TOPIC_A, 2, -5)])))
     return steps
 
 

@@ -31,6 +31,29 @@ def _short(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
+# Arrays the schemas do not mark as maps but whose elements are results per partition, topic,
+# group...: matched by that field when it is unique on both sides (Kafka answers, e.g., the
+# partitions of a Fetch it could not serve after the ones it could, and ListOffsets in the
+# order its purgatory completes them).
+KEY_FIELDS = (("partition_index",), ("partition",), ("index",), ("name",), ("topic",), ("topic_id",),
+              ("group_id",), ("transactional_id",), ("node_id",), ("broker_id",), ("member_id",), ("api_key",),
+              ("resource_type", "resource_name"), ("key",))
+
+
+def _common_key(a: list, b: list) -> list[str] | None:
+    items = a + b
+    if not items or not all(isinstance(x, dict) for x in items):
+        return None
+    for fields in KEY_FIELDS:
+        if all(all(f in x for f in fields) for x in items):
+            ka = [tuple(json.dumps(x[f], default=str) for f in fields) for x in a]
+            kb = [tuple(json.dumps(x[f], default=str) for f in fields) for x in b]
+            if len(set(ka)) == len(ka) and len(set(kb)) == len(kb):
+                return list(fields)
+            return None
+    return None
+
+
 def _walk(a: Any, b: Any, path: str, out: list[Difference]) -> None:
     if isinstance(a, dict) and isinstance(b, dict):
         if "__map__" in a and "__map__" in b:
@@ -46,6 +69,10 @@ def _walk(a: Any, b: Any, path: str, out: list[Difference]) -> None:
                 _walk(a[key], b[key], sub, out)
         return
     if isinstance(a, list) and isinstance(b, list):
+        fields = _common_key(a, b)
+        if fields is not None:
+            _walk_map({"__map__": fields, "items": a}, {"__map__": fields, "items": b}, path, out)
+            return
         for i in range(max(len(a), len(b))):
             sub = f"{path}[{i}]"
             if i >= len(a):

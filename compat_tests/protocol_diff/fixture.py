@@ -5,7 +5,7 @@ transactions, made by the same requests in the same order (each compared like an
 - pd-b: 1 partition with topic configs, 3 records in 3 batches;
 - pd-t: 1 partition with one committed transaction (2 records and its marker) and one
   transaction left open (1 record), so read_committed stops before it;
-- pd-p, pd-idem: what the Produce cases write to; pd-ac: what the config cases alter;
+- pd-ac: what the config cases alter;
 - pd-g: a group with committed offsets and no members; pd-stable: a classic group with one
   member, Stable.
 """
@@ -33,8 +33,6 @@ def cases() -> list[Case]:
     for first in range(3):
         steps.append(flows.produce(TOPIC_B, 0, 1, first=first, tag="b"))
     steps.append(flows.create_topic(TOPIC_TXN, 1))
-    steps.append(flows.create_topic("pd-p", 2))
-    steps.append(flows.create_topic("pd-idem", 1))
     steps.append(flows.create_topic("pd-ac", 1))
     steps.append(flows.simple_commit(GROUP, {(TOPIC_A, 0): 3, (TOPIC_A, 1): 1}))
     steps += flows.classic_member(STABLE_GROUP)

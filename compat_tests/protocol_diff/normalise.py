@@ -3,9 +3,9 @@
 Each rule names the fields it touches and why (RULES, printed in the report). A rule only
 replaces a value by a placeholder when the value is one the broker generated (its own
 cluster id, topic ids, ports, member and producer ids, its clock); a value sent in the
-request, or a constant, is compared as it is. Generated ids are numbered per broker in order
-of first appearance ("<member#2>"), so the same member answered twice still compares
-equal, and two different ones do not.
+request, or a constant, is compared as it is. Generated ids are named per broker by what
+the run captured them as ("<member:pd-hb-v3>", "<producer-id:pd-txn-done>"): the
+same member answered twice compares equal, and two different ones do not.
 
 The result is plain JSON data (uuids and bytes as strings, record batches decoded), so
 differences print and serialise as they are.
@@ -35,19 +35,26 @@ RULES: dict[str, str] = {
                   "Record timestamps the run chose (2023) are compared as they are.",
     "port": "the broker's own listener ports -> <port> / <controller-port>: each broker listens on "
             "a free port of its own.",
-    "member-id": "a generated member id (JoinGroup, ConsumerGroupHeartbeat v0, ShareGroupHeartbeat) "
-                 "-> <member#N>: random per member (client id + UUID).",
-    "producer-id": "a producer id -> <producer-id#N>: producer ids come from a per-cluster counter "
-                   "(Kafka's controller hands out blocks of 1000).",
+    "member-id": "a generated member id (JoinGroup, ConsumerGroupHeartbeat v0; client id or "
+                 "instance id + UUID, or a base64 UUID) -> <member:GROUP> when it is the member the run "
+                 "made in GROUP and later requests quote, else <member>: random per member.",
+    "producer-id": "a producer id above 0 -> <producer-id:KEY> when it is the producer the run "
+                   "initialised as KEY and later requests quote, else <producer-id>: producer ids come "
+                   "from a per-cluster counter (Kafka's controller hands them out in blocks). 0, -1 and "
+                   "the ids the run sends itself stay as they are.",
     "fetch-session": "a non-zero fetch/share session id -> <session>: random per session.",
     "default-tags": "a tagged field written at its default value -> absent: KIP-482 defines a missing "
                     "tag as its default, so both are the same message.",
     "data-dir": "paths under the broker's data directory -> <data-dir>: each broker has its own.",
     "disk-bytes": "DescribeLogDirs total_bytes / usable_bytes -> <disk-bytes>: free space changes "
                   "while the run writes.",
-    "map-order": "arrays Kafka's schemas declare as maps (an element field with mapKey) are matched "
-                 "by key, not position: Kafka builds them from hash maps, so their order carries "
-                 "no meaning (e.g. Metadata's topics).",
+    "map-order": "arrays of per-topic / per-partition / per-group results (the schemas' mapKey fields, "
+                 "else a unique partition_index, name, topic, group_id... field) are matched by key, not "
+                 "position: Kafka builds many from hash maps and answers the partitions it could not "
+                 "serve after the rest, so their order carries no meaning.",
+    "error-message": "a non-null error_message -> <message>: the text is for people; what it says is "
+                     "compared through the error code (whether there is a message at all is still "
+                     "compared).",
     "records": "record batches are decoded (offsets, epochs, attributes, producer ids, timestamps, "
                "keys, values, headers) so a difference names the field; CRCs are compared as "
                "'valid'.",
@@ -66,27 +73,11 @@ WALL_CLOCK_SLACK_MS = 15 * 60 * 1000
 LITERAL_PRODUCER_IDS = {424242}
 
 
-class Tokens:
-    """Per-broker numbering of generated values in order of first appearance."""
-
-    def __init__(self) -> None:
-        self.seen: dict[tuple[str, Any], str] = {}
-        self.count: dict[str, int] = {}
-
-    def token(self, kind: str, value: Any) -> str:
-        key = (kind, value)
-        if key not in self.seen:
-            self.count[kind] = self.count.get(kind, 0) + 1
-            self.seen[key] = f"<{kind}#{self.count[kind]}>"
-        return self.seen[key]
-
-
 class Normaliser:
-    """One broker's normaliser: its context (ids, ports) and its token numbering."""
+    """One broker's normaliser: its context (ids, ports, what the run captured)."""
 
     def __init__(self, ctx: Ctx, run_started_ms: int) -> None:
         self.ctx = ctx
-        self.tokens = Tokens()
         self.window = (run_started_ms - WALL_CLOCK_SLACK_MS, None)
         self.used: set[str] = set()
 
@@ -148,9 +139,9 @@ class Normaliser:
         if name == "port" and value in self.ctx.extra_ports:
             self._mark("port")
             return "<controller-port>"
-        if name in _PRODUCER_FIELDS and value >= 0 and value not in LITERAL_PRODUCER_IDS:
+        if name in _PRODUCER_FIELDS and value > 0 and value not in LITERAL_PRODUCER_IDS:
             self._mark("producer-id")
-            return self.tokens.token("producer-id", value)
+            return self._named("pid:", value, "producer-id")
         if name in _SESSION_FIELDS and value != 0:
             self._mark("fetch-session")
             return "<session>"
@@ -164,16 +155,26 @@ class Normaliser:
         return value
 
     def _str(self, value: str, name: str) -> Any:
+        if name.endswith("error_message"):
+            self._mark("error-message")
+            return "<message>"
         if name == "cluster_id" and value == self.ctx.cluster_id:
             self._mark("cluster-id")
             return "<cluster-id>"
         if name in _MEMBER_FIELDS and value and _generated_member(value):
             self._mark("member-id")
-            return self.tokens.token("member", value)
+            return self._named("member:", value, "member")
         if self.ctx.data_dir and self.ctx.data_dir in value:
             self._mark("data-dir")
             return value.replace(self.ctx.data_dir, "<data-dir>")
         return value
+
+    def _named(self, prefix: str, value: Any, kind: str) -> str:
+        """<kind:KEY> for a value the run captured under PREFIX+KEY, else <kind>."""
+        for key, captured in self.ctx.values.items():
+            if key.startswith(prefix) and captured == value:
+                return f"<{kind}:{key[len(prefix):]}>"
+        return f"<{kind}>"
 
     def _records(self, data: bytes) -> Any:
         """Batches as dicts; the undecodable tail (a partial batch) as its length."""
@@ -225,6 +226,6 @@ def _batches(data: bytes):
 
 
 def _generated_member(value: str) -> bool:
-    if value.startswith("pd-"):
-        return False  # one the run chose (static members, hostile values)
+    """Kafka's `<client id or instance id>-<UUID>` and KIP-848 base64 UUIDs (22 characters);
+    the member ids the run sends itself are neither."""
     return bool(_UUID_TEXT.search(value) or _BASE64_UUID.match(value))
