@@ -41,4 +41,5 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     entries = [{"entity": entity_list(entity),
                 "values": [{"key": key, "value": value} for key, value in sorted(config.items())]}
                for entity, config in found]
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "entries": entries}
+    # Kafka answers success with error_message "" (not null).
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": "", "entries": entries}
