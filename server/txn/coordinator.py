@@ -428,6 +428,8 @@ class TransactionCoordinator:
     # ------------------------------------------------------------------ checks
     def _check_producer(self, transactional_id: str, producer_id: int, producer_epoch: int
                         ) -> tuple[ErrorCode, TransactionMetadata | None]:
+        if not transactional_id:
+            return E.INVALID_REQUEST, None  # Kafka's TransactionCoordinator, before anything else
         if not self.loaded:
             return E.COORDINATOR_LOAD_IN_PROGRESS, None
         status = self.txn_status(transactional_id)
