@@ -5,7 +5,9 @@ decoded. Rules kept here:
 - every requested partition is in the answer (full fetch responses must list them all,
   CLIENTS.md §9.7), in request order; as Kafka reads them into a map, a partition named
   twice is answered once and a topic without partitions not at all. An isolation level
-  other than 0 or 1 fails the request with UNKNOWN_SERVER_ERROR, as Kafka's does;
+  other than 0 or 1 fails the request with UNKNOWN_SERVER_ERROR, as Kafka's does; a
+  consumer's partition whose read failed (OFFSET_OUT_OF_RANGE, ...) carries -1 for its
+  high watermark, last stable offset and log start, as Kafka's;
 - max_bytes caps the response and partition_max_bytes each partition, except that the
   first batch of the first partition with data is always sent whole (KIP-74) — only
   that one: librdkafka drops a response larger than it asked for;
@@ -130,6 +132,16 @@ def _partition(index: int, code: ErrorCode, hw: int = -1, log_start: int = -1, r
     }
 
 
+def _read_error(index: int, code: ErrorCode, hw: int, start: int, lso: int, replica_id: int) -> dict:
+    """A partition whose read failed. A consumer gets Kafka's answer (ReplicaManager's
+    failed LogReadResult): no high watermark, last stable offset or log start (-1). A
+    follower gets them: Trafka's fetcher starts over at the leader's log start when its own
+    log end fell below it (server/cluster/fetcher.py)."""
+    if replica_id < 0:
+        return _partition(index, code)
+    return _partition(index, code, hw, start, lso=lso)
+
+
 def _read(plog, offset: int, limit: int, zero_copy: bool, upto: int, min_one_batch: bool):
     """(records, size) for one partition: bytes, or a FileRegion when `zero_copy` allows.
     Only batches below `upto` (the high watermark) are read."""
@@ -233,7 +245,7 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
             diverging = _diverging(partition, part)
             if diverging is not None:
                 if diverging["epoch"] < 0 or offset < start:
-                    results.append(_partition(index, ErrorCode.OFFSET_OUT_OF_RANGE, hw, start, lso=lso))
+                    results.append(_read_error(index, ErrorCode.OFFSET_OUT_OF_RANGE, hw, start, lso, replica_id))
                 else:
                     entry = _partition(index, _NONE, hw, start, lso=lso)
                     entry["diverging_epoch"] = diverging
@@ -264,7 +276,7 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
                                 "preferred_read_replica": -1, "records": _EMPTY})
                 continue
             if offset < start or offset > partition.log_end_offset:
-                results.append(_partition(index, ErrorCode.OFFSET_OUT_OF_RANGE, hw, start, lso=lso))
+                results.append(_read_error(index, ErrorCode.OFFSET_OUT_OF_RANGE, hw, start, lso, replica_id))
                 errors = True
                 continue
             records = _EMPTY
@@ -278,7 +290,7 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
                 except Exception as exc:
                     code = error_code_for(exc)
                     log.warning("fetch %s-%d at %d: %s (%s)", name, index, offset, code.name, exc)
-                    results.append(_partition(index, code, hw, start, lso=lso))
+                    results.append(_read_error(index, code, hw, start, lso, replica_id))
                     errors = True
                     continue
                 if size:

@@ -98,3 +98,11 @@ def test_a_consumers_unknown_last_fetched_epoch_is_out_of_range(broker):
     assert (p["error_code"], p["aborted_transactions"]) == (ErrorCode.OFFSET_OUT_OF_RANGE, None)
     known = fetch(broker, 12, [topic(broker, [part(0, 1, last_fetched_epoch=0)])])
     assert known["responses"][0]["partitions"][0]["error_code"] == ErrorCode.NONE
+
+
+@pytest.mark.parametrize("version", [4, 12, 17])
+def test_a_consumers_failed_read_carries_no_offsets(broker, version):
+    answer = fetch(broker, version, [topic(broker, [part(0, 1000)])])
+    p = answer["responses"][0]["partitions"][0]
+    fields = (p["error_code"], p["high_watermark"], p["last_stable_offset"], p.get("log_start_offset", -1))
+    assert fields == (ErrorCode.OFFSET_OUT_OF_RANGE, -1, -1, -1)
