@@ -6,8 +6,8 @@ offset), -1 latest (the high watermark, or the last stable offset for read_commi
 max timestamp (v7+, KIP-734), -4 earliest local (KIP-405; the log start offset, as all
 data is local), -5 earliest pending upload (KIP-1005; none, so -1). A timestamp ≥ 0
 gives the first offset whose timestamp is at or after it (below the high watermark), or -1
-when there is none; another negative timestamp is UNSUPPORTED_VERSION, as Kafka 4 answers
-it. Answers carry the partition's leader epoch; the client's current_leader_epoch is
+when there is none; another negative timestamp, or a special one below the version that
+introduced it (-3: v7, -4: v8, -5: v9), is UNSUPPORTED_VERSION, as Kafka 4 answers it. Answers carry the partition's leader epoch; the client's current_leader_epoch is
 checked by `Broker.partition` (KIP-320). As Kafka: a partition named twice is answered
 once, INVALID_REQUEST; a topic without partitions is not answered; an isolation level
 other than 0 or 1 fails every partition with UNKNOWN_SERVER_ERROR.
@@ -26,6 +26,8 @@ API_KEY = ApiKey.LIST_OFFSETS
 MAY_BLOCK = False
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5
+# The first version each special timestamp exists in (Kafka answers UNSUPPORTED_VERSION below).
+_SINCE = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, EARLIEST_PENDING_UPLOAD: 9}
 
 
 def _answer(index: int, code: ErrorCode, timestamp: int = -1, offset: int = -1, epoch: int = -1) -> dict:
@@ -95,9 +97,11 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                 continue
             try:
                 partition = broker.partition(name, index, part.get("current_leader_epoch", -1))
-                if timestamp < EARLIEST_PENDING_UPLOAD:
-                    # What Kafka 4 answers a negative timestamp it has no meaning for.
-                    raise KafkaError(f"unknown special timestamp {timestamp}", ErrorCode.UNSUPPORTED_VERSION)
+                if timestamp < EARLIEST_PENDING_UPLOAD or ctx.api_version < _SINCE.get(timestamp, 0):
+                    # What Kafka 4 answers a negative timestamp it has no meaning for, or one
+                    # newer than the request's version.
+                    raise KafkaError(f"special timestamp {timestamp} is not known at v{ctx.api_version}",
+                                     ErrorCode.UNSUPPORTED_VERSION)
                 ts, offset = lookup(partition, timestamp, read_committed)
             except Exception as exc:
                 answers.append(_answer(index, error_code_for(exc)))

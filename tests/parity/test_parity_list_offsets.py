@@ -64,3 +64,13 @@ def test_an_unknown_isolation_level_fails_every_partition(broker, version):
     answer = list_offsets(broker, version, [{"name": "plo", "partitions": parts(0, 1)}], isolation=99)
     assert answers(answer) == {("plo", 0): (ErrorCode.UNKNOWN_SERVER_ERROR, -1),
                                ("plo", 1): (ErrorCode.UNKNOWN_SERVER_ERROR, -1)}
+
+
+@pytest.mark.parametrize("version, supported", [(1, set()), (6, set()), (7, {-3}), (8, {-3, -4}), (9, {-3, -4, -5})])
+def test_special_timestamps_need_their_version(broker, version, supported):
+    topics = [{"name": "plo", "partitions": [{"partition_index": i, "current_leader_epoch": -1, "timestamp": ts}
+                                             for i, ts in enumerate((-3, -4, -5))]}]
+    codes = {p["partition_index"]: p["error_code"]
+             for p in list_offsets(broker, version, topics)["topics"][0]["partitions"]}
+    assert codes == {i: ErrorCode.NONE if ts in supported else ErrorCode.UNSUPPORTED_VERSION
+                     for i, ts in enumerate((-3, -4, -5))}
