@@ -51,6 +51,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             member_id=request.get("member_id") or "",
             group_instance_id=request.get("group_instance_id"),
             offsets=offsets,
+            api_version=ctx.api_version,
         )
     results = {**results, **denied}
     return {
