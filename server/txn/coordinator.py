@@ -611,7 +611,9 @@ class TransactionCoordinator:
                 continue
             if producer_ids and m.producer_id not in producer_ids:
                 continue
-            if min_duration_ms >= 0 and (m.start_ms < 0 or now - m.start_ms <= min_duration_ms):
+            # Kafka's rule, now - start > filter: a transactional id with no transaction
+            # running (start -1) counts as running longer than any filter (KIP-994 as built).
+            if min_duration_ms >= 0 and now - m.start_ms <= min_duration_ms:
                 continue
             out.append(m)
         return E.NONE, out, unknown
