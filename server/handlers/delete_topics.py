@@ -51,6 +51,12 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         if (name if topic_id == ZERO_UUID else topic_id) in repeated:
             result.update(error_code=ErrorCode.INVALID_REQUEST, error_message="the topic is named more than once")
             continue
+        if ctx.api_version >= 6 and (name is None) == (topic_id == ZERO_UUID):
+            # Kafka: a v6 entry names its topic by name or by id, never both or neither.
+            result.update(error_code=ErrorCode.INVALID_REQUEST,
+                          error_message="You may not specify both topic name and topic id." if name is not None
+                          else "Neither topic name nor id were specified.")
+            continue
         cache = broker.cluster.cache if broker.cluster is not None else None
         if name is None and topic_id != ZERO_UUID:
             name = broker.topic_name_for_id(topic_id) if cache is None else \

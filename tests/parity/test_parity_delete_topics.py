@@ -51,3 +51,12 @@ def test_no_time_left_deletes_nothing(broker, timeout_ms):
 def test_errors_carry_a_message(broker):
     [(_name, code, message)] = delete(broker, 5, ["pdt-nobody"])
     assert code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and message
+
+
+def test_v6_names_a_topic_by_name_or_by_id(broker):
+    import uuid
+
+    answer = raw_request("127.0.0.1", broker.port, ApiKey.DELETE_TOPICS, 6, {"timeout_ms": 10000, "topics": [
+        {"name": "pdt-both", "topic_id": uuid.UUID("5eed0000-0000-4000-8000-00000000dead")},
+        {"name": None, "topic_id": uuid.UUID(int=0)}]})
+    assert [r["error_code"] for r in answer["responses"]] == [ErrorCode.INVALID_REQUEST] * 2
