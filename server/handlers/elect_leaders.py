@@ -49,7 +49,9 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     if election_type not in (0, 1):
         log.info("ElectLeaders from %s: election type %d is not PREFERRED (0) or UNCLEAN (1)", ctx.client_id,
                  election_type)
-        return _answer({}, E.INVALID_REQUEST)
+        # Kafka: INVALID_REQUEST at the top and for every partition asked for.
+        invalid = (E.INVALID_REQUEST, f"Unknown election type {election_type}")
+        return _answer({tp: invalid for tp in tps or []}, E.INVALID_REQUEST)
     node = ctx.broker.cluster
     if node is None:
         return _single_broker(ctx, asked, request.get("timeout_ms", 60000))

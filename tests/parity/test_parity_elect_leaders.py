@@ -50,3 +50,12 @@ def test_no_time_left_times_out(broker, version):
     answer = elect(broker, version, [{"topic": "pel-b", "partitions": [0]}], timeout_ms=-1)
     assert answer["error_code"] == ErrorCode.REQUEST_TIMED_OUT
     assert shape(answer) == [("pel-b", [(0, ErrorCode.REQUEST_TIMED_OUT)])]
+
+
+def test_an_unknown_election_type_is_invalid_for_every_partition(broker):
+    answer = elect(broker, 2, [{"topic": "pel-a", "partitions": [0, 1]}])
+    assert answer["error_code"] == ErrorCode.NONE
+    raw = raw_request("127.0.0.1", broker.port, ApiKey.ELECT_LEADERS, 2, {
+        "election_type": 99, "topic_partitions": [{"topic": "pel-a", "partitions": [0, 1]}], "timeout_ms": 10000})
+    assert raw["error_code"] == ErrorCode.INVALID_REQUEST
+    assert shape(raw) == [("pel-a", [(0, ErrorCode.INVALID_REQUEST), (1, ErrorCode.INVALID_REQUEST)])]
