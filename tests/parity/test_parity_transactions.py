@@ -63,3 +63,12 @@ def test_add_offsets_takes_an_empty_group_id(broker):
                                                          "producer_id": producer["producer_id"],
                                                          "producer_epoch": producer["producer_epoch"], "group_id": ""})
     assert answer["error_code"] == ErrorCode.NONE
+
+
+def test_write_txn_markers_answers_each_producer_once(broker):
+    marker = {"producer_id": 424242, "producer_epoch": 0, "transaction_result": False,
+              "topics": [{"name": "ptx", "partition_indexes": [0]}], "coordinator_epoch": 0}
+    answer = call(broker, ApiKey.WRITE_TXN_MARKERS, 1, {"markers": [marker, marker, {**marker, "producer_id": 7,
+                                                                                      "topics": []}]})
+    assert [(m["producer_id"], [(t["name"], [p["partition_index"] for p in t["partitions"]]) for t in m["topics"]])
+            for m in answer["markers"]] == [(424242, [("ptx", [0])])]
