@@ -62,3 +62,9 @@ def test_describe_transactions_errors_as_kafka(broker):
             s["producer_epoch"], s["transaction_timeout_ms"]) for s in answer["transaction_states"]]
     assert got == [("pda-nobody", ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, 0, 0, 0, 0),
                    ("", ErrorCode.INVALID_REQUEST, 0, 0, 0, 0)]
+
+
+def test_describe_client_quotas_unknown_match_type_is_invalid(broker):
+    answer = call(broker, ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, {
+        "components": [{"entity_type": "user", "match_type": 99, "match": None}], "strict": False})
+    assert (answer["error_code"], answer["entries"]) == (ErrorCode.INVALID_REQUEST, None)
