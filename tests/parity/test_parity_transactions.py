@@ -72,3 +72,13 @@ def test_write_txn_markers_answers_each_producer_once(broker):
                                                                                       "topics": []}]})
     assert [(m["producer_id"], [(t["name"], [p["partition_index"] for p in t["partitions"]]) for t in m["topics"]])
             for m in answer["markers"]] == [(424242, [("ptx", [0])])]
+
+
+def test_add_partitions_answers_as_asked(broker):
+    producer = init(broker, "ptx-shape")
+    answer = call(broker, ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
+        "v3_and_below_transactional_id": "ptx-shape", "v3_and_below_producer_id": producer["producer_id"],
+        "v3_and_below_producer_epoch": producer["producer_epoch"],
+        "v3_and_below_topics": [{"name": "ptx", "partitions": [0, 0]}, {"name": "ptx", "partitions": [0]}]})
+    assert [(t["name"], [(p["partition_index"], p["partition_error_code"]) for p in t["results_by_partition"]])
+            for t in answer["results_by_topic_v3_and_below"]] == [("ptx", [(0, 0), (0, 0)]), ("ptx", [(0, 0)])]
