@@ -397,9 +397,12 @@ class TransactionCoordinator:
                     return InitResult(exc.code)
             else:
                 new_id, new_epoch = m.producer_id, m.producer_epoch + 1
+            # Kafka's prepareIncrementProducerEpoch remembers the epoch it bumped from only for a
+            # KIP-360 bump (the request named its producer id and epoch): only that bump's
+            # lost answer may be asked for again. A plain InitProducerId leaves none (-1).
             code = await self._write(m, producer_id=new_id, producer_epoch=new_epoch, last_producer_id=m.producer_id,
-                                     last_producer_epoch=m.producer_epoch, timeout_ms=timeout_ms, state=S.EMPTY,
-                                     partitions=set(), start_ms=-1)
+                                     last_producer_epoch=m.producer_epoch if producer_id >= 0 else -1,
+                                     timeout_ms=timeout_ms, state=S.EMPTY, partitions=set(), start_ms=-1)
         finally:
             m.pending = False
         if code != E.NONE:

@@ -82,3 +82,22 @@ def test_add_partitions_answers_as_asked(broker):
         "v3_and_below_topics": [{"name": "ptx", "partitions": [0, 0]}, {"name": "ptx", "partitions": [0]}]})
     assert [(t["name"], [(p["partition_index"], p["partition_error_code"]) for p in t["results_by_partition"]])
             for t in answer["results_by_topic_v3_and_below"]] == [("ptx", [(0, 0), (0, 0)]), ("ptx", [(0, 0)])]
+
+
+@pytest.mark.parametrize("version, fenced", [(3, ErrorCode.INVALID_PRODUCER_EPOCH), (4, ErrorCode.PRODUCER_FENCED)])
+def test_a_stale_epoch_after_a_plain_init_is_fenced(broker, version, fenced):
+    txn = f"ptx-stale-{version}"
+    first = init(broker, txn, version=version)
+    assert init(broker, txn, version=version)["producer_epoch"] == first["producer_epoch"] + 1
+    # The first epoch is not the one a KIP-360 bump moved from: no retry, fenced.
+    again = init(broker, txn, first["producer_id"], first["producer_epoch"], version=version)
+    assert again["error_code"] == fenced
+
+
+def test_a_lost_kip360_bump_may_be_asked_again(broker):
+    txn = "ptx-retry"
+    first = init(broker, txn)
+    bumped = init(broker, txn, first["producer_id"], first["producer_epoch"])
+    assert bumped["producer_epoch"] == first["producer_epoch"] + 1
+    retried = init(broker, txn, first["producer_id"], first["producer_epoch"])
+    assert (retried["error_code"], retried["producer_epoch"]) == (ErrorCode.NONE, bumped["producer_epoch"])
