@@ -106,5 +106,5 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                     "partitions": [{"partition_index": p["partition_index"],
                                     "error_code": results[(topic["name"], p["partition_index"])]}
                                    for p in topic["partitions"]]}
-                   for topic in request["topics"]],
+                   for topic in request["topics"] if topic["partitions"]],  # Kafka: no answer for no partitions
     }

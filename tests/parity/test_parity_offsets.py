@@ -50,3 +50,13 @@ def test_offset_commit_does_not_answer_a_topic_without_partitions(broker):
         "group_id": "pof-g", "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
         "topics": [{"name": "pof", "partitions": []}]})
     assert answer["topics"] == []
+
+
+def test_txn_offset_commit_does_not_answer_a_topic_without_partitions(broker):
+    init = raw_request("127.0.0.1", broker.port, ApiKey.INIT_PRODUCER_ID, 4, {
+        "transactional_id": "pof-txn", "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1})
+    answer = raw_request("127.0.0.1", broker.port, ApiKey.TXN_OFFSET_COMMIT, 3, {
+        "transactional_id": "pof-txn", "group_id": "pof-g", "producer_id": init["producer_id"],
+        "producer_epoch": init["producer_epoch"], "generation_id": -1, "member_id": "", "group_instance_id": None,
+        "topics": [{"name": "pof", "partitions": []}]})
+    assert answer["topics"] == []
