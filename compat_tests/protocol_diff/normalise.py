@@ -28,8 +28,9 @@ RULES: dict[str, str] = {
                         "depends on its quotas and load at that moment, not on the protocol.",
     "cluster-id": "the broker's own cluster id -> <cluster-id>: random per cluster (kafka-storage "
                   "format / Trafka's data dir).",
-    "topic-id": "a topic id the broker gave a topic -> <topic-id:NAME>: topic ids are random per "
-                "topic and broker; the name they stand for is compared.",
+    "topic-id": "a topic id the broker gave a topic -> <topic-id:NAME> (<topic-id:no-topic> for one no "
+                "existing topic has, as CreateTopics validate_only answers): topic ids are random per topic "
+                "and broker; the name they stand for is compared. The ids the run sends stay as they are.",
     "wall-clock": "an int64 within the run's wall-clock window -> <wall-clock>: broker-stamped times "
                   "(log append times, commit and transaction start times) differ by milliseconds. "
                   "Record timestamps the run chose (2023) are compared as they are.",
@@ -71,6 +72,10 @@ WALL_CLOCK_SLACK_MS = 15 * 60 * 1000
 
 # Producer ids the run itself puts in requests (hostile.UNKNOWN_PRODUCER_ID): kept as they are.
 LITERAL_PRODUCER_IDS = {424242}
+# Topic ids the run itself puts in requests (the zero id, hostile.UNKNOWN_TOPIC_ID,
+# model.MISSING_TOPIC_ID): kept as they are.
+SENT_TOPIC_IDS = {uuid.UUID(int=0), uuid.UUID("5eed0000-0000-4000-8000-00000000dead"),
+                  uuid.UUID("0badc0de-0000-4000-8000-000000000001")}
 
 
 class Normaliser:
@@ -114,6 +119,9 @@ class Normaliser:
                 if tid == value:
                     self._mark("topic-id")
                     return f"<topic-id:{topic}>"
+            if value not in SENT_TOPIC_IDS:
+                self._mark("topic-id")
+                return "<topic-id:no-topic>"  # generated for no topic that exists (validate_only)
             return str(value)
         if isinstance(value, (bytes, bytearray, memoryview)):
             data = bytes(value)

@@ -290,10 +290,13 @@ class Run:
             for side, out in zip(self.sides, outcomes):
                 if out.kind == "response":
                     case.capture(side.ctx, out.body)
-        pair = self._compare(case.api_key, case.version if case.header_version is None else case.header_version,
-                             variant, outcomes[0], outcomes[1])
+        pair = Pair(case.api_key, case.version if case.header_version is None else case.header_version,
+                    variant, outcomes[0], outcomes[1], [])
         pair.seconds = time.monotonic() - started
         self.pairs.append(pair)
+        self._settle_after(case)
+        # Compared after settling: ids of topics the request created are known by then.
+        self._compare(pair)
         return pair
 
     @staticmethod
@@ -335,16 +338,14 @@ class Run:
             return Outcome("none", detail="no answer (acks=0)")
         return first
 
-    def _compare(self, api_key: int, version: int, variant: str, k: Outcome, t: Outcome) -> Pair:
-        diffs: list[Difference] = []
+    def _compare(self, pair: Pair) -> None:
+        k, t = pair.kafka, pair.trafka
         if k.kind != t.kind:
-            diffs.append(Difference("<outcome>", _describe(k), _describe(t)))
+            pair.differences = [Difference("<outcome>", _describe(k), _describe(t))]
         elif k.kind == "response":
-            nk = self.kafka.normaliser.body(api_key, k.body)
-            nt = self.trafka.normaliser.body(api_key, t.body)
-            diffs = compare(nk, nt)
-            k.normalised, t.normalised = nk, nt  # type: ignore[attr-defined]
-        return Pair(api_key, version, variant, k, t, diffs)
+            k.normalised = self.kafka.normaliser.body(pair.api_key, k.body)
+            t.normalised = self.trafka.normaliser.body(pair.api_key, t.body)
+            pair.differences = compare(k.normalised, t.normalised)
 
     def run_case(self, case: Case, tag: str) -> None:
         hostiles: list[hostile.Mutation] = []
@@ -356,7 +357,6 @@ class Run:
         if case.hostile_first:
             self._hostiles(case, hostiles)
         self.send(case)
-        self._after(case)
         if not case.hostile_first:
             self._hostiles(case, hostiles)
 
@@ -368,21 +368,21 @@ class Run:
             if key in self.unanswered:
                 timeout = min(timeout, UNANSWERED_AGAIN_S)
             hostile_case = Case(case.api_key, case.version, f"hostile:{m.label}", case.body,
-                                no_response=case.no_response, timeout_s=timeout)
+                                no_response=case.no_response, timeout_s=timeout, settle=case.settle,
+                                txn_settle=case.txn_settle)
             pair = self.send(hostile_case, m, hostile_case.variant,
                              isolate=(case.isolate, f"h{i}") if case.isolate else None)
             if pair is not None and "timeout" in (pair.kafka.kind, pair.trafka.kind):
                 self.unanswered.add(key)
-            self._after(case, hostile_run=True)
 
-    def _after(self, case: Case, hostile_run: bool = False) -> None:
+    def _settle_after(self, case: Case) -> None:
         started = time.monotonic()
         try:
-            self._settle_after(case)
+            self._settle_for(case)
         finally:
             self.settle_seconds += time.monotonic() - started
 
-    def _settle_after(self, case: Case) -> None:
+    def _settle_for(self, case: Case) -> None:
         if (case.settle or case.api_key in TOPIC_CHANGING) and len(self.last_outcomes) == 2:
             self.settle([self.expectations(side, case.api_key, case.version, body, out)
                          for side, body, out in zip(self.sides, self.last_bodies, self.last_outcomes)])
@@ -415,7 +415,6 @@ class Run:
         self.warm_up()
         for case in fixture.cases():
             self.send(case)
-            self._after(case)
         self.settle()
         for api_key, (lo, hi) in self.common.items():
             if self.apis is not None and api_key not in self.apis:
