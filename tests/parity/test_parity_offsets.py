@@ -60,3 +60,15 @@ def test_txn_offset_commit_does_not_answer_a_topic_without_partitions(broker):
         "producer_epoch": init["producer_epoch"], "generation_id": -1, "member_id": "", "group_instance_id": None,
         "topics": [{"name": "pof", "partitions": []}]})
     assert answer["topics"] == []
+
+
+def test_txn_offset_commit_refuses_an_empty_group_id(broker):
+    init = raw_request("127.0.0.1", broker.port, ApiKey.INIT_PRODUCER_ID, 4, {
+        "transactional_id": "pof-txn-empty", "transaction_timeout_ms": 60000, "producer_id": -1,
+        "producer_epoch": -1})
+    answer = raw_request("127.0.0.1", broker.port, ApiKey.TXN_OFFSET_COMMIT, 3, {
+        "transactional_id": "pof-txn-empty", "group_id": "", "producer_id": init["producer_id"],
+        "producer_epoch": init["producer_epoch"], "generation_id": -1, "member_id": "", "group_instance_id": None,
+        "topics": [{"name": "pof", "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                                   "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+    assert answer["topics"][0]["partitions"][0]["error_code"] == 24  # INVALID_GROUP_ID
