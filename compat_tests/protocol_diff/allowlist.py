@@ -119,6 +119,14 @@ ENTRIES: list[Allowed] = [
             "to 1 there: a coordinator log per partition costs files and recovery time for nothing on one "
             "broker). Which partition coordinates a group is internal; clients follow FindCoordinator.",
             path=r"(.*\.)?topics\[(name|topic)=(__consumer_offsets|__transaction_state)\]\.partitions.*"),
+    Allowed("txn-offsets-one-partition", "deliberate",
+            "What follows from internal-topic-partitions: Kafka verifies a TxnOffsetCommit by the group's "
+            "__consumer_offsets partition (KIP-890), which AddOffsetsToTxn put in the transaction; with 50 "
+            "partitions another group's usually differs (INVALID_TXN_STATE), with Trafka's one it is the same "
+            "partition, so the commit passes the same partition-level check Kafka makes. (Kafka answers "
+            "INVALID_TXN_STATE, or TRANSACTION_ABORTABLE from v4.)",
+            api=K["txn_offset_commit"], variant=r"hostile:group_id=(unknown|oversized)",
+            path=r"topics\[.*\]\.partitions\[.*\]\.error_code", kafka=lambda v: v in (48, 120), trafka=0),
     Allowed("metadata-auto-create", "deliberate",
             "A topic auto-created by Metadata is answered at once, ready (Trafka creates it synchronously); "
             "Kafka 4.4's controller creates it asynchronously and first answers UNKNOWN_TOPIC_OR_PARTITION "
@@ -256,6 +264,12 @@ OPEN: list[Allowed] = [
             "alter_configs handlers.",
             api=None, variant=r"hostile:resources\[0\]\.(resource_name=empty|configs\[0\]\.value=null|"
                               r"configs\[0\]\.config_operation=99)",
+            path=r"responses\[.*\]\.(error_code|error_message)"),
+    Allowed("open-dynamic-broker-config", "open",
+            "IncrementalAlterConfigs validate_only of the broker config log.cleaner.threads (dynamic in "
+            "Kafka): Kafka accepts it, Trafka answers INVALID_REQUEST (it does not take that broker config "
+            "dynamically). Left to the helper working on dynamic broker configs.",
+            api=K["incremental_alter_configs"], variant=r"valid:broker-dynamic-validate",
             path=r"responses\[.*\]\.(error_code|error_message)"),
     Allowed("open-alter-client-quotas-duplicates", "open",
             "AlterClientQuotas: Kafka 4's KRaft quota manager answers an entity named twice once, "

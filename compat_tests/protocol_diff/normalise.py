@@ -33,7 +33,7 @@ RULES: dict[str, str] = {
                 "and broker; the name they stand for is compared. The ids the run sends stay as they are.",
     "wall-clock": "an int64 within the run's wall-clock window -> <wall-clock>: broker-stamped times "
                   "(log append times, commit and transaction start times) differ by milliseconds. "
-                  "Record timestamps the run chose (2023) are compared as they are.",
+                  "Record timestamps the run chose (an hour before it started) are compared as they are.",
     "port": "the broker's own listener ports -> <port> / <controller-port>: each broker listens on "
             "a free port of its own.",
     "member-id": "a generated member id (JoinGroup, ConsumerGroupHeartbeat v0; client id or "

@@ -39,6 +39,29 @@ WHY_NOT_COMPARED = {
 }
 
 
+def reference_api_names(module: str) -> dict[int, str]:
+    """API names as the reference broker's own kafka-clients jar spells them (for the APIs
+    Trafka's registry has no name for); {} when the jar is not there."""
+    import glob
+    import zipfile
+
+    from compat_tests import jvm
+
+    names: dict[int, str] = {}
+    for jar in glob.glob(str(jvm.JVM_DIR / module / "kafka-clients-*.jar")):
+        with zipfile.ZipFile(jar) as z:
+            for entry in z.namelist():
+                if entry.startswith("common/message/") and entry.endswith("Request.json"):
+                    text = "\n".join(line for line in z.read(entry).decode().splitlines()
+                                     if not line.strip().startswith("//"))
+                    try:
+                        schema = json.loads(text)
+                    except ValueError:
+                        continue
+                    names[schema["apiKey"]] = schema["name"].removesuffix("Request")
+    return names
+
+
 def _short(value: Any) -> str:
     text = json.dumps(value, default=str, sort_keys=False)
     text = re.sub(r"([a-zA-Z])\1{19,}", lambda m: f"{m.group(1) * 3}…({len(m.group(0))})", text)
@@ -83,6 +106,7 @@ def summarise(result: RunResult, reference: str, entries: list[allowlist.Allowed
                for eid, items in sorted(used.items(), key=lambda kv: (known[kv[0]].kind, kv[0]))]
     unused = [e.id for e in entries if e.id not in used]
     k, t = result.kafka_versions, result.trafka_versions
+    reference_names = reference_api_names("kafka" if reference == "kafka" else reference)
     only = []
     for key in sorted(set(k) | set(t)):
         if key in result.versions:
@@ -90,7 +114,10 @@ def summarise(result: RunResult, reference: str, entries: list[allowlist.Allowed
         who = "Kafka only" if key not in t else "Trafka only" if key not in k else "both"
         why = WHY_NOT_COMPARED.get(key, "no version both serve that our schemas describe" if who == "both"
                                    else "not served by Trafka" if who == "Kafka only" else "")
-        only.append({"api": key, "api_name": api_name(key), "advertised_by": who, "kafka": k.get(key),
+        name = api_name(key)
+        if name.startswith("API_") and key in reference_names:
+            name = reference_names[key]
+        only.append({"api": key, "api_name": name, "advertised_by": who, "kafka": k.get(key),
                      "trafka": t.get(key), "why": why})
     return {
         "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
@@ -100,6 +127,7 @@ def summarise(result: RunResult, reference: str, entries: list[allowlist.Allowed
         "pairs_with_open_differences": sum(1 for p in result.pairs if p.differences),
         "open_differences": sum(len(p.differences) for p in result.pairs),
         "allowed_differences": sum(len(p.allowed) for p in result.pairs),
+        "open_entries_used": sorted({e for p in result.pairs for _d, e in p.allowed if known[e].kind == "open"}),
         "compared_versions": {api_name(a): list(v) for a, v in result.versions.items()},
         "per_api": {api_name(a): dict(c) for a, c in sorted(per_api.items())},
         "not_compared": only,
@@ -141,10 +169,26 @@ def markdown(summary: dict) -> str:
         for ex in group["examples"][:EXAMPLES]:
             out.append(f"| {ex['version']} | `{_md(ex['variant'])}` | `{_md(ex['kafka'])}` | `{_md(ex['trafka'])}` |")
         out.append("")
-    out += ["## Allow-listed differences", "", "| entry | kind | count | APIs | reason |", "|---|---|---:|---|---|"]
+    opened = [e for e in summary["allowed"] if e["kind"] == "open"]
+    out += ["## Open: differences not fixed yet (allow-listed as `open`)", ""]
+    if not opened:
+        out.append("None.")
+    for entry in opened:
+        out.append(f"- `{entry['id']}` ({entry['count']} differences; {', '.join(entry['apis'])}): "
+                   f"{_md(entry['reason'])}")
+        for ex in entry["examples"][:EXAMPLES]:
+            out.append(f"  - {ex['api_name']} v{ex['version']} `{_md(ex['variant'])}` `{_md(ex['path'])}`: "
+                       f"Kafka `{_md(ex['kafka'])}`, Trafka `{_md(ex['trafka'])}`")
+    out += ["", "## Allow-listed differences", "", "| entry | kind | count | APIs | reason | example |",
+            "|---|---|---:|---|---|---|"]
     for entry in summary["allowed"]:
+        if entry["kind"] == "open":
+            continue
+        ex = entry["examples"][0] if entry["examples"] else None
+        example = (f"{ex['api_name']} v{ex['version']} `{_md(ex['variant'])}` `{_md(ex['path'])}`: "
+                   f"Kafka `{_md(ex['kafka'])}`, Trafka `{_md(ex['trafka'])}`") if ex else ""
         out.append(f"| `{entry['id']}` | {entry['kind']} | {entry['count']} | {', '.join(entry['apis'])} | "
-                   f"{_md(entry['reason'])} |")
+                   f"{_md(entry['reason'])} | {example} |")
     if summary["unused_allow_entries"]:
         out += ["", "Allow-list entries that matched nothing this run: "
                 + ", ".join(f"`{e}`" for e in summary["unused_allow_entries"])]
