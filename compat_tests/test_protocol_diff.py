@@ -13,6 +13,7 @@ import pytest
 from compat_tests.brokers import BrokerFailed, BrokerUnavailable
 from compat_tests.protocol_diff import report
 from compat_tests.protocol_diff.run import run_differential
+from compat_tests.protocol_diff.runner import BrokerDied
 
 # The run is one test: brokers start once, then a few thousand request pairs.
 TIMEOUT_S = 900
@@ -31,7 +32,7 @@ def test_protocol_differences(request: pytest.FixtureRequest, tmp_path) -> None:
         summary = run_differential("kafka", tmp_path)
     except BrokerUnavailable as exc:
         pytest.skip(str(exc))
-    except BrokerFailed as exc:
+    except (BrokerFailed, BrokerDied) as exc:
         pytest.fail(str(exc), pytrace=False)
     assert summary["pairs"] > 0
     if summary["open_differences"]:

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from compat_tests.protocol_diff import allowlist, report
-from compat_tests.protocol_diff.brokers import reference_broker, trafka_broker
+from compat_tests.protocol_diff.brokers import REFERENCE_SKIPS, reference_broker, trafka_broker
 from compat_tests.protocol_diff.client import WireClient
 from compat_tests.protocol_diff.model import Ctx
 from compat_tests.protocol_diff.normalise import Normaliser
@@ -18,15 +18,16 @@ from compat_tests.protocol_diff.runner import Run, RunResult, Side
 log = logging.getLogger(__name__)
 
 
-def compare_brokers(kafka, trafka, apis: set[int] | None = None) -> RunResult:
+def compare_brokers(kafka, trafka, apis: set[int] | None = None, skip: dict[str, str] | None = None) -> RunResult:
     """Run every case against two started brokers; differences classified by the allow-list."""
     started_ms = int(time.time() * 1000)
 
     def side(name: str, broker, extra_ports=()) -> Side:
         ctx = Ctx(name, broker.port, data_dir=str(broker.data_dir), extra_ports=tuple(extra_ports))
-        return Side(ctx, WireClient(broker.host, broker.port), Normaliser(ctx, started_ms))
+        return Side(ctx, WireClient(broker.host, broker.port), Normaliser(ctx, started_ms), alive=broker.alive,
+                    log_tail=lambda: broker.log_tail(60))
 
-    run = Run(side("kafka", kafka, [getattr(kafka, "controller_port", 0)]), side("trafka", trafka), apis)
+    run = Run(side("kafka", kafka, [getattr(kafka, "controller_port", 0)]), side("trafka", trafka), apis, skip)
     started = time.monotonic()
     try:
         run.run()
@@ -48,7 +49,7 @@ def run_differential(reference: str, workdir: Path, apis: set[int] | None = None
     try:
         kafka.start()
         trafka.start()
-        result = compare_brokers(kafka, trafka, apis)
+        result = compare_brokers(kafka, trafka, apis, REFERENCE_SKIPS.get(reference))
     finally:
         trafka.stop()
         kafka.stop()

@@ -13,7 +13,8 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
+import re
 
 from compat_tests.protocol_diff import cases as case_lists
 from compat_tests.protocol_diff import fixture, hostile
@@ -46,6 +47,12 @@ class Side:
     client: WireClient
     normaliser: Normaliser
     versions: dict[int, tuple[int, int]] = field(default_factory=dict)
+    alive: Callable[[], bool] = lambda: True
+    log_tail: Callable[[], str] = lambda: ""
+
+
+class BrokerDied(RuntimeError):
+    """A broker process exited during the run: the run stops, with its log."""
 
 
 @dataclass
@@ -82,7 +89,11 @@ def intersection(a: dict[int, tuple[int, int]], b: dict[int, tuple[int, int]]) -
 
 
 class Run:
-    def __init__(self, kafka: Side, trafka: Side, apis: set[int] | None = None) -> None:
+    def __init__(self, kafka: Side, trafka: Side, apis: set[int] | None = None,
+                 skip: dict[str, str] | None = None) -> None:
+        """`skip`: hostile labels (regular expressions) not sent to this reference, each with
+        the reason (a reference broker that cannot survive them)."""
+        self.skip = skip or {}
         self.kafka = kafka
         self.trafka = trafka
         self.sides = (kafka, trafka)
@@ -267,6 +278,10 @@ class Run:
             self.not_sent.append((case.api_key, case.version, variant, str(exc)))
             return None
         header_version = case.header_version if case.header_version is not None else case.version
+        for side in self.sides:
+            if not side.alive():
+                raise BrokerDied(f"{side.ctx.name} exited during the run (before {api_name(case.api_key)} "
+                                 f"v{case.version} {variant}):\n{side.log_tail()}")
         started = time.monotonic()
         cids = []
         for side, frame in zip(self.sides, frames):
@@ -362,6 +377,10 @@ class Run:
 
     def _hostiles(self, case: Case, hostiles: list[hostile.Mutation]) -> None:
         for i, m in enumerate(hostiles):
+            reason = next((why for pattern, why in self.skip.items() if re.fullmatch(pattern, m.label)), None)
+            if reason is not None:
+                self.not_sent.append((case.api_key, case.version, f"hostile:{m.label}", reason))
+                continue
             timeout = next((t for suffix, t in case.hostile_timeouts.items() if m.label.endswith(suffix)),
                            case.timeout_s)
             key = (case.api_key, m.label)
