@@ -92,6 +92,7 @@ from wire.primitives import uvarint_bytes  # noqa: E402
 from wire.records import HEADER, HEADER_SIZE, LOG_OVERHEAD, Record, build_batch, encode_record  # noqa: E402
 
 TOPIC = "capacity"
+WARMUP_TOPIC = "capacity-warmup"
 DEFAULT_MESSAGES = {100: 20_000_000, 1024: 2_000_000}
 QUICK_MESSAGES = {100: 2_000_000, 1024: 200_000}
 PREFIX = 16  # template id + record index, hex, at the start of every value
@@ -182,7 +183,8 @@ def encode_produce(topic: str, items: list[tuple[int, Template]], acks: int,
                           keys=[(p, t.crc, t.count) for p, t in items])
 
 
-def build_requests(templates: list[Template], partitions: int, shape: str, acks: int) -> list[ProduceRequest]:
+def build_requests(templates: list[Template], partitions: int, shape: str, acks: int,
+                   topic: str = TOPIC) -> list[ProduceRequest]:
     """One cycle of requests covering every (template, partition) pair once.
 
     per-partition: request j carries template (j // P) % K for partition j % P;
@@ -191,17 +193,17 @@ def build_requests(templates: list[Template], partitions: int, shape: str, acks:
     reqs = []
     if shape == "per-partition":
         for j in range(k * partitions):
-            reqs.append(encode_produce(TOPIC, [(j % partitions, templates[(j // partitions) % k])], acks))
+            reqs.append(encode_produce(topic, [(j % partitions, templates[(j // partitions) % k])], acks))
     elif shape == "all-partitions":
         for j in range(k):
-            reqs.append(encode_produce(TOPIC, [(p, templates[(j * partitions + p) % k]) for p in range(partitions)],
+            reqs.append(encode_produce(topic, [(p, templates[(j * partitions + p) % k]) for p in range(partitions)],
                                        acks))
     else:
         raise ValueError(f"unknown request shape {shape!r}")
     # The hand encoder must agree with the protocol library byte for byte.
     ref_items = {p: templates[0].batch for p in range(partitions if shape == "all-partitions" else 1)}
-    mine = encode_produce(TOPIC, [(p, templates[0]) for p in ref_items], acks)
-    ref = RawClient.__new__(RawClient).produce_frame(TOPIC, ref_items, acks=acks)
+    mine = encode_produce(topic, [(p, templates[0]) for p in ref_items], acks)
+    ref = RawClient.__new__(RawClient).produce_frame(topic, ref_items, acks=acks)
     if b"".join(bytes(v) for v in mine.views) != ref:
         raise AssertionError("hand-encoded Produce v9 differs from wire.encode_request")
     return reqs
@@ -263,6 +265,9 @@ def _window(cpu: dict, n: int, size: int, prefix: str) -> dict:
             f"{prefix}_broker_cpu_us_per_msg": cpu["broker_cpu_s"] / n * 1e6 if n else float("nan"),
             f"{prefix}_client_cpu_us_per_msg": cpu["client_cpu_s"] / n * 1e6 if n else float("nan"),
             f"{prefix}_broker_cpu_pct": 100 * cpu["broker_cpu_s"] / el if el > 0 else float("nan"),
+            # Of the broker's CPU, a JVM's JIT compilers and GC (0 for Trafka and Tansu).
+            f"{prefix}_broker_jit_us_per_msg": cpu["broker_jit_cpu_s"] / n * 1e6 if n else float("nan"),
+            f"{prefix}_broker_gc_us_per_msg": cpu["broker_gc_cpu_s"] / n * 1e6 if n else float("nan"),
             f"{prefix}_host_busy_pct": cpu["host_busy_pct"]}
 
 
@@ -404,7 +409,8 @@ def produce_phase(bootstrap: str | list[str], pid: int | list[int], requests: li
 
 
 def consume_phase(bootstrap: str, pid: int, partitions: int, expected: int, size: int, deadline: float,
-                  max_wait_ms: int, max_bytes: int, partition_max_bytes: int) -> tuple[dict, Counter, list[str]]:
+                  max_wait_ms: int, max_bytes: int, partition_max_bytes: int,
+                  topic: str = TOPIC) -> tuple[dict, Counter, list[str]]:
     """Fetch from offset 0 with one fetch outstanding until `expected` records arrived,
     checking CRCs and offset contiguity on the way; return (metrics, received multiset, errors)."""
     conn = Conn(bootstrap)
@@ -424,7 +430,7 @@ def consume_phase(bootstrap: str, pid: int, partitions: int, expected: int, size
             if time.monotonic() > deadline:
                 errors.append(f"consume exceeded the run timeout ({total:,} of {expected:,} records)")
                 break
-            corr = conn.send_frame(1, FETCH_V, body(TOPIC, offsets, max_wait_ms=max_wait_ms, min_bytes=1,
+            corr = conn.send_frame(1, FETCH_V, body(topic, offsets, max_wait_ms=max_wait_ms, min_bytes=1,
                                                     max_bytes=max_bytes, partition_max_bytes=partition_max_bytes))
             resp = conn.recv(1, FETCH_V, corr)
             fetches += 1
@@ -508,10 +514,74 @@ class Scraper:
                 "scrape_ms_median": ms[len(ms) // 2] if ms else None, "scrape_ms_max": ms[-1] if ms else None}
 
 
+def target_settings(target: str, args: argparse.Namespace) -> dict[str, str] | None:
+    """`--trafka-set` for Trafka targets, `--kafka-set` for Kafka, nothing for Tansu."""
+    if target.startswith("trafka"):
+        return dict(s.split("=", 1) for s in args.trafka_set)
+    if target == "kafka":
+        return dict(s.split("=", 1) for s in getattr(args, "kafka_set", []))
+    return None
+
+
+def warmup_builder(templates: list[Template], partitions: int, shape: str, acks: int, n_requests: int):
+    """topic -> the warm-up's `n_requests` (rounded up to whole rounds of the partitions)
+    Produce requests for that topic."""
+    n_requests = -(-n_requests // partitions) * partitions
+
+    def build(topic: str) -> list[ProduceRequest]:
+        cycle = build_requests(templates, partitions, shape, acks, topic=topic)
+        return [cycle[j % len(cycle)] for j in range(n_requests)]
+
+    return build
+
+
+def warm_up(broker, make_warmup, partitions: int, size: int, args: argparse.Namespace, deadline: float) -> dict:
+    """Untimed rounds of `make_warmup(topic)` requests, each to a topic of its own and read back, so a
+    JIT-compiled broker (Kafka) runs its produce and fetch paths compiled when the clock
+    starts, as a broker that has been up a while does; the measured topic still starts at
+    offset 0. Rounds go on until the JIT compilers took at most `--warmup-jit-share` of the
+    broker's CPU in two rounds in a row (C2 compiles in bursts), for at most `--warmup-max-s`
+    (Trafka, no JIT: two short rounds).
+    An error fails the run like one in the measured phases."""
+    from brokers import jvm_thread_cpu_s
+
+    t = time.monotonic()
+    rounds = []
+    while True:
+        topic = f"{WARMUP_TOPIC}-{len(rounds)}"
+        admin = RawClient(broker.bootstrap)
+        try:
+            code = admin.create_topic(topic, partitions)
+            if code not in (0, 36):
+                raise RuntimeError(f"CreateTopics ({topic}) error {code}")
+            admin.wait_topic(topic, partitions, timeout_s=30)
+        finally:
+            admin.close()
+        warmup = make_warmup(topic)
+        jit0, cpu0 = jvm_thread_cpu_s([broker.pid])["jit"], proc_cpu_s(broker.pid)
+        prod, _sent, perr = produce_phase(broker.bootstrap, broker.pid, warmup, len(warmup), args.inflight, size,
+                                          deadline)
+        if perr:
+            raise RuntimeError(f"warm-up produce: {perr[:3]}")
+        cons, _received, cerr = consume_phase(broker.bootstrap, broker.pid, partitions, prod["produced"], size,
+                                              deadline, args.max_wait_ms, args.fetch_max_bytes,
+                                              args.partition_max_bytes, topic=topic)
+        if cerr:
+            raise RuntimeError(f"warm-up consume: {cerr[:3]}")
+        cpu = proc_cpu_s(broker.pid) - cpu0
+        share = (jvm_thread_cpu_s([broker.pid])["jit"] - jit0) / cpu if cpu > 0 else 0.0
+        rounds.append(share)
+        settled = len(rounds) >= 2 and max(rounds[-2:]) <= getattr(args, "warmup_jit_share", 0.05)
+        if settled or time.monotonic() - t > getattr(args, "warmup_max_s", 30.0) or len(rounds) >= 99:
+            break
+    return {"warmup_records": prod["produced"] * len(rounds), "warmup_rounds": len(rounds),
+            "warmup_jit_share_last": rounds[-1], "warmup_s": time.monotonic() - t}
+
+
 def run_one(target: str, label: dict, requests: list[ProduceRequest], n_requests: int, expected: int,
-            args: argparse.Namespace) -> dict:
-    """Fresh broker, topic, produce, consume, verify; the broker is stopped whatever happens."""
-    settings = dict(s.split("=", 1) for s in args.trafka_set) if target.startswith("trafka") else None
+            args: argparse.Namespace, warmup=None) -> dict:
+    """Fresh broker, topic, (warm-up,) produce, consume, verify; the broker is stopped whatever happens."""
+    settings = target_settings(target, args)
     http_port = None
     if getattr(args, "http", False) and settings is not None:
         http_port = free_port()
@@ -537,6 +607,9 @@ def run_one(target: str, label: dict, requests: list[ProduceRequest], n_requests
             admin.wait_topic(TOPIC, partitions, timeout_s=30)
         finally:
             admin.close()
+        result["broker_rss_idle_mb"] = broker.rss_mb()  # started, topic created, nothing produced yet
+        if warmup:
+            result.update(warm_up(broker, warmup, partitions, size, args, deadline))
         prod, sent, perr = produce_phase(broker.bootstrap, broker.pid, requests, n_requests, args.inflight, size,
                                          deadline)
         result.update(prod)
@@ -557,6 +630,7 @@ def run_one(target: str, label: dict, requests: list[ProduceRequest], n_requests
         else:
             errors.append("consume skipped: produce failed")
         result["broker_rss_peak_mb"] = broker.hwm_mb()
+        result["broker_rss_after_mb"] = broker.rss_mb()  # after the load, before stopping
         result["broker_alive"] = broker.alive()
     except Exception as exc:
         errors.append(f"{type(exc).__name__}: {exc}")
@@ -688,7 +762,8 @@ def summarize(results: list[dict], baseline: str = "tansu", out=sys.stdout) -> d
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--targets", default="trafka,tansu", help="brokers to run (trafka, trafka@DIR: another checkout, tansu)")
+    ap.add_argument("--targets", default="trafka,tansu",
+                    help="brokers to run (trafka, trafka@DIR: another checkout, kafka: Apache Kafka 4.x, tansu)")
     ap.add_argument("--baseline", default="tansu", help="the target ratios are computed against")
     ap.add_argument("--sizes", default="100,1024", help="value sizes in bytes (at least 16)")
     ap.add_argument("--partitions", default="1,6")
@@ -708,6 +783,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partition-max-bytes", type=int, default=1_048_576, help="Fetch partition_max_bytes")
     ap.add_argument("--trafka-set", action="append", default=[], metavar="KEY=VALUE",
                     help="broker setting for Trafka runs (repeatable)")
+    ap.add_argument("--kafka-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="server.properties line for Kafka runs (repeatable)")
+    ap.add_argument("--warmup-requests", type=int, default=0,
+                    help="untimed Produce requests per warm-up round (then read back), each round to a topic of "
+                         "its own, before the timed phases, for a JIT-compiled broker (bench/race.py: 100)")
+    ap.add_argument("--warmup-jit-share", type=float, default=0.05,
+                    help="warm-up rounds go on while the JIT compilers took more than this share of the broker's "
+                         "CPU in the last round")
+    ap.add_argument("--warmup-max-s", type=float, default=30.0, help="bound on the warm-up rounds, seconds")
     ap.add_argument("--http", action="store_true",
                     help="Trafka serves /metrics (http.listeners on a free port), scraped every second during the run")
     ap.add_argument("--run-timeout", type=float, default=120.0, help="seconds for topic + produce + consume")
@@ -746,6 +830,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"({len(templates[0].batch):,} B per batch) in {time.perf_counter() - t:.1f} s", flush=True)
             for p in parts:
                 requests = build_requests(templates, p, args.request_shape, args.acks)
+                warmup = None
+                if args.warmup_requests:
+                    warmup = warmup_builder(templates, p, args.request_shape, args.acks, args.warmup_requests)
                 per_req = requests[0].records
                 want = messages.get(size) or max(10_000, 1_000_000_000 // size)
                 n_requests = -(-want // per_req)
@@ -756,14 +843,14 @@ def main(argv: list[str] | None = None) -> int:
                          "messages": expected, "records_per_batch": per_batch,
                          "batch_bytes": len(templates[0].batch), "requests": n_requests,
                          "request_shape": args.request_shape, "inflight": args.inflight,
-                         "templates": len(templates)}
+                         "templates": len(templates), "warmup_requests": args.warmup_requests}
                 for rep in range(args.repeats):
                     order = targets if rep % 2 == 0 else list(reversed(targets))
                     for target in order:
                         k += 1
                         print(f"[{k}/{total} {time.monotonic() - started:5.0f}s] {target} {size} B P{p} "
                               f"N={expected:,} rep {rep + 1}", flush=True)
-                        r = run_one(target, {**label, "repeat": rep}, requests, n_requests, expected, args)
+                        r = run_one(target, {**label, "repeat": rep}, requests, n_requests, expected, args, warmup)
                         results.append(r)
                         sink.write(json.dumps(r) + "\n")
                         sink.flush()

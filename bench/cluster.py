@@ -59,6 +59,10 @@ the table is printed at the end (`--summarize FILE...` re-prints it).
     python bench/cluster.py --only throughput --repeats 4 --size 100 --messages 1000000
     python bench/cluster.py --only failover --kills 5 --zk-session-timeout-ms 18000
     python bench/cluster.py --summarize .cache/bench-results/cluster-*.jsonl
+    python bench/cluster.py --broker kafka              # the same phases on Apache Kafka 4.x: three KRaft
+                                                        # combined nodes (KafkaCluster) vs one Kafka node
+
+bench/race.py runs (a) and (b) on a Trafka cluster and a Kafka cluster side by side.
 """
 
 from __future__ import annotations
@@ -83,7 +87,8 @@ sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from brokers import REPO, BrokerProcess, create_topic, free_port, proc_cpu_s, start_broker  # noqa: E402
+from brokers import (KAFKA_COMMON, REPO, BrokerProcess, KafkaNode, create_topic, free_port, kafka_cluster_id,  # noqa: E402
+                     proc_cpu_s, start_broker, wait_api_versions, wait_registered)
 from produce_consume import CpuWindow, Payloads, producer_config, run_latency  # noqa: E402
 from rawclient import RawClient  # noqa: E402
 from results import csv, load  # noqa: E402
@@ -182,6 +187,78 @@ class BenchCluster:
         raise TimeoutError(f"timed out after {timeout_s} s waiting for {what} (last: {last!r})")
 
 
+class KafkaCluster(BenchCluster):
+    """Three (`size`) Apache Kafka 4.x nodes in KRaft combined mode (each a broker and a voter
+    of the metadata quorum), with BenchCluster's interface, so every phase of this bench and
+    bench/race.py runs on either. Why KRaft 4.x and not Kafka 3.9 on ZooKeeper, the design
+    Trafka's cluster shares: it is the same Kafka as the single-node target (so cluster/single
+    compares replication alone), it is what Kafka runs today (4.0 removed ZooKeeper mode),
+    and what these phases measure — the produce path with acks=all, followers fetching, the
+    ISR and the high watermark — is the same replica manager in both modes; only the
+    metadata path (and so failover and topic creation) differs. The quorum's work happens
+    inside the broker processes, so it is counted in their CPU (Trafka's ZooKeeper runs
+    apart, its CPU reported as such).
+
+    Each node runs as kafka-server-start.sh runs it (brokers.KafkaNode); settings are Kafka's
+    defaults plus `settings` (bench: offsets.topic.num.partitions=3, as the Trafka cluster)."""
+
+    def __init__(self, size: int, settings: dict[str, str], root: str) -> None:
+        super().__init__("", size, settings, root)
+        self.controller_ports = {node: free_port() for node in self.ports}
+        self.voters = ",".join(f"{n}@127.0.0.1:{p}" for n, p in self.controller_ports.items())
+        self.cluster_id = kafka_cluster_id()
+
+    def spawn_node(self, node: int) -> BrokerProcess:
+        self.starts[node] += 1
+        log_dir = os.path.join(self.root, f"log-{node}-{self.starts[node]}")
+        os.makedirs(log_dir, exist_ok=True)
+        kafka = KafkaNode(port=self.ports[node], data_dir=os.path.join(self.root, f"data-{node}"), log_dir=log_dir,
+                          log_path=os.path.join(log_dir, f"bench-kafka-{self.ports[node]}.log"),
+                          settings={**KAFKA_COMMON, **self.settings}, node_id=node,
+                          controller_port=self.controller_ports[node], voters=self.voters, cluster_id=self.cluster_id)
+        os.makedirs(kafka.data_dir, exist_ok=True)
+        self.procs[node] = kafka.start(f"kafka-{node}", wait=False)
+        return self.procs[node]
+
+    def start_node(self, node: int, timeout_s: float = 120.0) -> None:
+        """A restart of one node (the others are up): spawn, then wait until it answers."""
+        proc = self.spawn_node(node)
+        wait_api_versions(proc.bootstrap, time.monotonic() + timeout_s, proc.popen)
+
+    def start(self, timeout_s: float = 180.0) -> None:
+        """All nodes at once (a KRaft node waits for a quorum majority before it registers),
+        then until every node answers and the Metadata names all of them."""
+        for node in self.ports:
+            self.spawn_node(node)
+        deadline = time.monotonic() + timeout_s
+        try:
+            for proc in self.procs.values():
+                wait_api_versions(proc.bootstrap, deadline, proc.popen)
+            for proc in self.procs.values():
+                wait_registered(proc.bootstrap, len(self.ports), deadline, proc.popen)
+        except Exception as exc:
+            tails = "\n".join(f"--- node {n} ---\n{t}" for n, t in self.log_tails(30).items())
+            self.stop()
+            raise RuntimeError(f"the Kafka cluster did not start: {exc}\n{tails}") from exc
+
+    def stop(self) -> None:
+        """SIGTERM to every node first, then wait for each: stopped one by one, the last
+        nodes would wait for a quorum that is already gone."""
+        live = [p for p in self.procs.values() if p is not None and p.alive()]
+        for proc in live:
+            proc.popen.send_signal(signal.SIGTERM)
+        for proc in self.procs.values():
+            if proc is not None:
+                proc.stop(grace_s=30)
+
+
+def make_cluster(kind: str, size: int, settings: dict[str, str], root: str, zk_connect: str = "") -> BenchCluster:
+    """"trafka" (on the ZooKeeper at `zk_connect`) or "kafka" (KRaft, no ZooKeeper)."""
+    if kind == "kafka":
+        return KafkaCluster(size, settings, root)
+    return BenchCluster(zk_connect, size, settings, root)
+
+
 def create_replicated_topic(cluster: BenchCluster, topic: str, partitions: int, min_isr: int,
                             timeout_s: float = 30.0) -> None:
     """RF = the cluster's size, then wait until every partition has its full ISR."""
@@ -248,23 +325,36 @@ def produce_for(bootstrap: str, topic: str, acks: str, args, pids: list[int], ot
     elapsed = cpu["elapsed_s"]
     return {"messages": n, "elapsed_s": elapsed, "msgs": n / elapsed, "mbps": n * args.size / 1e6 / elapsed,
             "broker_cpu_s": cpu["broker_cpu_s"], "broker_us_per_msg": cpu["broker_cpu_s"] / n * 1e6,
+            "broker_jit_us_per_msg": cpu["broker_jit_cpu_s"] / n * 1e6, "broker_gc_us_per_msg": cpu["broker_gc_cpu_s"] / n * 1e6,
             "broker_us_per_msg_each": [c / n * 1e6 for c in each],
             "client_us_per_msg": cpu["client_cpu_s"] / n * 1e6, "host_busy_pct": cpu["host_busy_pct"],
             "background_cpu_s": background, "high_watermark": hw, "errors": errors[:5],
             "verified": not errors}
 
 
-def throughput_window(target: str, cluster: BenchCluster, args, rep: int, zk_pid: int) -> dict:
+def single_broker(args) -> BrokerProcess:
+    """A fresh single broker of the bench's kind (`--broker`), with its settings."""
+    kind = getattr(args, "broker", "trafka")
+    sets = args.trafka_set if kind == "trafka" else getattr(args, "kafka_set", [])
+    return start_broker(kind, settings=dict(s.split("=", 1) for s in sets), log_dir=args.log_dir)
+
+
+def throughput_window(target: str, cluster: BenchCluster, args, rep: int, zk_pid: int | None,
+                      background_pids: list[int] | None = None) -> dict:
+    """One window: `target` "single" (a fresh broker, acks=1) or any other name for
+    `cluster` (RF = its size, acks=all). `background_pids`: processes idle meanwhile (another
+    cluster, bench/race.py) whose CPU is recorded as background_cpu_s."""
     row = {"phase": "throughput", "target": target, "repeat": rep, "size": args.size, "partitions": args.partitions,
            "messages": args.messages, "linger_ms": args.linger_ms, "compression": args.compression}
     topic = f"cluster-bench-{target}-{uuid.uuid4().hex[:6]}"
     t0 = time.monotonic()
-    if target == "cluster":
+    if target != "single":
         row.update(acks="all", replication_factor=len(cluster.ports), min_insync_replicas=args.min_isr)
         try:
             create_replicated_topic(cluster, topic, args.partitions, args.min_isr)
             nodes = cluster.live()
-            row.update(produce_for(cluster.bootstrap, topic, "all", args, [cluster.procs[n].pid for n in nodes], []))
+            row.update(produce_for(cluster.bootstrap, topic, "all", args, [cluster.procs[n].pid for n in nodes],
+                                   background_pids or []))
             parts = [p for t in cluster.metadata([topic])["topics"] for p in t["partitions"]]
             row["isr_after"] = [len(p["isr_nodes"]) for p in parts]
             if len(parts) == 1 and len(row["broker_us_per_msg_each"]) == len(nodes):
@@ -279,12 +369,12 @@ def throughput_window(target: str, cluster: BenchCluster, args, rep: int, zk_pid
             row.update(verified=False, errors=[f"{type(exc).__name__}: {exc}"], broker_log_tails=cluster.log_tails())
     else:
         row.update(acks="1", replication_factor=1)
-        settings = dict(s.split("=", 1) for s in args.trafka_set)
         broker = None
         try:
-            broker = start_broker("trafka", settings=settings, log_dir=args.log_dir)
+            broker = single_broker(args)
             create_topic(broker.bootstrap, topic, args.partitions)
-            row.update(produce_for(broker.bootstrap, topic, "1", args, [broker.pid], cluster.pids() + [zk_pid]))
+            others = cluster.pids() + ([zk_pid] if zk_pid else []) + (background_pids or [])
+            row.update(produce_for(broker.bootstrap, topic, "1", args, [broker.pid], others))
         except Exception as exc:
             row.update(verified=False, errors=[f"{type(exc).__name__}: {exc}"])
         finally:
@@ -313,22 +403,22 @@ def latency_run(cluster: BenchCluster, args, producer: str, target: str = "clust
     moves with the neighbours more than with the broker."""
     topic = f"cluster-latency-{uuid.uuid4().hex[:6]}"
     row = {"phase": "latency", "target": target, "producer": producer, "acks": "all",
-           "replication_factor": len(cluster.ports) if target == "cluster" else 1,
-           "min_insync_replicas": args.min_isr if target == "cluster" else 1}
+           "replication_factor": len(cluster.ports) if target != "single" else 1,
+           "min_insync_replicas": args.min_isr if target != "single" else 1}
     broker = None
     try:
-        if target == "cluster":
+        if target != "single":
             create_replicated_topic(cluster, topic, 1, args.min_isr)
             bootstrap, pids = cluster.bootstrap, cluster.pids()
         else:
-            broker = start_broker("trafka", settings=dict(s.split("=", 1) for s in args.trafka_set),
-                                  log_dir=args.log_dir)
+            broker = single_broker(args)
             create_topic(broker.bootstrap, topic, 1)
             bootstrap, pids = broker.bootstrap, [broker.pid]
         ns = SimpleNamespace(bootstrap=bootstrap, topic=topic, broker_pid=",".join(map(str, pids)),
                              messages=int(args.rate * args.latency_s), size=args.latency_size, rate=args.rate,
                              partitions=1, acks="all", compression="none", linger_ms=0, fetch_wait_max_ms=500,
                              settle_s=1.0, timeout=args.timeout, idle_timeout=15.0,
+                             warmup_s=getattr(args, "latency_warmup_s", 0.0),
                              producer_overrides=LATENCY_PRODUCERS[producer])
         row.update(run_latency(ns))
     except Exception as exc:
@@ -418,7 +508,9 @@ def read_back(bootstrap: str, topic: str, timeout_s: float) -> tuple[bytearray, 
 
 
 def one_kill(cluster: BenchCluster, topic: str, producer: PacedProducer, args, k: int) -> dict:
-    row: dict = {"phase": "failover", "kill": k + 1, "zookeeper_session_timeout_ms": args.zk_session_timeout_ms}
+    row: dict = {"phase": "failover", "kill": k + 1,
+                 "zookeeper_session_timeout_ms": args.zk_session_timeout_ms
+                 if getattr(args, "broker", "trafka") == "trafka" else None}
     cluster.wait_for(lambda: cluster.full_isr(topic, 1), args.kill_timeout, "a full ISR before the kill")
     time.sleep(args.steady_s)
     t_pre = time.monotonic_ns()
@@ -607,8 +699,13 @@ def summarize(rows: list[dict], out=sys.stdout) -> None:
     if kills:
         timeout = next((r.get("zookeeper_session_timeout_ms") for r in kills if r.get("zookeeper_session_timeout_ms")),
                        setup.get("cluster_settings", {}).get("zookeeper.session.timeout.ms"))
-        print(f"\n## (c) leader SIGKILL → next acknowledged write (zookeeper.session.timeout.ms={timeout}; "
-              f"Kafka's default 18000)\n", file=out)
+        if setup.get("broker") == "kafka":
+            print("\n## (c) leader SIGKILL → next acknowledged write (Kafka KRaft: a dead broker is fenced after "
+                  "broker.session.timeout.ms, default 9000; 'controller' is whichever broker Metadata names)\n",
+                  file=out)
+        else:
+            print(f"\n## (c) leader SIGKILL → next acknowledged write (zookeeper.session.timeout.ms={timeout}; "
+                  f"Kafka's default 18000)\n", file=out)
         print("| kills | kill → new leader in Metadata ms, median / max | kill → first ack ms, median / max | "
               "longest ack wait of a message sent before the kill, ms | restart → full ISR s, median | leader was controller | "
               "verified |", file=out)
@@ -670,6 +767,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=120.0, help="bound on a flush or a latency run, seconds")
     ap.add_argument("--trafka-set", action="append", default=[], metavar="KEY=VALUE",
                     help="a broker setting for the single broker and every cluster broker")
+    ap.add_argument("--broker", choices=["trafka", "kafka"], default="trafka",
+                    help="the brokers of the cluster and of the single-broker windows: Trafka on ZooKeeper, or "
+                         "Apache Kafka 4.x (KRaft combined nodes, see KafkaCluster)")
+    ap.add_argument("--kafka-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a server.properties line for every Kafka node (--broker kafka)")
     ap.add_argument("--out", default=None, help="JSONL file (default .cache/bench-results/cluster-<time>.jsonl)")
     ap.add_argument("--log-dir", default=None, help="where broker logs go (default: a temporary dir, kept on failure)")
     ap.add_argument("--summarize", nargs="+", default=None, help="only print the summary of JSONL files")
@@ -678,7 +780,7 @@ def main(argv: list[str] | None = None) -> int:
         summarize(load(args.summarize))
         return 0
     only = set(csv(args.only))
-    reason = ZooKeeperServer.unavailable_reason()
+    reason = ZooKeeperServer.unavailable_reason() if args.broker == "trafka" else None
     if reason:
         print(f"cannot run: no ZooKeeper ({reason})", file=sys.stderr)
         return 2
@@ -686,12 +788,16 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
     root = tempfile.mkdtemp(prefix="trafka-cluster-bench-")
     args.log_dir = args.log_dir or root
-    settings = {"zookeeper.session.timeout.ms": str(args.zk_session_timeout_ms), "offsets.topic.num.partitions": "3",
-                **dict(s.split("=", 1) for s in args.trafka_set)}
+    if args.broker == "kafka":
+        settings = {"offsets.topic.num.partitions": "3", **dict(s.split("=", 1) for s in args.kafka_set)}
+    else:
+        settings = {"zookeeper.session.timeout.ms": str(args.zk_session_timeout_ms),
+                    "offsets.topic.num.partitions": "3", **dict(s.split("=", 1) for s in args.trafka_set)}
     m = machine()
     print(f"cluster bench ({', '.join(p for p in ('throughput', 'latency', 'failover') if p in only)}) -> {out_path}\n"
-          f"machine: {m['cpu']} x {m['cores']} cores, load average {m['loadavg']}; "
-          f"zookeeper.session.timeout.ms={args.zk_session_timeout_ms}", flush=True)
+          f"machine: {m['cpu']} x {m['cores']} cores, load average {m['loadavg']}; brokers: {args.broker}; "
+          + (f"zookeeper.session.timeout.ms={args.zk_session_timeout_ms}" if args.broker == "trafka"
+             else "KRaft (broker.session.timeout.ms: Kafka's default 9000)"), flush=True)
     rows: list[dict] = []
     started = time.monotonic()
     os.makedirs(os.path.join(root, "zookeeper"))
@@ -705,10 +811,13 @@ def main(argv: list[str] | None = None) -> int:
             return row
 
         try:
-            zk.start()
-            cluster = BenchCluster(zk.chroot_connect_string("bench"), args.brokers, settings, root)
+            if args.broker == "trafka":
+                zk.start()
+            cluster = make_cluster(args.broker, args.brokers, settings, root,
+                                   zk.chroot_connect_string("bench") if args.broker == "trafka" else "")
             cluster.start()
-            out({"phase": "setup", "machine": m, "brokers": args.brokers, "zookeeper": zk.connect_string,
+            out({"phase": "setup", "machine": m, "broker": args.broker, "brokers": args.brokers,
+                 "zookeeper": zk.connect_string if args.broker == "trafka" else None,
                  "cluster_settings": settings, "single_settings": dict(s.split("=", 1) for s in args.trafka_set),
                  "args": {k: v for k, v in vars(args).items() if k != "summarize"},
                  "cluster_start_s": time.monotonic() - started})
@@ -716,7 +825,8 @@ def main(argv: list[str] | None = None) -> int:
             if "throughput" in only:
                 for rep in range(args.repeats):
                     for target in (("single", "cluster") if rep % 2 == 0 else ("cluster", "single")):
-                        r = out(throughput_window(target, cluster, args, rep, zk.proc.pid))
+                        r = out(throughput_window(target, cluster, args, rep,
+                                                  zk.proc.pid if args.broker == "trafka" else None))
                         print(f"[{time.monotonic() - started:4.0f}s] (a) {target} rep {rep + 1}: "
                               f"{_fmt(r.get('msgs'))} msg/s {_fmt(r.get('mbps'), 1)} MB/s, broker "
                               f"{_fmt(r.get('broker_us_per_msg'), 2)} µs/msg; verified {r.get('verified')}"

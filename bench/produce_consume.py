@@ -46,7 +46,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import crc32c  # noqa: E402
 from confluent_kafka import Consumer, KafkaError, Producer  # noqa: E402
 
-from brokers import create_topic, host_cpu, pids_cpu_s, self_cpu_s  # noqa: E402
+from brokers import create_topic, host_cpu, jvm_thread_cpu_s, pids_cpu_s, self_cpu_s  # noqa: E402
 
 POOL_SIZE = 1 << 20
 _SEQ = struct.Struct(">Q")
@@ -107,12 +107,14 @@ def percentiles(values: list[float]) -> dict[str, float]:
 
 
 class CpuWindow:
-    """Broker, client and host CPU between `start()` and `stop()`."""
+    """Broker, client and host CPU between `start()` and `stop()`; of the broker's, what a
+    JVM broker's JIT compilers and garbage collector took (broker_jit_cpu_s, broker_gc_cpu_s)."""
 
     def __init__(self, broker_pids: list[int]) -> None:
         self.pids = broker_pids
 
     def start(self) -> None:
+        self.j0 = jvm_thread_cpu_s(self.pids)
         self.t0 = time.perf_counter()
         self.b0 = pids_cpu_s(self.pids) if self.pids else float("nan")
         self.c0 = self_cpu_s()
@@ -124,8 +126,10 @@ class CpuWindow:
         c = self_cpu_s() - self.c0
         h1 = host_cpu()
         busy, total = h1[0] - self.h0[0], h1[1] - self.h0[1]
+        j1 = jvm_thread_cpu_s(self.pids)
         return {"elapsed_s": elapsed, "broker_cpu_s": b, "client_cpu_s": c,
-                "host_busy_pct": 100.0 * busy / total if total else float("nan")}
+                "host_busy_pct": 100.0 * busy / total if total else float("nan"),
+                **{f"broker_{k}_cpu_s": j1[k] - self.j0[k] for k in j1}}
 
 
 def producer_config(args, *, latency: bool) -> dict:
@@ -301,6 +305,11 @@ def run_throughput(args) -> dict:
 def run_latency(args) -> dict:
     pids = [int(p) for p in args.broker_pid.split(",") if p] if args.broker_pid else []
     n, size, rate = args.messages, args.size, args.rate
+    # Warm-up: the first `warmup` messages go out at the same rate but stay out of the
+    # percentiles and the CPU window (a JIT-compiled broker, Kafka, compiles its hot paths
+    # in its first seconds); they are verified like the rest.
+    warmup = int(rate * (getattr(args, "warmup_s", 0) or 0))
+    total = n + warmup
     payloads = Payloads(size, header=16)
     topic = args.topic
     errors: list[str] = []
@@ -315,7 +324,8 @@ def run_latency(args) -> dict:
     stop = threading.Event()
     e2e_ns: list[int] = []
     recv_crc = [0]
-    seen = bytearray(n)
+    seen = bytearray(total)
+    got = [0]
     dups = [0]
 
     def on_assign(c, parts):
@@ -339,12 +349,14 @@ def run_latency(args) -> dict:
             if len(v) < 16:  # the producer's warm-up message
                 continue
             seq, sent = unpack(v)
-            if seq < n:
+            if seq < total:
                 if seen[seq]:
                     dups[0] += 1
                 else:
                     seen[seq] = 1
-                    e2e_ns.append(t_recv - sent)
+                    got[0] += 1
+                    if seq >= warmup:
+                        e2e_ns.append(t_recv - sent)
                 recv_crc[0] += crc(v)
 
     consumer.subscribe([topic], on_assign=on_assign)
@@ -366,20 +378,23 @@ def run_latency(args) -> dict:
     producer.produce(topic, b"warmup", on_delivery=on_error)
     producer.flush(10)
 
-    def delivered(err, msg, t_send):
+    def delivered(err, msg, t_send, measured):
         if err is not None:
             errors.append(str(err))
-        else:
+        elif measured:
             ack_ns.append(time.monotonic_ns() - t_send)
 
     interval_ns = int(1e9 / rate)
     window = CpuWindow(pids)
-    window.start()
     start_ns = time.monotonic_ns()
+    measured_ns = start_ns
     late = 0
     body_at = payloads.body_at
     crc = crc32c.crc32c
-    for i in range(n):
+    for i in range(total):
+        if i == warmup:
+            window.start()
+            measured_ns = time.monotonic_ns()
         due = start_ns + i * interval_ns
         while True:
             now = time.monotonic_ns()
@@ -392,37 +407,42 @@ def run_latency(args) -> dict:
                 producer.poll(0.001)
             else:
                 time.sleep((due - now) / 1e9)
-        if now - due > 1_000_000:
+        if now - due > 1_000_000 and i >= warmup:
             late += 1
         t_send = time.monotonic_ns()
         value = _SEQ_TS.pack(i, t_send) + body_at(i)
         sent_crc += crc(value)
-        producer.produce(topic, value, on_delivery=lambda err, msg, t=t_send: delivered(err, msg, t))
+        producer.produce(topic, value,
+                         on_delivery=lambda err, msg, t=t_send, m=i >= warmup: delivered(err, msg, t, m))
         producer.poll(0)
-    send_s = (time.monotonic_ns() - start_ns) / 1e9
+    send_s = (time.monotonic_ns() - measured_ns) / 1e9
     producer.flush(args.timeout)
     deadline = time.monotonic() + args.idle_timeout
-    while len(e2e_ns) < n and time.monotonic() < deadline:
+    while got[0] < total and time.monotonic() < deadline:
         time.sleep(0.01)
     cpu = window.stop()
     stop.set()
     reader.join(5)
     consumer.close()
-    received = len(e2e_ns)
-    verified = received == n and dups[0] == 0 and recv_crc[0] == sent_crc and not errors
+    received = got[0]
+    verified = received == total and dups[0] == 0 and recv_crc[0] == sent_crc and not errors
     e2e = percentiles([x / 1e6 for x in e2e_ns])
     ack = percentiles([x / 1e6 for x in ack_ns])
     return {
         "mode": "latency", "bootstrap": args.bootstrap, "topic": topic, "messages": n, "size": size,
         "partitions": args.partitions, "acks": args.acks, "compression": args.compression, "rate": rate,
+        "warmup_messages": warmup,
         "achieved_rate": n / send_s if send_s else float("nan"), "late_sends": late,
         "group_join_s": group_join_s, "fetch_wait_max_ms": args.fetch_wait_max_ms,
         **{f"e2e_{k}_ms": v for k, v in e2e.items()}, **{f"ack_{k}_ms": v for k, v in ack.items()},
         "broker_cpu_s": cpu["broker_cpu_s"], "elapsed_s": cpu["elapsed_s"],
+        "broker_cpu_us_per_msg": cpu["broker_cpu_s"] / n * 1e6 if n else float("nan"),
+        "broker_jit_cpu_pct": 100 * cpu["broker_jit_cpu_s"] / cpu["elapsed_s"],
+        "broker_gc_cpu_pct": 100 * cpu["broker_gc_cpu_s"] / cpu["elapsed_s"],
         "broker_cpu_pct": 100 * cpu["broker_cpu_s"] / cpu["elapsed_s"],
         "client_cpu_pct": 100 * cpu["client_cpu_s"] / cpu["elapsed_s"],
         "host_busy_pct": cpu["host_busy_pct"],
-        "received": received, "missing": n - received, "duplicates": dups[0],
+        "received": received, "missing": total - received, "duplicates": dups[0],
         "crc_ok": recv_crc[0] == sent_crc, "errors": errors[:10], "error_count": len(errors),
         "verified": verified,
     }
@@ -447,6 +467,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="throughput mode: one phase only (consume: --topic of an earlier produce, --no-create)")
     ap.add_argument("--rate", type=int, default=1000, help="latency mode: messages per second")
     ap.add_argument("--settle-s", type=float, default=1.0, help="latency mode: pause after assignment")
+    ap.add_argument("--warmup-s", type=float, default=0.0,
+                    help="latency mode: send at --rate this long first, outside the percentiles and CPU figures")
     ap.add_argument("--broker-pid", default="", help="PID(s) of the broker, comma-separated, for CPU figures")
     ap.add_argument("--timeout", type=float, default=180.0, help="bound on each phase, seconds")
     ap.add_argument("--idle-timeout", type=float, default=15.0, help="give up after this long without a message")

@@ -98,14 +98,26 @@ class RawClient:
         return self.call(3, METADATA_V, body)
 
     def wait_topic(self, name: str, partitions: int, timeout_s: float = 60.0) -> dict:
+        """Until Metadata lists every partition with a leader AND the broker answers
+        ListOffsets for each: Kafka's Metadata can name a new partition's leader a moment
+        before its replica manager has made it one (a Produce then gets NOT_LEADER_OR_FOLLOWER)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             md = self.metadata([name])
             for t in md["topics"]:
-                if t["name"] == name and t["error_code"] == 0 and len(t["partitions"]) == partitions:
+                if t["name"] == name and t["error_code"] == 0 and len(t["partitions"]) == partitions and all(
+                        p["error_code"] == 0 and p["leader_id"] >= 0 for p in t["partitions"]) \
+                        and self.leads_all(name, partitions):
                     return t
             time.sleep(0.1)
         raise TimeoutError(f"topic {name} not ready")
+
+    def leads_all(self, name: str, partitions: int) -> bool:
+        """Whether ListOffsets (latest) is answered without error for every partition."""
+        resp = self.call(2, LIST_OFFSETS_V, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": name, "partitions": [{"partition_index": p, "current_leader_epoch": -1, "timestamp": -1}
+                                          for p in range(partitions)]}]})
+        return all(p["error_code"] == 0 for t in resp["topics"] for p in t["partitions"])
 
     def produce_frame(self, topic: str, batches: dict[int, bytes], acks: int = 1) -> bytes:
         """A framed Produce request for {partition: batch bytes}, to resend with `send(frame=)`."""

@@ -43,8 +43,17 @@ QUICK_MESSAGES = {100: 300_000, 1024: 100_000}
 
 
 
+def target_settings(target: str, args) -> dict[str, str] | None:
+    """`--trafka-set` for Trafka targets, `--kafka-set` for Kafka, nothing for Tansu."""
+    if target.startswith("trafka"):
+        return dict(s.split("=", 1) for s in args.trafka_set)
+    if target == "kafka":
+        return dict(s.split("=", 1) for s in getattr(args, "kafka_set", []))
+    return None
+
+
 def run_one(target: str, pc_args: list[str], args, label: dict) -> dict:
-    settings = dict(s.split("=", 1) for s in args.trafka_set) if target == "trafka" else None
+    settings = target_settings(target, args)
     t0 = time.monotonic()
     try:
         broker = start_broker(target, settings=settings, data_dir=None, log_dir=args.log_dir)
@@ -96,7 +105,8 @@ def plan(args) -> list[tuple[dict, list[str]]]:
             label = {"mode": "latency", "size": 100, "partitions": 1, "acks": acks, "compression": "none",
                      "messages": m, "rate": args.latency_rate}
             runs.append((label, ["--latency", "--size", "100", "--messages", str(m), "--partitions", "1",
-                                 "--acks", acks, "--rate", str(args.latency_rate)]))
+                                 "--acks", acks, "--rate", str(args.latency_rate),
+                                 "--warmup-s", str(getattr(args, "latency_warmup_s", 0))]))
     return runs
 
 
@@ -226,7 +236,8 @@ def summarize(results: list[dict], baseline: str, out=sys.stdout) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--targets", default="trafka,tansu", help="brokers to run (trafka, tansu)")
+    ap.add_argument("--targets", default="trafka,tansu",
+                    help="brokers to run (trafka, trafka@DIR, kafka: Apache Kafka 4.x, tansu)")
     ap.add_argument("--baseline", default="tansu", help="the target ratios are computed against")
     ap.add_argument("--quick", action="store_true", help="small N (whole run under about 2 minutes)")
     ap.add_argument("--sizes", default="100,1024")
@@ -239,6 +250,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency-rate", type=int, default=1000)
     ap.add_argument("--latency-messages", type=int, default=0, help="default 10000 (quick: 2000)")
     ap.add_argument("--latency-acks", default="1")
+    ap.add_argument("--latency-warmup-s", type=float, default=0.0,
+                    help="seconds sent at the rate before the measured messages (for Kafka's JIT; bench/race.py: 3)")
+    ap.add_argument("--kafka-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="server.properties line for Kafka runs (repeatable)")
     ap.add_argument("--trafka-set", action="append", default=[], metavar="KEY=VALUE",
                     help="broker setting for Trafka runs (repeatable)")
     ap.add_argument("--pc-arg", action="append", default=[], help="extra argument for produce_consume.py")

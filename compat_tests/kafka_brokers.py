@@ -213,10 +213,15 @@ class KafkaBroker(JvmBroker):
 
 
 def kafka_cluster_id() -> str:
-    """A random cluster id as Kafka prints it (base64url of 16 bytes, no padding)."""
+    """A random cluster id as Kafka prints it (base64url of 16 bytes, no padding). Never one
+    starting with "-", as Kafka's Uuid.randomUuid never makes: kafka-storage's argument
+    parser takes `-t -xyz` for an option and the format fails (one start in 64)."""
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 class Kafka39ZkBroker(JvmBroker):

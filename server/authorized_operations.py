@@ -21,7 +21,8 @@ READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, 
 
 TOPIC_OPERATIONS = sum(1 << op for op in (READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS,
                                           ALTER_CONFIGS))
-# Kafka's AclEntry.supportedOperations(CLUSTER): no WRITE (Kafka reports 8096).
+# Kafka's AclEntry.supportedOperations(CLUSTER): no READ, WRITE or DELETE on the cluster
+# (Kafka reports 8096).
 CLUSTER_OPERATIONS = sum(1 << op for op in (CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS,
                                             ALTER_CONFIGS, IDEMPOTENT_WRITE))
 # Kafka's AclEntry.supportedOperations(GROUP): groups have configs since KIP-848 (Kafka

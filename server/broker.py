@@ -129,6 +129,12 @@ class Broker:
             from server.cluster.node import ClusterNode
 
             self.cluster = ClusterNode(self)
+            self.dynamic_configs = self.cluster.broker_configs  # in ZooKeeper
+        else:
+            from server.broker_configs import ConfigFiles, DynamicBrokerConfigs
+
+            # KIP-226 dynamic broker configs, kept in the data directory (server/broker_configs.py)
+            self.dynamic_configs = DynamicBrokerConfigs(self, ConfigFiles(self.data_dir))
 
     # ---- lifecycle ----------------------------------------------------------------
     def topic_defaults(self, config: BrokerConfig | None = None) -> LogConfig:
@@ -182,6 +188,10 @@ class Broker:
         says who leads (LeaderAndIsr), and the coordinators load what this broker leads."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._load_cluster_id()
+        if self.cluster is None:
+            # before any log opens: topics start under the changed defaults (a cluster
+            # member reads ZooKeeper's before it registers: server/cluster/node.py)
+            self.dynamic_configs.load_files()
         self.logs.open()
         self.topics.load()
         hosted = [(name, p) for name, meta in self.topics.items() for p in range(meta.partitions)

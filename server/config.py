@@ -5,9 +5,10 @@ variables (TRAFKA_NUM_PARTITIONS sets num.partitions: upper case, dots as unders
 then command-line flags. Each value remembers where it came from, because DescribeConfigs
 reports it (DEFAULT_CONFIG vs STATIC_BROKER_CONFIG).
 
-In a cluster two more layers sit on top (KIP-226 dynamic broker configs, Kafka's
-DynamicBrokerConfig): the cluster-wide defaults of `/config/brokers/<default>`, then this
-broker's own `/config/brokers/<id>` (server/cluster/broker_configs.py fills them). `get`
+Two more layers sit on top (KIP-226 dynamic broker configs, Kafka's DynamicBrokerConfig):
+the cluster-wide defaults (`config/brokers/<default>`), then this broker's own
+(`config/brokers/<id>`), kept in ZooKeeper in a cluster and in the data directory of a
+single broker (server/broker_configs.py fills them). `get`
 and `raw` always answer the effective value, so code that reads a setting when it needs
 it (rather than once at start) follows a change without a restart; code that must act on
 a change registers with `add_listener`.
@@ -73,6 +74,29 @@ def _registry_listener(text: str) -> str:
     return text
 
 
+def _zookeeper_connect(text: str) -> str:
+    """zookeeper.connect: HOST:PORT[,HOST:PORT...][/chroot] (a host without a port is
+    ZooKeeper's 2181); empty: a single broker. Checked here so a typo is one line at
+    start-up, not a failure deep in the ZooKeeper client."""
+    text = text.strip()
+    if not text:
+        return text
+    hosts, _, _chroot = text.partition("/")
+    for item in hosts.split(","):
+        item = item.strip()
+        if item.startswith("["):  # [IPv6] or [IPv6]:PORT
+            host, _, rest = item[1:].partition("]")
+            malformed = bool(rest) and not rest.startswith(":")
+            port = rest[1:] if rest else None
+        else:
+            host, _, port = item.rpartition(":") if ":" in item else (item, "", None)
+            malformed = ":" in host  # an IPv6 address needs its brackets
+        bad_port = port is not None and not (port.isdigit() and 0 < int(port) <= 65535)
+        if not host or malformed or bad_port:
+            raise ValueError("must be HOST:PORT[,HOST:PORT...][/chroot]")
+    return text
+
+
 def _fsync(text: str) -> str:
     if text not in ("never", "interval", "always"):
         raise ValueError("must be never, interval or always")
@@ -121,7 +145,7 @@ SETTINGS: dict[str, Setting] = {
         _s("log.dirs", str, "./data", "The data directory (one)."),
         _s("num.partitions", int, "1", "Partitions of auto-created topics."),
         _s("default.replication.factor", int, "1", "Replication factor of auto-created topics (must be 1 on a single broker)."),
-        _s("zookeeper.connect", str, "", "ZooKeeper of the cluster (host:port[,host:port][/chroot]); empty: a single broker."),
+        _s("zookeeper.connect", _zookeeper_connect, "", "ZooKeeper of the cluster (host:port[,host:port][/chroot]); empty: a single broker."),
         _s("zookeeper.session.timeout.ms", int, "18000", "ZooKeeper session timeout: how soon a dead broker is noticed."),
         _s("broker.rack", str, "", "Rack of this broker, for rack-aware replica assignment."),
         Setting("replica.selector.class", _replica_selector, "",
@@ -183,7 +207,7 @@ SETTINGS: dict[str, Setting] = {
            "REST Proxy: consumer instances at once (each is a librdkafka consumer with its threads); more are refused with 429."),
         _s("group.min.session.timeout.ms", int, "6000", "Smallest session.timeout.ms a group member may ask for."),
         _s("group.max.session.timeout.ms", int, "1800000", "Largest session.timeout.ms a group member may ask for."),
-        _s("group.initial.rebalance.delay.ms", int, "0", "Wait for more members before the first rebalance of an empty group."),
+        _s("group.initial.rebalance.delay.ms", int, "3000", "Wait for more members before the first rebalance of an empty group (KIP-134; Kafka's default)."),
         _s("group.max.size", int, "2147483647", "Members a group may hold."),
         _s("group.share.session.timeout.ms", int, "45000", "KIP-932: a share-group member not heard from this long is removed."),
         _s("group.share.heartbeat.interval.ms", int, "5000", "KIP-932: how often share-group members are told to heartbeat."),
@@ -270,8 +294,8 @@ class BrokerConfig:
 
     values: dict[str, str] = field(default_factory=dict)  # the static layer: file, env, flags
     sources: dict[str, str] = field(default_factory=dict)  # name -> "default" | "file" | "env" | "flag"
-    dynamic_default: dict[str, str] = field(default_factory=dict)  # /config/brokers/<default>
-    dynamic_broker: dict[str, str] = field(default_factory=dict)  # /config/brokers/<this id>
+    dynamic_default: dict[str, str] = field(default_factory=dict)  # config/brokers/<default>
+    dynamic_broker: dict[str, str] = field(default_factory=dict)  # config/brokers/<this id>
     listeners: list[Callable[[set[str]], None]] = field(default_factory=list)
     listen_host: str = "0.0.0.0"
     listen_port: int = 9092
@@ -299,6 +323,11 @@ class BrokerConfig:
                 return value
         return SETTINGS[name].default
 
+    def explicit(self, name: str) -> bool:
+        """Whether the user set `name` (file, environment, flag, dynamic), rather than
+        leaving it at its default."""
+        return self.source(name) != "default"
+
     def source(self, name: str) -> str:
         """Where the effective value comes from: DYNAMIC_BROKER, DYNAMIC_DEFAULT, "file",
         "env", "flag" or "default"."""
@@ -318,7 +347,7 @@ class BrokerConfig:
             chain.append((DYNAMIC_DEFAULT, self.dynamic_default[name]))
         if name in self.values:
             chain.append((self.sources.get(name, "file"), self.values[name]))
-        if name in SETTINGS:
+        if name in SETTINGS and self.sources.get(name) != "default":  # a launcher's default replaces the built-in
             chain.append(("default", SETTINGS[name].default))
         return chain
 
@@ -474,9 +503,17 @@ def load_config(
     config_file: str | None = None,
     environ: Mapping[str, str] | None = None,
     overrides: Mapping[str, str] | None = None,
+    defaults: Mapping[str, str] | None = None,
 ) -> BrokerConfig:
-    """Resolve settings from file, environment (TRAFKA_*) and flags, in that order."""
+    """Resolve settings from file, environment (TRAFKA_*) and flags, in that order.
+    `defaults` (`trafka serve --default`, what a launcher of several brokers on one host
+    passes) replace built-in defaults and keep their standing: DescribeConfigs shows them
+    as DEFAULT_CONFIG, and an HTTP side on a taken default port is left off, not fatal."""
     cfg = BrokerConfig()
+    for key, value in (defaults or {}).items():
+        if key not in SETTINGS:
+            raise ConfigError(f"--default {key}: not a known setting")
+        cfg.set(key, value, "default")
     if config_file:
         try:
             text = pathlib.Path(config_file).read_text()

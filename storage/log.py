@@ -1012,6 +1012,33 @@ class PartitionLog:
                 return record.offset, record.timestamp
         return None
 
+    def offsets_before(self, timestamp: int, max_count: int) -> list[int]:
+        """ListOffsets v0's answer for this log (Kafka's UnifiedLog.legacyFetchOffsetsBefore):
+        up to `max_count` segment boundaries, newest first.
+
+        The candidates are each segment's base offset (the log start offset for the first)
+        paired with its file's modification time, and the log end offset paired with now
+        when the active segment holds anything. -1 (latest) starts from the newest
+        candidate, -2 (earliest) from the oldest, any other timestamp from the newest one
+        whose time is at or before it; the answer is that candidate and the older ones
+        before it, in descending order. Times are file times, not record timestamps: old
+        clients asked which segment files predate a time."""
+        segments, _ = self._view
+        start = self.log_start_offset
+        candidates = [(max(segment.base_offset, start), segment.mtime_ms()) for segment in segments]
+        if segments[-1].size > 0:
+            candidates.append((self.log_end_offset, _now_ms()))
+        if timestamp == -1:
+            index = len(candidates) - 1
+        elif timestamp == -2:
+            index = 0
+        else:
+            index = len(candidates) - 1
+            while index >= 0 and candidates[index][1] > timestamp:
+                index -= 1
+        found = [candidates[i][0] for i in range(index, max(index - max(max_count, 0), -1), -1)]
+        return sorted(found, reverse=True)
+
     def max_timestamp(self) -> tuple[int, int]:
         """(offset, timestamp) of the first record holding the largest timestamp at or after
         the log start offset, for ListOffsets MAX_TIMESTAMP (KIP-734); (-1, -1) if none."""

@@ -46,7 +46,7 @@ from typing import Iterable
 
 from storage.compaction import CleanerStats, clean_log
 from storage.config import LogConfig
-from storage.errors import LogClosed, StorageError, UnknownTopicOrPartition
+from storage.errors import DirectoryInUse, LogClosed, StorageError, UnknownTopicOrPartition
 from storage.files import fsync_dir, read_offset_checkpoint, write_checkpoint_entries
 from storage.log import PartitionLog
 from storage.log_summary import LOG_SUMMARY_CHECKPOINT, LogSummary, read_log_summary, write_log_summary
@@ -178,7 +178,8 @@ class LogManager:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise StorageError(f"{self.data_dir} is in use by another process") from None
+            raise DirectoryInUse(f"{self.data_dir} is in use by another process (the lock on its {LOCK_FILE} "
+                                 "is held)") from None
         self._lock_fd = fd
 
     def _release_lock(self) -> None:

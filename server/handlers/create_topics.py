@@ -1,6 +1,7 @@
 """CreateTopics (19): new topics with partitions, configs, and validate_only.
 
-Implements v2-7. Replication factor must be 1 (or -1, the broker default) on a single
+Implements v0-7 (v0-1 as v2, without their later fields: Kafka 3.9 has no other rule
+for them). Replication factor must be 1 (or -1, the broker default) on a single
 broker → INVALID_REPLICATION_FACTOR; manual assignments must name this broker →
 INVALID_REPLICA_ASSIGNMENT; partitions ≤ 0 (other than -1, the default) →
 INVALID_PARTITIONS; bad names → INVALID_TOPIC_EXCEPTION; unknown or invalid configs →

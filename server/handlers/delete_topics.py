@@ -1,10 +1,12 @@
 """DeleteTopics (20): remove topics, by name or (v6+) by topic id.
 
-Implements v1-6. Unknown names → UNKNOWN_TOPIC_OR_PARTITION, unknown ids →
-UNKNOWN_TOPIC_ID, internal topics → INVALID_TOPIC_EXCEPTION, and
-delete.topic.enable=false → TOPIC_DELETION_DISABLED; a topic named twice → INVALID_REQUEST,
-answered once; errors carry a message (v5+), as Kafka's. As Kafka 4's KRaft controller, a
-single broker answers timeout_ms <= 0 with REQUEST_TIMED_OUT and deletes nothing. Authorization as Kafka's: no DELETE on
+Implements v0-6. delete.topic.enable=false answers every topic TOPIC_DELETION_DISABLED
+before any other check (INVALID_REQUEST before v3, which has no such code), as Kafka does.
+Unknown names → UNKNOWN_TOPIC_OR_PARTITION, unknown ids → UNKNOWN_TOPIC_ID, internal
+topics → INVALID_TOPIC_EXCEPTION; a topic named twice → INVALID_REQUEST, answered once; a
+v6 entry with both a name and an id, or neither → INVALID_REQUEST; errors carry a message
+(v5+), as Kafka's. As Kafka 4's KRaft controller, a single broker answers timeout_ms <= 0
+with REQUEST_TIMED_OUT and deletes nothing. Authorization as Kafka's: no DELETE on
 the topic → TOPIC_AUTHORIZATION_FAILED (even for a topic that does not exist), and a topic
 asked for by id without DESCRIBE on it → TOPIC_AUTHORIZATION_FAILED with a null name. The files go at once; fetches
 waiting on the topic are woken and see it gone; groups' committed offsets for the topic
@@ -38,6 +40,11 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             wanted.append((item.get("name"), item.get("topic_id", ZERO_UUID)))
     else:
         wanted = [(name, ZERO_UUID) for name in request["topic_names"]]
+    if not broker.config.get("delete.topic.enable"):
+        code = ErrorCode.INVALID_REQUEST if ctx.api_version < 3 else ErrorCode.TOPIC_DELETION_DISABLED
+        log.info("DeleteTopics from %s: delete.topic.enable is false", ctx.client_id)
+        return {"throttle_time_ms": 0, "responses": [
+            {"name": name, "topic_id": topic_id, "error_code": code, "error_message": None} for name, topic_id in wanted]}
     # Kafka answers a topic named (or id given) twice once, INVALID_REQUEST.
     keys = [name if topic_id == ZERO_UUID else topic_id for name, topic_id in wanted]
     repeated = {k for k in keys if keys.count(k) > 1}
@@ -77,8 +84,6 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         elif name in INTERNAL_TOPICS:
             result["error_code"] = ErrorCode.INVALID_TOPIC_EXCEPTION
             result["error_message"] = "internal topics cannot be deleted"
-        elif not broker.config.get("delete.topic.enable"):
-            result["error_code"] = ErrorCode.TOPIC_DELETION_DISABLED
         elif timed_out:
             result.update(error_code=ErrorCode.REQUEST_TIMED_OUT,
                           error_message=f"timeout_ms {request['timeout_ms']} left no time to delete {name}")

@@ -1,7 +1,10 @@
 """Fetch (1): serve stored batches, long-polling until min_bytes arrive or max_wait passes.
 
-Implements v4-17 (topic ids from v13). Stored bytes go out as they are: no record is
-decoded. Rules kept here:
+Implements v0-17 (topic ids from v13). From v4 stored bytes go out as they are: no record
+is decoded. Before v4 the reader knows only magic 0/1 message sets, and the answer is
+converted as Kafka 3.9 converts it (`_down_convert`, wire.legacy.down_convert;
+docs/protocol-versions.md), with v0-2's hard size limit (a first batch over the limit is
+not sent). Rules kept here:
 - every requested partition is in the answer (full fetch responses must list them all,
   CLIENTS.md §9.7), in request order; as Kafka reads them into a map, a partition named
   twice is answered once and a topic without partitions not at all. An isolation level
@@ -72,6 +75,7 @@ import trio
 
 from storage import read_exact
 from wire.errors import ErrorCode
+from wire.legacy import UnsupportedDownConversion, down_convert
 from wire.primitives import ZERO_UUID
 from wire.registry import ApiKey
 
@@ -94,6 +98,7 @@ _NONE = ErrorCode.NONE
 _REFUSED_BEFORE_READING = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID,
                                      ErrorCode.TOPIC_AUTHORIZATION_FAILED})
 REGION_MIN_BYTES = 64 * 1024
+LAST_OLD_FORMAT_VERSION = 3  # v0-3 readers know magic 0/1 only (v4 brought magic 2, KIP-98)
 
 
 class _Regions:
@@ -201,6 +206,11 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
     quota = ctx.broker.cluster.leader_quota if replica_id >= 0 and ctx.broker.cluster is not None else None
     leader_only = not from_follower_ok
     by_id = ctx.api_version >= 13
+    # v0-2 have a hard size limit (Kafka's FetchParams.hardMaxBytesLimit): a first batch
+    # larger than the partition's limit is not sent whole. v0-3 answers are converted to an
+    # old message format afterwards, from bytes (`_down_convert`), so they are never regions.
+    min_one = ctx.api_version >= 3
+    zero_copy = regions is not None and ctx.api_version > LAST_OLD_FORMAT_VERSION
     budget = max_bytes
     total = 0
     errors = False
@@ -284,7 +294,7 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
             if budget > 0 and offset < upto:
                 limit = min(part["partition_max_bytes"], budget)
                 try:
-                    records, size = _read(partition.log, offset, limit, regions is not None, upto, first_data)
+                    records, size = _read(partition.log, offset, limit, zero_copy, upto, first_data and min_one)
                     if read_committed:
                         aborted = _aborted(partition.log, offset, upto)
                 except Exception as exc:
@@ -313,6 +323,42 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
             entry["topic"] = name
         out.append(entry)
     return out, total, errors
+
+
+def _down_convert(ctx: RequestContext, topics: list, responses: list[dict], from_follower: bool) -> None:
+    """What Kafka 3.9 does to an answer before v4 (KafkaApis.maybeConvertFetchedData), in
+    place: a partition of a topic with compression.type=zstd answers
+    UNSUPPORTED_COMPRESSION_TYPE (such readers cannot know zstd, KIP-110); the records read
+    are converted to magic 0 (v0-1) or 1 (v2-3) by `wire.legacy.down_convert`, unless the
+    topic's message.downconversion.enable is false (UNSUPPORTED_VERSION); a zstd batch among
+    the first ones converted answers UNSUPPORTED_COMPRESSION_TYPE. Kafka 3.9 converts every
+    old fetch whatever was stored (its log format is magic 2), and so does this. Errors
+    replace the whole partition answer, offsets -1 included, as Kafka's
+    FetchResponse.partitionResponse. (Kafka 3.9 also refuses v4-9 on a zstd topic; Kafka 4
+    serves them, and so does Trafka: those versions follow the current Kafka.)"""
+    magic = 0 if ctx.api_version <= 1 else 1
+    for (name, _id, parts), topic in zip(topics, responses):
+        by_index = {p["partition"]: p for p in parts}
+        for i, answer in enumerate(topic["partitions"]):
+            partition = ctx.broker.partitions.get((name, answer["partition_index"]))
+            if partition is None:
+                continue  # not a local partition: Kafka has no log config to act on either
+            config = partition.config
+            code = _NONE
+            if config.compression_type == "zstd":
+                code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+            elif not from_follower and config.extras.get("message.downconversion.enable", "true") == "false":
+                code = ErrorCode.UNSUPPORTED_VERSION
+            else:
+                try:
+                    answer["records"] = down_convert(answer["records"], magic,
+                                                     by_index[answer["partition_index"]]["fetch_offset"])
+                except UnsupportedDownConversion as exc:
+                    log.info("fetch v%d of %s-%d from %s: %s", ctx.api_version, name,
+                             answer["partition_index"], ctx.client_id, exc)
+                    code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+            if code != _NONE:
+                topic["partitions"][i] = _partition(answer["partition_index"], code, lso=-1, records=None)
 
 
 def _log_redirects(ctx: RequestContext, rack: str, topics: list, responses: list[dict]) -> None:
@@ -446,6 +492,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             await broker.wait_for_data(waiting_on, remaining, appends_only=replica_id >= 0)
         if select_rack is not None and errors:
             _log_redirects(ctx, select_rack, topics, responses)
+        if ctx.api_version <= LAST_OLD_FORMAT_VERSION:
+            _down_convert(ctx, topics, responses, replica_id >= 0)
         error_code = _NONE
         answer_session = 0
         if session is not None:

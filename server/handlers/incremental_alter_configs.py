@@ -14,14 +14,15 @@ an unknown operation, or a resource named twice in one request → INVALID_REQUE
 In a cluster a topic's settings are read from and written to ZooKeeper
 (server/cluster/config_manager.py), so any broker may receive the request.
 
-BROKER in a cluster (KIP-226 dynamic broker configs, server/cluster/broker_configs.py):
-the resource name is this broker's id (its own overrides, `/config/brokers/<id>`) or ""
-(the cluster-wide defaults, `/config/brokers/<default>`); SET/DELETE/APPEND/SUBTRACT
-change the stored overrides, which every broker applies without a restart. A setting
-Kafka cannot change at runtime → INVALID_REQUEST "Cannot update these configs
-dynamically: Set(...)", a bad value → INVALID_REQUEST (Kafka's KAFKA-13609 choice), an
-unknown name → INVALID_CONFIG (server/dynamic_config.py). On a single broker (no
-ZooKeeper, where Kafka has nowhere to keep them either) BROKER → INVALID_REQUEST.
+BROKER (KIP-226 dynamic broker configs, server/broker_configs.py): the resource name is
+this broker's id (its own overrides, `config/brokers/<id>`) or "" (the cluster-wide
+defaults, `config/brokers/<default>`), kept in ZooKeeper in a cluster and in the data
+directory of a single broker; SET/DELETE/APPEND/SUBTRACT change the stored overrides,
+which the broker (every broker) applies without a restart. A setting Kafka cannot change
+at runtime → INVALID_REQUEST "Cannot update these configs dynamically: Set(...)", a bad
+value → INVALID_REQUEST (Kafka's KAFKA-13609 choice); a name the broker does not know is
+kept as a custom config, as Kafka keeps it (APPEND/SUBTRACT of one → INVALID_CONFIG)
+(server/dynamic_config.py).
 BROKER_LOGGER (Kafka's runtime log levels): SET a logger to OFF, FATAL, ERROR, WARN, INFO,
 DEBUG, TRACE or ALL, DELETE to inherit from the parent again; the resource name must be
 this broker's id (INVALID_REQUEST otherwise). Unknown logger or level → INVALID_CONFIG;
@@ -43,7 +44,7 @@ from server.topics import validate_topic_name
 from server.context import RequestContext
 from server.errors import InvalidRequest, KafkaError, UnknownTopicOrPartition
 from server.dynamic_config import incremental
-from server.config_resources import BROKER_CONFIGS_STATIC, LOG4J_LEVELS, ROOT_LOGGER, answer_resources, broker_id_of, loggers
+from server.config_resources import LOG4J_LEVELS, ROOT_LOGGER, answer_resources, broker_id_of, loggers
 from server.topic_configs import AlterOp, ResourceType, apply, explicit_configs, is_list_config, split_list
 
 API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
@@ -119,7 +120,7 @@ async def _alter_topic_in_cluster(ctx: RequestContext, name: str, ops, validate_
 
 
 async def _alter_broker(ctx: RequestContext, broker_id: int | None, ops, validate_only: bool) -> None:
-    await ctx.broker.cluster.broker_configs.alter(broker_id, lambda current: incremental(current, ops), validate_only)
+    await ctx.broker.dynamic_configs.alter(broker_id, lambda current: incremental(current, ops), validate_only)
     if not validate_only:
         log.info("IncrementalAlterConfigs broker %s from %s: %s", "<default>" if broker_id is None else broker_id,
                  ctx.client_id, [(n, op.name, v) for n, op, v in ops])
@@ -157,8 +158,6 @@ def _alter(ctx: RequestContext, resource: dict, validate_only: bool):
         return _alter_topic(ctx, name, ops, validate_only)
     elif kind == ResourceType.BROKER:
         broker_id = broker_id_of(ctx.broker, name, allow_empty=True)
-        if ctx.broker.cluster is None:
-            raise InvalidRequest(BROKER_CONFIGS_STATIC)
         return _alter_broker(ctx, broker_id, ops, validate_only)
     elif kind == ResourceType.BROKER_LOGGER:
         broker_id_of(ctx.broker, name, allow_empty=False)
