@@ -265,12 +265,6 @@ OPEN: list[Allowed] = [
             api=None, variant=r"hostile:resources\[0\]\.(resource_name=empty|configs\[0\]\.value=null|"
                               r"configs\[0\]\.config_operation=99)",
             path=r"responses\[.*\]\.(error_code|error_message)"),
-    Allowed("open-dynamic-broker-config", "open",
-            "IncrementalAlterConfigs validate_only of the broker config log.cleaner.threads (dynamic in "
-            "Kafka): Kafka accepts it, Trafka answers INVALID_REQUEST (it does not take that broker config "
-            "dynamically). Left to the helper working on dynamic broker configs.",
-            api=K["incremental_alter_configs"], variant=r"valid:broker-dynamic-validate",
-            path=r"responses\[.*\]\.(error_code|error_message)"),
     Allowed("open-alter-client-quotas-duplicates", "open",
             "AlterClientQuotas: Kafka 4's KRaft quota manager answers an entity named twice once, "
             "INVALID_REQUEST, and takes an entity that repeats an entity type (a map, last one wins); Trafka "
