@@ -46,7 +46,9 @@ class CachedBatch:
     last_sequence: int
     base_offset: int
     last_offset: int
-    log_append_time: int
+    # Kafka's BatchMetadata.timestamp: the batch's max timestamp (its append time on a
+    # LogAppendTime topic). A retried batch is answered with it as log_append_time_ms.
+    timestamp: int
 
 
 @dataclass(slots=True)
@@ -216,15 +218,16 @@ class PartitionProducers:
             if self.first_unstable is None or base_offset < self.first_unstable:
                 self.first_unstable = base_offset
         self._remember(pid, header.producer_epoch, header.base_sequence, header.last_sequence, base_offset,
-                       base_offset + header.last_offset_delta, log_append_time)
+                       base_offset + header.last_offset_delta,
+                       log_append_time if log_append_time >= 0 else header.max_timestamp)
 
     def _remember(self, pid: int, epoch: int, first_sequence: int, last_sequence: int, base_offset: int,
-                  last_offset: int, log_append_time: int) -> None:
+                  last_offset: int, timestamp: int) -> None:
         state = self._states.get(pid)
         if state is None or epoch > state.epoch:
             state = PartitionProducerState(epoch)
             self._states[pid] = state
-        state.batches.append(CachedBatch(first_sequence, last_sequence, base_offset, last_offset, log_append_time))
+        state.batches.append(CachedBatch(first_sequence, last_sequence, base_offset, last_offset, timestamp))
         self.ids.saw_epoch(pid, epoch)
 
     def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
@@ -271,7 +274,7 @@ class PartitionProducers:
             if state.batches:
                 last = state.batches[-1]
                 entries.append(SnapshotEntry(pid, state.epoch, last.last_sequence, last.last_offset,
-                                             last.last_offset - last.base_offset, last.log_append_time,
+                                             last.last_offset - last.base_offset, last.timestamp,
                                              state.coordinator_epoch, txn_first))
             else:  # known only by a marker: its epoch and coordinator epoch still matter
                 entries.append(SnapshotEntry(pid, state.epoch, -1, -1, 0, -1, state.coordinator_epoch, txn_first))

@@ -876,11 +876,10 @@ class GroupCoordinator(OffsetStore):
             return SyncResult(E.UNKNOWN_MEMBER_ID)
         if group.is_(S.DEAD):
             return SyncResult(E.COORDINATOR_NOT_AVAILABLE)
-        if group.is_static_member_fenced(member_id, group_instance_id):
-            return SyncResult(E.FENCED_INSTANCE_ID)
-        member = group.members.get(member_id)
-        if member is None:
-            return SyncResult(E.UNKNOWN_MEMBER_ID)
+        refused = group.member_error(member_id, group_instance_id)
+        if refused is not None:
+            return SyncResult(refused)
+        member = group.members[member_id]
         if generation_id != group.generation_id:
             return SyncResult(E.ILLEGAL_GENERATION)
         if (protocol_type is not None and protocol_type != group.protocol_type) or (
@@ -935,10 +934,11 @@ class GroupCoordinator(OffsetStore):
             return E.UNKNOWN_MEMBER_ID
         if group.is_(S.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE
-        if group.is_static_member_fenced(member_id, group_instance_id):
-            return E.FENCED_INSTANCE_ID
-        member = group.members.get(member_id)
-        if member is None or group.is_(S.EMPTY):
+        refused = group.member_error(member_id, group_instance_id)
+        if refused is not None:
+            return refused
+        member = group.members[member_id]
+        if group.is_(S.EMPTY):
             return E.UNKNOWN_MEMBER_ID
         if generation_id != group.generation_id:
             return E.ILLEGAL_GENERATION
@@ -1074,13 +1074,12 @@ class GroupCoordinator(OffsetStore):
             return self.consumer.commit_check(group, generation_id, member_id, transactional=False)
         if group.is_(S.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE
-        if group.is_static_member_fenced(member_id, instance_id):
-            return E.FENCED_INSTANCE_ID
         if generation_id < 0 and group.is_(S.EMPTY):
             return E.NONE  # the group only stores offsets (simple consumer, kcat -C, Spark)
-        member = group.members.get(member_id)
-        if member is None:
-            return E.UNKNOWN_MEMBER_ID
+        refused = group.member_error(member_id, instance_id)
+        if refused is not None:
+            return refused
+        member = group.members[member_id]
         if generation_id != group.generation_id:
             return E.ILLEGAL_GENERATION
         if group.is_(S.COMPLETING_REBALANCE):

@@ -234,8 +234,12 @@ class OffsetStore:
 
     async def commit_offsets(self, *, group_id: str, generation_id: int, member_id: str,
                              group_instance_id: str | None,
-                             offsets: dict[tuple[str, int], CommittedOffset]) -> dict[tuple[str, int], ErrorCode]:
-        """Validate and durably store committed offsets; one error code per partition."""
+                             offsets: dict[tuple[str, int], CommittedOffset],
+                             api_version: int = 0) -> dict[tuple[str, int], ErrorCode]:
+        """Validate and durably store committed offsets; one error code per partition.
+        `api_version`: OffsetCommit v9+ answers a member's commit to a group that does not
+        exist GROUP_ID_NOT_FOUND, older versions ILLEGAL_GENERATION (Kafka's
+        validateOffsetCommit)."""
         results, valid = self._valid_offsets(offsets)
         if not valid:
             return results
@@ -246,6 +250,8 @@ class OffsetStore:
                 return results
             group = self.groups.get(group_id)
             error = self._commit_check(group, generation_id, member_id, group_instance_id)
+            if group is None and error == E.ILLEGAL_GENERATION and api_version >= 9:
+                error = E.GROUP_ID_NOT_FOUND
             if group is None and self._is_share_group(group_id):
                 error = E.GROUP_ID_NOT_FOUND
             if error == E.NONE and group is None:

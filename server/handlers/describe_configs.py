@@ -143,7 +143,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     documentation = bool(request.get("include_documentation"))
     results = []
     for resource in request["resources"]:
-        result = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": resource["resource_type"],
+        # Kafka answers a described resource with error_message "" (not null).
+        result = {"error_code": ErrorCode.NONE, "error_message": "", "resource_type": resource["resource_type"],
                   "resource_name": resource["resource_name"], "configs": []}
         try:
             check_access(ctx, resource["resource_type"], resource["resource_name"], alter=False)

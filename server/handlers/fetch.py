@@ -6,7 +6,11 @@ converted as Kafka 3.9 converts it (`_down_convert`, wire.legacy.down_convert;
 docs/protocol-versions.md), with v0-2's hard size limit (a first batch over the limit is
 not sent). Rules kept here:
 - every requested partition is in the answer (full fetch responses must list them all,
-  CLIENTS.md §9.7), in request order;
+  CLIENTS.md §9.7), in request order; as Kafka reads them into a map, a partition named
+  twice is answered once and a topic without partitions not at all. An isolation level
+  other than 0 or 1 fails the request with UNKNOWN_SERVER_ERROR, as Kafka's does; a
+  consumer's partition whose read failed (OFFSET_OUT_OF_RANGE, ...) carries -1 for its
+  high watermark, last stable offset and log start, as Kafka's;
 - max_bytes caps the response and partition_max_bytes each partition, except that the
   first batch of the first partition with data is always sent whole (KIP-74) — only
   that one: librdkafka drops a response larger than it asked for;
@@ -90,6 +94,9 @@ log = logging.getLogger("trafka.fetch")
 
 _EMPTY = b""
 _NONE = ErrorCode.NONE
+# What Kafka's KafkaApis answers itself, before the read (FetchResponse.partitionResponse).
+_REFUSED_BEFORE_READING = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID,
+                                     ErrorCode.TOPIC_AUTHORIZATION_FAILED})
 REGION_MIN_BYTES = 64 * 1024
 LAST_OLD_FORMAT_VERSION = 3  # v0-3 readers know magic 0/1 only (v4 brought magic 2, KIP-98)
 
@@ -130,6 +137,16 @@ def _partition(index: int, code: ErrorCode, hw: int = -1, log_start: int = -1, r
     }
 
 
+def _read_error(index: int, code: ErrorCode, hw: int, start: int, lso: int, replica_id: int) -> dict:
+    """A partition whose read failed. A consumer gets Kafka's answer (ReplicaManager's
+    failed LogReadResult): no high watermark, last stable offset or log start (-1). A
+    follower gets them: Trafka's fetcher starts over at the leader's log start when its own
+    log end fell below it (server/cluster/fetcher.py)."""
+    if replica_id < 0:
+        return _partition(index, code)
+    return _partition(index, code, hw, start, lso=lso)
+
+
 def _read(plog, offset: int, limit: int, zero_copy: bool, upto: int, min_one_batch: bool):
     """(records, size) for one partition: bytes, or a FileRegion when `zero_copy` allows.
     Only batches below `upto` (the high watermark) are read."""
@@ -155,8 +172,9 @@ def _now_ms() -> int:
 
 
 def _diverging(partition, part: dict) -> dict | None:
-    """A follower whose last fetched epoch ends earlier here than where it fetches (or is
-    unknown here) has a tail to cut: (epoch, end offset) it must truncate to."""
+    """A fetcher — a follower, or a consumer from v12, as Kafka's Partition.readRecords
+    checks any last_fetched_epoch — whose last fetched epoch ends earlier here than where it
+    fetches (or is unknown here) has a tail to cut: (epoch, end offset) it must truncate to."""
     last_epoch = part.get("last_fetched_epoch", -1)
     if last_epoch < 0:
         return None
@@ -203,14 +221,16 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
         for part in partitions:
             index = part["partition"]
             if name in denied:
-                results.append(_partition(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                results.append(_partition(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED, aborted=[]))
                 errors = True
                 continue
             try:
                 partition = partition_for(name, index, part.get("current_leader_epoch", -1), leader_only=leader_only)
             except KafkaError as exc:
                 code = ErrorCode.UNKNOWN_TOPIC_ID if by_id and name is None else exc.code
-                results.append(_partition(index, code))
+                # Kafka refuses these before reading (an empty aborted list); a read that
+                # fails answers null.
+                results.append(_partition(index, code, aborted=[] if code in _REFUSED_BEFORE_READING else None))
                 errors = True
                 continue
             hw = partition.high_watermark
@@ -228,21 +248,21 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
                     results.append(entry)
                     errors = True  # answer at once: the consumer moves to that replica
                     continue
+            if replica_id >= 0 and replica_id not in partition.followers:
+                results.append(_partition(index, ErrorCode.NOT_LEADER_OR_FOLLOWER, hw, start, lso=lso))
+                errors = True
+                continue
+            diverging = _diverging(partition, part)
+            if diverging is not None:
+                if diverging["epoch"] < 0 or offset < start:
+                    results.append(_read_error(index, ErrorCode.OFFSET_OUT_OF_RANGE, hw, start, lso, replica_id))
+                else:
+                    entry = _partition(index, _NONE, hw, start, lso=lso)
+                    entry["diverging_epoch"] = diverging
+                    results.append(entry)
+                errors = True  # answer at once: the fetcher must truncate first
+                continue
             if replica_id >= 0:
-                if replica_id not in partition.followers:
-                    results.append(_partition(index, ErrorCode.NOT_LEADER_OR_FOLLOWER, hw, start, lso=lso))
-                    errors = True
-                    continue
-                diverging = _diverging(partition, part)
-                if diverging is not None:
-                    if diverging["epoch"] < 0 or offset < start:
-                        results.append(_partition(index, ErrorCode.OFFSET_OUT_OF_RANGE, hw, start, lso=lso))
-                    else:
-                        entry = _partition(index, _NONE, hw, start, lso=lso)
-                        entry["diverging_epoch"] = diverging
-                        results.append(entry)
-                    errors = True  # answer at once: the follower must truncate first
-                    continue
                 upto = partition.log_end_offset
                 if offset <= upto:
                     partition.update_follower(replica_id, offset, _now_ms())
@@ -266,7 +286,7 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
                                 "preferred_read_replica": -1, "records": _EMPTY})
                 continue
             if offset < start or offset > partition.log_end_offset:
-                results.append(_partition(index, ErrorCode.OFFSET_OUT_OF_RANGE, hw, start, lso=lso))
+                results.append(_read_error(index, ErrorCode.OFFSET_OUT_OF_RANGE, hw, start, lso, replica_id))
                 errors = True
                 continue
             records = _EMPTY
@@ -280,7 +300,7 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
                 except Exception as exc:
                     code = error_code_for(exc)
                     log.warning("fetch %s-%d at %d: %s (%s)", name, index, offset, code.name, exc)
-                    results.append(_partition(index, code, hw, start, lso=lso))
+                    results.append(_read_error(index, code, hw, start, lso, replica_id))
                     errors = True
                     continue
                 if size:
@@ -377,8 +397,37 @@ def _session_context(ctx: RequestContext, request: dict, session_id: int, epoch:
     return context, topics
 
 
+def _merged(items: list[dict], by_id: bool) -> list[tuple]:
+    """The topics of a sessionless fetch as Kafka reads them, into a map keyed by
+    topic-partition: a partition (or topic) named twice is read once, with its last entry,
+    at its first place; a topic without partitions is not answered."""
+    merged: dict = {}
+    for item in items:
+        key = item.get("topic_id", ZERO_UUID) if by_id else item["topic"]
+        partitions = merged.setdefault(key, {})
+        for part in item["partitions"]:
+            partitions[part["partition"]] = part
+    return [(key, list(partitions.values())) for key, partitions in merged.items() if partitions]
+
+
+def _failed(ctx: RequestContext, request: dict, code: ErrorCode) -> dict:
+    """Kafka's FetchRequest.getErrorResponse: the error at the top (v7+) and, below v13, for
+    every requested partition (an empty aborted list, no records)."""
+    topics = []
+    if ctx.api_version < 13:
+        topics = [{"topic": item.get("topic", ""), "topic_id": item.get("topic_id", ZERO_UUID),
+                   "partitions": [_partition(part["partition"], code, aborted=[]) for part in item["partitions"]]}
+                  for item in request["topics"]]
+    return {"throttle_time_ms": 0, "error_code": code, "session_id": request.get("session_id", 0),
+            "responses": topics}
+
+
 async def handle(ctx: RequestContext, request: dict) -> dict:
     broker = ctx.broker
+    if request.get("isolation_level", 0) not in (0, 1):
+        # Kafka's IsolationLevel.forId throws, and the request fails as a whole.
+        log.warning("fetch from %s: isolation level %d is unknown", ctx.client_id, request["isolation_level"])
+        return _failed(ctx, request, ErrorCode.UNKNOWN_SERVER_ERROR)
     if ctx.api_version >= 15:
         replica_id = (request.get("replica_state") or {}).get("replica_id", -1)
     else:
@@ -394,12 +443,11 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         incremental = session.kind == "incremental"
     else:  # sessionless (librdkafka, aiokafka, followers): the request is the whole story
         topics = []
-        for item in request["topics"]:
+        for key, partitions in _merged(request["topics"], ctx.api_version >= 13):
             if ctx.api_version >= 13:
-                topic_id = item.get("topic_id", ZERO_UUID)
-                topics.append((_name_for_id(broker, topic_id), topic_id, item["partitions"]))
+                topics.append((_name_for_id(broker, key), key, partitions))
             else:
-                topics.append((item["topic"], None, item["partitions"]))
+                topics.append((key, None, partitions))
     max_bytes = request.get("max_bytes", 0x7FFFFFFF)
     min_bytes = request.get("min_bytes", 1)
     wait_s = max(request.get("max_wait_ms", 0), 0) / 1000

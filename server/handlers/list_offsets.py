@@ -14,7 +14,11 @@ timestamp (v7+, KIP-734), -4 earliest local (v8+, KIP-405; the log start offset,
 data is local), -5 earliest pending upload (v9+, KIP-1005; none, so -1); one asked at an
 earlier version, or an unknown one, is UNSUPPORTED_VERSION. A timestamp ≥ 0
 gives the first offset whose timestamp is at or after it (below the high watermark), or -1
-when there is none. Answers carry the partition's leader epoch; the client's
+when there is none. As Kafka 4 answers (found by the protocol differential): a partition
+named twice, in one topic entry or two, is answered once, INVALID_REQUEST
+(ListOffsetsRequest.duplicatePartitions); a topic without partitions is not answered; an
+isolation level other than 0 or 1 fails every requested partition with
+UNKNOWN_SERVER_ERROR (IsolationLevel.forId throws). Answers carry the partition's leader epoch; the client's
 current_leader_epoch is checked by `Broker.partition` (KIP-320).
 """
 
@@ -109,22 +113,43 @@ def _handle_v0(ctx: RequestContext, request: dict) -> dict:
     return {"throttle_time_ms": 0, "topics": allowed + denied}
 
 
+def _merged(topics: list[dict]) -> tuple[list[tuple[str, list[dict]]], set[tuple[str, int]]]:
+    """The request's partitions as Kafka reads them, once each (a topic without partitions is
+    not answered), and those named more than once, which Kafka answers INVALID_REQUEST."""
+    merged: dict[str, dict[int, dict]] = {}
+    duplicates: set[tuple[str, int]] = set()
+    for topic in topics:
+        partitions = merged.setdefault(topic["name"], {})
+        for part in topic["partitions"]:
+            if part["partition_index"] in partitions:
+                duplicates.add((topic["name"], part["partition_index"]))
+            partitions[part["partition_index"]] = part
+    return [(name, list(parts.values())) for name, parts in merged.items() if parts], duplicates
+
+
 async def handle(ctx: RequestContext, request: dict) -> dict:
     if ctx.api_version == 0:
         return _handle_v0(ctx, request)
     broker = ctx.broker
+    if request.get("isolation_level", 0) not in (0, 1):
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": t["name"], "partitions": [_answer(p["partition_index"], ErrorCode.UNKNOWN_SERVER_ERROR)
+                                               for p in t["partitions"]]} for t in request["topics"]]}
     read_committed = request.get("isolation_level", 0) == 1
     topics = []
-    for topic in request["topics"]:
-        name = topic["name"]
+    merged, duplicates = _merged(request["topics"])
+    for name, partitions in merged:
         answers = []
         if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
             topics.append({"name": name, "partitions": [_answer(p["partition_index"], ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                                                        for p in topic["partitions"]]})
+                                                        for p in partitions]})
             continue
-        for part in topic["partitions"]:
+        for part in partitions:
             index = part["partition_index"]
             timestamp = part["timestamp"]
+            if (name, index) in duplicates:
+                answers.append(_answer(index, ErrorCode.INVALID_REQUEST))
+                continue
             try:
                 if timestamp < 0 and ctx.api_version < SPECIAL_MIN_VERSION.get(timestamp, 1 << 15):
                     answers.append(_answer(index, ErrorCode.UNSUPPORTED_VERSION))

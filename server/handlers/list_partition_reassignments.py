@@ -1,8 +1,9 @@
 """ListPartitionReassignments (46): the partitions being moved, with their replicas, adding
 and removing replicas (KIP-455).
 
-Implements v0. Served by the active controller only (NOT_CONTROLLER elsewhere and on a
-single broker). topics = null lists every move; named partitions that are not moving
+Implements v0. In a cluster served by the active controller only (NOT_CONTROLLER
+elsewhere); a single broker, like a one-node Kafka 4, never moves a partition and answers
+an empty list. topics = null lists every move; named partitions that are not moving
 are left out of the answer, as Kafka does.
 """
 
@@ -22,6 +23,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None, "topics": []}
     node = ctx.broker.cluster
-    if node is None or not node.controller.active:
+    if node is None:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "topics": []}
+    if not node.controller.active:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "error_message": None, "topics": []}
     return await node.controller.reassignments.list(request)

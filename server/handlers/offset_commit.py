@@ -110,6 +110,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             member_id=request.get("member_id") or "",
             group_instance_id=request.get("group_instance_id"),
             offsets=offsets,
+            api_version=ctx.api_version,
         )
     results = {**results, **denied}
     return {
@@ -118,5 +119,5 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                     "partitions": [{"partition_index": p["partition_index"],
                                     "error_code": results[(topic["name"], p["partition_index"])]}
                                    for p in topic["partitions"]]}
-                   for topic in request["topics"]],
+                   for topic in request["topics"] if topic["partitions"]],  # Kafka: no answer for no partitions
     }

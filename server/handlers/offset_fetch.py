@@ -10,7 +10,8 @@ v8+ batch groups. A partition without a committed offset answers offset -1, lead
 not ended yet (TxnOffsetCommit) are never returned; with require_stable (v7+) a partition
 that has one answers UNSTABLE_OFFSET_COMMIT instead of the older committed offset, so a
 consumer taking over from an exactly-once producer retries until the transaction ends
-(KIP-447). v9's member id and epoch belong to the KIP-848 protocol and are ignored for
+(KIP-447). Named topics are answered as requested, entry by entry, as Kafka does (a topic
+named twice is answered twice). v9's member id and epoch belong to the KIP-848 protocol and are ignored for
 classic groups, as Kafka does.
 """
 
@@ -80,7 +81,12 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics: list[dict] | None,
                 for part in by_topic[name]:
                     part.update(committed_offset=-1, committed_leader_epoch=-1, metadata="",
                                 error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    return code, [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
+    if topics is None:
+        return code, [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
+    # Kafka answers the topics as requested, entry by entry (a topic named twice, twice).
+    answered = {(name, p["partition_index"]): p for name, parts in by_topic.items() for p in parts}
+    return code, [{"name": t["name"], "partitions": [dict(answered[(t["name"], p)]) for p in t["partition_indexes"]]}
+                  for t in topics]
 
 
 def _v0_partition(index: int, code: ErrorCode, offset: int = -1) -> dict:

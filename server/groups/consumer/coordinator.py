@@ -181,10 +181,9 @@ class ConsumerGroupCoordinator:
                 raise invalid("RebalanceTimeoutMs must be provided in first request.")
             if owned is None or any(owned.values()):
                 raise invalid("TopicPartitions must be empty when (re-)joining.")
+            # Kafka 4 accepts an empty list of names: a member subscribed to nothing yet.
             if names is None and regex is None:
                 raise invalid("SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
-            if version == 0 and not names:
-                raise invalid("SubscribedTopicNames must be set in first request.")
         elif member_epoch == STATIC_LEAVE_EPOCH:
             if not member_id:
                 raise invalid("MemberId can't be empty.")
