@@ -237,14 +237,6 @@ OPEN: list[Allowed] = [
             "join with a repeated protocol name in PreparingRebalance (it never answers it, allow-listed), and "
             "removes a member whose rebalance timeout is -1 at once; Trafka completes those joins.",
             api=K["list_groups"], variant=r"valid.*", path=r"groups\[group_id=pd-join-.*"),
-    Allowed("open-timestamp-after-default", "open",
-            "Kafka 4.0 changed the default of message.timestamp.after.max.ms "
-            "(log.message.timestamp.after.max.ms) from Long.MAX_VALUE to 3600000: Kafka 4 rejects records "
-            "timestamped more than an hour ahead (INVALID_TIMESTAMP). Trafka keeps Kafka 3.9's default. "
-            "Whether Trafka takes Kafka 4's default is a decision for the lead (it changes what producers with "
-            "skewed clocks can write).",
-            path=r".*configs\[name=message\.timestamp\.after\.max\.ms\]\.value",
-            kafka="3600000", trafka="9223372036854775807"),
     Allowed("open-broker-config-descriptions", "open",
             "DescribeConfigs of the broker resource: Kafka describes config types from its ConfigDef (INT for "
             "num.partitions, default.replication.factor, log.segment.bytes, message.max.bytes, "
