@@ -38,13 +38,14 @@ from collections import Counter
 import pytest
 
 from compat_tests import kafka_wire
+from compat_tests.brokers import SUITE_SETTINGS, SUITE_SETTINGS_KINDS
 from compat_tests.clients.base import HEARTBEAT_MS, SESSION_TIMEOUT_MS, Message, NotSupportedByClient
 from compat_tests.helpers import make_topic, wait_until
 
 SESSION_S = SESSION_TIMEOUT_MS / 1000
-# group.consumer.session.timeout.ms of the suite's trafka brokers (conftest.TRAFKA_SUITE_ARGS):
-# KIP-848 members are fenced by the broker's setting, not their own.
-KIP848_SESSION_S = 10
+# group.consumer.session.timeout.ms of the suite's brokers (brokers.SUITE_SETTINGS): KIP-848
+# members are fenced by the broker's setting, not their own.
+KIP848_SESSION_S = int(SUITE_SETTINGS["group.consumer.session.timeout.ms"]) / 1000
 # Time for everyone to notice a rebalance and rejoin: heartbeats plus client backoffs.
 REJOIN_SLACK_S = 8
 SETTLE_TIMEOUT_S = 45
@@ -512,12 +513,13 @@ class Member:
 
 def kip848_only(client_name: str, broker_kind: str) -> None:
     """Skip a KIP-848 scenario for a client that does not speak the consumer protocol, or a
-    broker without the suite's short group.consumer.* timing (conftest.TRAFKA_SUITE_ARGS)."""
+    broker without the suite's short group.consumer.* timing (brokers.SUITE_SETTINGS, which
+    the `kafka` and `trafka` kinds run with; a peer broker keeps its own defaults)."""
     if client_name not in KIP848_CLIENTS:
         raise NotSupportedByClient(f"{client_name} does not speak group.protocol=consumer (KIP-848)")
-    if broker_kind.split("-")[0] != "trafka":
-        pytest.skip(f"the KIP-848 scenarios rely on the suite's group.consumer.* settings of trafka "
-                    f"brokers, not {broker_kind}'s")
+    if broker_kind.split("-")[0] not in SUITE_SETTINGS_KINDS:
+        pytest.skip(f"the KIP-848 scenarios rely on the suite's group.consumer.* settings "
+                    f"(brokers.SUITE_SETTINGS), which {broker_kind} does not take")
 
 
 class ProcessGroupMember:

@@ -18,7 +18,7 @@ from compat_tests.clients.base import (
     FETCH_WAIT_MS, HEARTBEAT_MS, LARGE_LIMIT, SESSION_TIMEOUT_MS, TXN_BLOCK_MS, Client, ClientError,
     ClusterMetadata, Delivery, GroupInfo, GroupMember, GroupMemberInfo, Message, ThreadedGroupMember,
     NotSupportedByClient, TxnProducer, OffsetOutOfRange, Record, TopicDescription, TopicMetadata,
-    decode_consumer_assignment, kafka_uuid, normalize_state)
+    decode_consumer_assignment, kafka_uuid, normalize_state, retry_coordinator)
 
 TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
 
@@ -225,11 +225,13 @@ class KafkaPythonClient(Client):
             consumer.close(autocommit=False)
 
     def committed(self, group, topic, partitions) -> dict[int, int | None]:
-        try:
-            result = self.admin.list_group_offsets(
-                {group: [TopicPartition(topic, p) for p in partitions]})
-        except kerr.KafkaError as exc:
-            raise _client_error(exc) from exc
+        def fetch():
+            try:
+                return self.admin.list_group_offsets(
+                    {group: [TopicPartition(topic, p) for p in partitions]})
+            except kerr.KafkaError as exc:
+                raise _client_error(exc) from exc
+        result = retry_coordinator(fetch)
         offsets = result.get(group, {})
         out = {}
         for p in partitions:
