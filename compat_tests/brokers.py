@@ -45,6 +45,10 @@ SUITE_SETTINGS = {
     "group.initial.rebalance.delay.ms": "0",
 }
 
+# The base kinds (before any "-") whose brokers run with SUITE_SETTINGS: Kafka's and ours.
+# A peer broker (Tansu) keeps its own defaults.
+SUITE_SETTINGS_KINDS = ("kafka", "trafka")
+
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
 

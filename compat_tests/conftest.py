@@ -1,7 +1,7 @@
 """Fixtures and parametrization of the compatibility suite.
 
 Every scenario that asks for `broker` (or `fresh_broker`) runs once per broker kind chosen
-with `--broker` / COMPAT_BROKERS (default "trafka,tansu"); every scenario that asks for
+with `--broker` / COMPAT_BROKERS (default "kafka,trafka"); every scenario that asks for
 `client` runs once per client library (`--clients` / COMPAT_CLIENTS, default all five:
 kafka-python, confluent-kafka, aiokafka, kcat, java).
 
