@@ -34,6 +34,7 @@ from server.config import BrokerConfig
 from server.errors import KafkaError, NotLeaderOrFollower, UnknownTopicOrPartition
 from server.fetch_sessions import FetchSessionCache
 from server.groups import GroupCoordinator
+from server.groups.group_configs import GroupConfigs
 from server.groups.share import ShareCoordinator
 from server.purgatory_timer import PurgatoryTimer
 from server.partition import AppendOutcome, Partition
@@ -102,6 +103,8 @@ class Broker:
         self._configs: dict[str, LogConfig] = {}
         self.started_ms = now_ms()
         self.shutting_down = False
+        # Every group's own configs (GROUP config resources), read by both coordinators.
+        self.group_configs = GroupConfigs(self)
         self.groups = GroupCoordinator(self)
         self.txn = TransactionCoordinator(self)
         self.share = ShareCoordinator(self)  # share groups (KIP-932)

@@ -36,7 +36,7 @@ class ResourceType(enum.IntEnum):
     TOPIC = 2
     BROKER = 4
     BROKER_LOGGER = 8
-    GROUP = 32  # group configs (share.auto.offset.reset of a share group)
+    GROUP = 32  # group configs (server/groups/group_config.py)
 
 
 class ConfigSource(enum.IntEnum):
@@ -49,6 +49,8 @@ class ConfigSource(enum.IntEnum):
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8  # set on the group itself (GROUP resources)
 
 
 class AlterOp(enum.IntEnum):

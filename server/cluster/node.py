@@ -129,6 +129,7 @@ class ClusterNode:
             self.broker.adopt_cluster_id(cluster_id)
             await self.broker_configs.load()  # dynamic broker configs before serving, as Kafka
             await self.client_quotas.load()  # client quotas too
+            await self.broker.group_configs.load_cluster()  # and group configs (/config/groups)
             await scram_store_of(self.broker, self.zk).load_all()  # and SCRAM credentials: logins work at once
             if self.acls is not None:
                 await self.acls.run()  # the cluster's ACLs before serving, then follow changes
