@@ -56,7 +56,8 @@ def create_topics(bootstrap: str, topics: dict[str, int], configs: dict[str, dic
 def topic_configs(bootstrap: str, topic: str) -> dict[str, tuple[str | None, bool]]:
     """DescribeConfigs of a topic: name -> (value, is_default)."""
     resource = ConfigResource(ResourceType.TOPIC, topic)
-    entries = admin(bootstrap).describe_configs([resource])[resource].result(TIMEOUT_S)
+    client = admin(bootstrap)  # held until the answer came: a collected client drops it
+    entries = client.describe_configs([resource])[resource].result(TIMEOUT_S)
     return {name: (e.value, e.is_default) for name, e in entries.items()}
 
 
