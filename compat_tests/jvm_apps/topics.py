@@ -23,6 +23,7 @@ class Rec:
     key: bytes | None
     value: bytes | None
     timestamp: int
+    headers: tuple = ()
 
 
 def admin(bootstrap: str) -> AdminClient:
@@ -73,17 +74,19 @@ class Producer:
         self.producer = ck.Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
                                      "acks": "all", "linger.ms": 5})
 
-    def send(self, topic: str, records: list[tuple[bytes | None, bytes, int | None]],
-             partition: int | None = None) -> None:
-        """Send (key, value, timestamp ms or None) in order; raises on any failed delivery."""
+    def send(self, topic: str, records: list[tuple], partition: int | None = None) -> None:
+        """Send (key, value, timestamp ms or None[, headers]) in order; raises on any failed
+        delivery."""
         failed: list = []
 
         def report(err, msg):
             if err is not None:
                 failed.append(err)
 
-        for key, value, ts in records:
+        for key, value, ts, *headers in records:
             kwargs = {"timestamp": ts} if ts is not None else {}
+            if headers:
+                kwargs["headers"] = list(headers[0])
             if partition is not None:
                 kwargs["partition"] = partition
             while True:
@@ -96,9 +99,8 @@ class Producer:
         assert left == 0 and not failed, f"produce to {topic}: {left} undelivered, errors {failed[:3]}"
 
 
-def produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes, int | None]],
-            partition: int | None = None) -> None:
-    """Send (key, value, timestamp ms or None) in order with a producer of its own."""
+def produce(bootstrap: str, topic: str, records: list[tuple], partition: int | None = None) -> None:
+    """Send (key, value, timestamp ms or None[, headers]) in order with a producer of its own."""
     Producer(bootstrap).send(topic, records, partition)
 
 
@@ -138,13 +140,68 @@ def read_all(bootstrap: str, topic: str, *, isolation_level: str = "read_committ
                 err = msg.error()
                 if err is None:
                     at_end.discard(msg.partition())
-                    out.append(Rec(msg.partition(), msg.offset(), msg.key(), msg.value(),
-                                   msg.timestamp()[1]))
+                    out.append(_rec(msg))
                 elif err.code() == ck.KafkaError._PARTITION_EOF:
                     at_end.add(msg.partition())
                 elif not err.retriable() and err.code() not in (ck.KafkaError._TRANSPORT,
                                                                  ck.KafkaError._ALL_BROKERS_DOWN):
                     raise AssertionError(f"reading {topic}: {err.name()}: {err.str()}")
         return out
+    finally:
+        consumer.close()
+
+
+def _rec(msg) -> Rec:
+    return Rec(msg.partition(), msg.offset(), msg.key(), msg.value(), msg.timestamp()[1],
+               tuple(msg.headers() or ()))
+
+
+def consume_group(bootstrap: str, group: str, topic: str, n: int, timeout: float = 60.0,
+                  *, expect_more: bool = True) -> list[Rec]:
+    """As an application's consumer would: subscribe to `topic` in `group` (classic
+    protocol, auto.offset.reset=earliest), read `n` records, commit what was read and
+    close (a LeaveGroup). When `expect_more` is False, wait a few more seconds to make sure
+    nothing beyond the `n` arrives (it would be in the result)."""
+    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                            "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                            "session.timeout.ms": 6000, "fetch.wait.max.ms": 100})
+    out: list[Rec] = []
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + timeout
+        while len(out) < n and time.monotonic() < deadline:
+            out += _take(consumer, n - len(out), 0.5)
+        if not expect_more:
+            quiet = time.monotonic() + 3.0
+            while time.monotonic() < quiet:
+                out += _take(consumer, 1000, 0.5)
+        if out:
+            consumer.commit(asynchronous=False)
+        return out
+    finally:
+        consumer.close()
+
+
+def _take(consumer, n: int, timeout: float) -> list[Rec]:
+    out = []
+    for msg in consumer.consume(num_messages=n, timeout=timeout):
+        err = msg.error()
+        if err is None:
+            out.append(_rec(msg))
+        elif not err.retriable() and err.code() not in (ck.KafkaError._TRANSPORT,
+                                                         ck.KafkaError._ALL_BROKERS_DOWN,
+                                                         ck.KafkaError._PARTITION_EOF):
+            raise AssertionError(f"consuming: {err.name()}: {err.str()}")
+    return out
+
+
+def committed(bootstrap: str, group: str, topic: str) -> dict[int, int | None]:
+    """The group's committed offset per partition of `topic` (None: none)."""
+    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                            "enable.auto.commit": False})
+    try:
+        tps = consumer.committed([ck.TopicPartition(topic, p) for p in partitions(bootstrap, topic)],
+                                 timeout=TIMEOUT_S)
+        return {tp.partition: tp.offset if tp.offset >= 0 else None for tp in tps}
     finally:
         consumer.close()
