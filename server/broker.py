@@ -454,8 +454,19 @@ class Broker:
 
     def _retain_and_clean(self, plogs: list, now: int) -> None:
         """Retention, then compaction, of one chunk of a sweep (in a worker thread)."""
-        self.logs.run_retention(now, plogs)
+        self.logs.run_retention(now, plogs, self._high_watermark_of)
         self.logs.run_compaction(now, logs=plogs)
+
+    def _high_watermark_of(self, plog) -> int | None:
+        """The high watermark of the partition whose log `plog` is (named "<topic>-<index>",
+        Kafka's partition directory), None when no partition here serves it: retention
+        then keeps to closed segments. Read from a worker thread: `self.partitions` is
+        replaced, never changed in place, and a high watermark is one int."""
+        topic, _, index = plog.name.rpartition("-")
+        partition = self.partitions.get((topic, int(index))) if index.isdigit() else None
+        if partition is None or getattr(partition, "log", None) is not plog:
+            return None
+        return partition.high_watermark
 
     async def _sweep_logs(self, duty: Callable[[list, int], None], now: int) -> None:
         """Run `duty` over every partition log, SWEEP_CHUNK logs per worker-thread call,

@@ -1102,15 +1102,36 @@ class PartitionLog:
             count += 1
         return self._drop_oldest(count, reason)
 
-    def delete_oldest_segments(self, predicate: Callable[[LogSegment, int], bool], reason: str) -> int:
-        """Delete closed segments from the front while ``predicate(segment, index)`` holds;
-        the log start offset moves to the first survivor. Returns how many went."""
+    def delete_oldest_segments(self, predicate: Callable[[LogSegment, int], bool], reason: str,
+                               high_watermark: int | None = None, now_ms: int | None = None) -> int:
+        """Delete segments from the front while ``predicate(segment, index)`` holds; the log
+        start offset moves to the first survivor. Returns how many went.
+
+        Kafka's deleteOldSegments: a segment goes only when every offset in it is below
+        ``high_watermark`` (so the log start offset never passes it), and that includes the
+        active segment when it holds records: Kafka then rolls a new, empty active segment
+        at the log end offset first (a log always has one), so a quiet topic's records
+        expire although no append ever rolled their segment. ``high_watermark`` None (the
+        caller does not know it): closed segments only, as far as the predicate goes.
+        """
         with self._lock:
             self._check_open()
             segments = self._segments
             count = 0
-            while count < len(segments) - 1 and predicate(segments[count], count):
+            while count < len(segments):
+                if count == len(segments) - 1:
+                    if high_watermark is None or segments[count].size == 0:
+                        break
+                    upper = self.log_end_offset
+                else:
+                    upper = segments[count + 1].base_offset
+                if high_watermark is not None and upper > high_watermark:
+                    break
+                if not predicate(segments[count], count):
+                    break
                 count += 1
+            if count and count == len(segments):
+                self._roll(_now_ms() if now_ms is None else now_ms)
             return self._drop_oldest(count, reason)
 
     def _drop_oldest(self, count: int, reason: str) -> int:

@@ -42,7 +42,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from storage.compaction import CleanerStats, clean_log
 from storage.config import LogConfig
@@ -377,14 +377,19 @@ class LogManager:
 
     # ------------------------------------------------------------------ duties
 
-    def run_retention(self, now_ms: int | None = None, logs: Iterable[PartitionLog] | None = None) -> int:
+    def run_retention(self, now_ms: int | None = None, logs: Iterable[PartitionLog] | None = None,
+                      high_watermark_of: Callable[[PartitionLog], int | None] | None = None) -> int:
         """Delete expired, oversized or DeleteRecords-ed whole segments of every log (or of
-        `logs`, a chunk of a sweep); returns how many."""
+        `logs`, a chunk of a sweep); returns how many. `high_watermark_of(log)` is the
+        server's high watermark of the partition (storage knows only the log end offset):
+        nothing at or past it goes. Without it a log's high watermark is its log end offset,
+        which it is on a single replica."""
         now_ms = _now_ms() if now_ms is None else now_ms
         deleted = 0
         for plog in list(self._logs.values()) if logs is None else logs:
             try:
-                deleted += apply_retention(plog, now_ms)
+                hw = plog.log_end_offset if high_watermark_of is None else high_watermark_of(plog)
+                deleted += apply_retention(plog, now_ms, hw)
             except LogClosed:
                 continue
             except (OSError, StorageError):

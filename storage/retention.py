@@ -1,14 +1,19 @@
 """Retention: which whole segments of a partition may go.
 
 Three rules, applied oldest segment first and stopping at the first segment a rule keeps
-(Kafka's deleteOldSegments), never touching the active segment:
+(Kafka's deleteOldSegments):
 
-- below the log start offset: a segment whose successor starts at or below the log start
-  offset (DeleteRecords moved it) holds nothing readable;
+- below the log start offset: a closed segment whose successor starts at or below the log
+  start offset (DeleteRecords moved it) holds nothing readable;
 - retention.ms (cleanup.policy contains delete, value >= 0): the segment's largest record
   timestamp (its file mtime if it has none) is older than now - retention.ms;
 - retention.bytes (delete policy, value >= 0): while the partition stays at or above
   retention.bytes without the segment, the segment goes.
+
+As in Kafka, only segments wholly below the high watermark go (the log start offset never
+passes it), and that includes the active segment once it holds records all of which a rule
+lets go: a new, empty active segment is rolled at the log end offset first. Without a high
+watermark (`high_watermark` None: a log no partition serves) only closed segments go.
 
 The log start offset moves to the first surviving segment and is checkpointed before any
 file is removed.
@@ -20,20 +25,21 @@ from storage.log import PartitionLog
 from storage.segment import LogSegment
 
 
-def apply_retention(plog: PartitionLog, now_ms: int) -> int:
+def apply_retention(plog: PartitionLog, now_ms: int, high_watermark: int | None = None) -> int:
     """Delete what the rules above allow; returns how many segments went."""
     config = plog.config
     deleted = plog.delete_oldest_segments(
-        lambda segment, i: plog.segments[i + 1].base_offset <= plog.log_start_offset,
-        "below the log start offset",
+        lambda segment, i: i + 1 < len(plog.segments) and plog.segments[i + 1].base_offset <= plog.log_start_offset,
+        "below the log start offset", high_watermark, now_ms,
     )
     if config.delete and config.retention_ms >= 0:
         limit = config.retention_ms
         deleted += plog.delete_oldest_segments(
-            lambda segment, i: now_ms - segment.largest_timestamp() > limit, "retention.ms"
+            lambda segment, i: now_ms - segment.largest_timestamp() > limit, "retention.ms", high_watermark, now_ms
         )
     if config.delete and config.retention_bytes >= 0:
-        deleted += plog.delete_oldest_segments(_over_size(plog, config.retention_bytes), "retention.bytes")
+        deleted += plog.delete_oldest_segments(_over_size(plog, config.retention_bytes), "retention.bytes",
+                                               high_watermark, now_ms)
     plog.sweep()
     return deleted
 

@@ -37,15 +37,44 @@ def test_retention_ms_deletes_old_closed_segments(tmp_path):
     assert mgr.run_retention(now_ms=T0) == 3
     assert plog.log_start_offset == 9
     assert [r[0] for r in decode(read_all(plog))] == list(range(9, 14))
-    # Nothing else is old enough, and the active segment is never deleted.
+    # Nothing else is old enough.
     assert mgr.run_retention(now_ms=T0) == 0
-    assert mgr.run_retention(now_ms=T0 + 2 * HOUR) == 1
-    assert len(plog.segments) == 1 and plog.log_start_offset == 12
-    assert plog.log_end_offset == 14
     # The log start offset survives a restart.
     mgr.close()
     mgr = manager(tmp_path)
-    assert mgr.open_log("t", 0, config, now_ms=T0).log_start_offset == 12
+    assert mgr.open_log("t", 0, config, now_ms=T0).log_start_offset == 9
+    mgr.close()
+
+
+def test_retention_ms_deletes_the_active_segment_once_all_of_it_expired(tmp_path):
+    """Kafka's deleteOldSegments: the active segment goes too when every record in it is
+    past retention.ms (and below the high watermark); a new empty one is rolled at the log
+    end offset first, so a quiet topic's records expire though no append rolled them."""
+    mgr = manager(tmp_path)
+    config = create(mgr, "t", 1, {"retention.ms": str(HOUR), "segment.bytes": "1000"})
+    plog = mgr.log("t", 0)
+    for _ in range(5):
+        plog.append(batch_with_size(300, timestamp=T0), now_ms=T0)
+    assert len(plog.segments) == 2
+    assert mgr.run_retention(now_ms=T0 + HOUR) == 0  # not yet older than retention.ms
+    # Past the high watermark nothing goes: a follower's, or a leader's before its ISR caught up.
+    assert mgr.run_retention(now_ms=T0 + 2 * HOUR, high_watermark_of=lambda log: 3) == 1
+    assert plog.log_start_offset == 3 and len(plog.segments) == 1
+    assert mgr.run_retention(now_ms=T0 + 2 * HOUR, high_watermark_of=lambda log: 4) == 0
+    assert mgr.run_retention(now_ms=T0 + 2 * HOUR, high_watermark_of=lambda log: None) == 0
+    # Everything below the high watermark (the log end offset here): all of it goes.
+    assert mgr.run_retention(now_ms=T0 + 2 * HOUR) == 1
+    assert [s.base_offset for s in plog.segments] == [5]
+    assert plog.log_start_offset == plog.log_end_offset == 5
+    assert decode(read_all(plog)) == []
+    # An empty active segment is kept; the log goes on where it was.
+    assert mgr.run_retention(now_ms=T0 + 3 * HOUR) == 0
+    assert plog.append(batch_with_size(300, timestamp=T0 + 3 * HOUR), now_ms=T0 + 3 * HOUR)[0] == 5
+    assert [r[0] for r in decode(read_all(plog))] == [5]
+    mgr.close()
+    mgr = manager(tmp_path)
+    reopened = mgr.open_log("t", 0, config, now_ms=T0)
+    assert (reopened.log_start_offset, reopened.log_end_offset) == (5, 6)
     mgr.close()
 
 
