@@ -44,7 +44,7 @@ import pytest
 
 from compat_tests.helpers import unique_name
 from compat_tests.jvm_apps import JvmProcess, compile_app
-from compat_tests.jvm_apps.topics import Producer, Rec, create_topics, read_all
+from compat_tests.jvm_apps.topics import Producer, Rec, create_topics, end_offsets, read_all
 
 LONG = os.environ.get("TRAFKA_LONG_TESTS", "") not in ("", "0")
 LINES = 4000 if LONG else 400
@@ -67,6 +67,7 @@ APP_SETTINGS = {
     "repartition.purge.interval.ms": "3600000",
 }
 SETTLE_S = 150.0 if LONG else 90.0
+TXN_LOGGER = "org.apache.kafka.clients.producer.internals.TransactionManager"
 
 pytestmark = [pytest.mark.compat(client="streams"), pytest.mark.timeout(600 if LONG else 240)]
 
@@ -128,7 +129,9 @@ class WordCount:
                         f"bootstrap.servers={bootstrap}", f"application.id={self.app_id}",
                         f"state.dir={workdir / ('state-' + name)}", f"group.protocol={protocol}",
                         *(f"{k}={v}" for k, v in APP_SETTINGS.items())],
-                       heap_mb=256, loggers={"org.apache.kafka.streams.KafkaStreams": "INFO"})
+                       heap_mb=256, loggers={"org.apache.kafka.streams.KafkaStreams": "INFO",
+                                             # "Transition from state ... to ...": when to kill
+                                             TXN_LOGGER: "DEBUG"})
             for name in ("a", "b")]
         self.lines = make_lines(LINES, seed=len(self.app_id))
         self.feeder: threading.Thread | None = None
@@ -198,6 +201,10 @@ def run_through_a_crash(broker, workdir: Path, protocol: str = "classic",
         first = max(20, LINES // 10)
         records = app.wait_output(app.counts, first, 60)
         assert len(records) >= first, f"no progress on {app.counts}:\n{app.logs()}"
+        # SIGKILL while its producer is in a transaction it has sent records in: it begins
+        # one at the first record after a commit, which comes a commit.interval.ms later.
+        a.wait_for_log(r"Transition from state READY to IN_TRANSACTION", 60, since=len(a.output()))
+        time.sleep(0.3)
         a.kill()
         if kill_broker:
             victim = broker.kill_leader(app.counts, 0)
@@ -220,7 +227,8 @@ def run_through_a_crash(broker, workdir: Path, protocol: str = "classic",
                    - len(read_all(broker.bootstrap, topic)) for topic in app.written_topics()}
         assert any(aborted.values()), (
             f"no aborted records in {aborted}: the crash found no open transaction, so the "
-            "scenario proved nothing")
+            "scenario proved nothing; log end offsets: "
+            + str({t: end_offsets(broker.bootstrap, t) for t in app.written_topics()}))
     except BaseException:
         print(app.logs())
         raise
@@ -231,6 +239,18 @@ def run_through_a_crash(broker, workdir: Path, protocol: str = "classic",
 @pytest.mark.broker_kinds("kafka", "trafka")
 def test_word_count_exactly_once_through_an_instance_crash(broker, workdir):
     run_through_a_crash(broker, workdir)
+
+
+@pytest.mark.skipif(not LONG, reason="a cluster with a broker SIGKILLed: TRAFKA_LONG_TESTS=1")
+@pytest.mark.broker_kinds("kafka-cluster", "trafka-cluster")
+def test_word_count_exactly_once_through_instance_and_broker_crashes(broker, workdir):
+    """On the three-broker clusters (every topic RF=3, min.insync.replicas=2): the leader
+    of an output partition is SIGKILLed as well, while the instance is down, and comes
+    back once the instance runs again."""
+    try:
+        run_through_a_crash(broker, workdir, kill_broker=True)
+    finally:
+        broker.heal()
 
 
 @pytest.mark.broker_kinds("kafka")
@@ -256,3 +276,4 @@ def test_streams_protocol_is_answered_unsupported(broker, workdir):
                 "protocol") in out, instance.log_tail()
     finally:
         app.stop()
+

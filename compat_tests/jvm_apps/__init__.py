@@ -149,13 +149,13 @@ class JvmProcess:
         except OSError:
             return ""
 
-    def wait_for_log(self, pattern: str, timeout: float) -> re.Match:
-        """Wait until this start's output matches `pattern` (a regex); fails with the log
-        when the JVM exits first or the time is up."""
+    def wait_for_log(self, pattern: str, timeout: float, since: int = 0) -> re.Match:
+        """Wait until this start's output (from character `since` on) matches `pattern` (a
+        regex); fails with the log when the JVM exits first or the time is up."""
         regex = re.compile(pattern, re.M)
         deadline = time.monotonic() + timeout
         while True:
-            found = regex.search(self.output())
+            found = regex.search(self.output(), since)
             if found:
                 return found
             if not self.alive():
