@@ -135,7 +135,7 @@ def task_workers(worker: ConnectWorker, connector: str) -> list[tuple[str, str]]
     return [(t["state"], t["worker_id"]) for t in status.get("tasks", [])]
 
 
-def run_connect_cluster(broker, workdir: Path) -> None:
+def run_connect_cluster(broker, workdir: Path, kill_broker: bool = False) -> None:
     group = unique_name("connect")
     topic = f"{group}-lines"
     create_topics(broker.bootstrap, {topic: 1})
@@ -174,9 +174,13 @@ def run_connect_cluster(broker, workdir: Path) -> None:
         victim = next(w for w in workers if w.worker_id == source_worker)
         survivor = next(w for w in workers if w is not victim)
         victim.kill()
+        if kill_broker:  # and the leader of the topic's partition with it
+            dead = broker.kill_leader(topic, 0)
         for connector in ("source", "sink"):
             wait_for(lambda: task_workers(survivor, connector) == [("RUNNING", survivor.worker_id)],
                      SETTLE_S, f"the {connector} task reassigned to {survivor.name}", workers)
+        if kill_broker:
+            broker.start(dead)
         victim.start()
         victim.wait_ready()
 
@@ -225,3 +229,14 @@ def _first_difference(got: list[str], expected: list[str]) -> str:
 @pytest.mark.broker_kinds("kafka", "trafka")
 def test_distributed_workers_through_a_worker_crash(broker, tmp_path):
     run_connect_cluster(broker, tmp_path)
+
+
+@pytest.mark.skipif(not LONG, reason="a cluster with a broker SIGKILLed: TRAFKA_LONG_TESTS=1")
+@pytest.mark.broker_kinds("kafka-cluster", "trafka-cluster")
+def test_distributed_workers_through_worker_and_broker_crashes(broker, tmp_path):
+    """On the three-broker clusters (RF=3, min.insync.replicas=2): the leader of the
+    topic's partition is SIGKILLed together with the worker, and comes back later."""
+    try:
+        run_connect_cluster(broker, tmp_path, kill_broker=True)
+    finally:
+        broker.heal()
