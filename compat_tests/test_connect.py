@@ -180,6 +180,9 @@ def run_connect_cluster(broker, workdir: Path, kill_broker: bool = False) -> Non
             wait_for(lambda: task_workers(survivor, connector) == [("RUNNING", survivor.worker_id)],
                      SETTLE_S, f"the {connector} task reassigned to {survivor.name}", workers)
         if kill_broker:
+            # back once another broker leads (its ZooKeeper session expired: a Kafka broker
+            # cannot register again before)
+            broker.wait_leader(topic, 0, not_in=(dead,))
             broker.start(dead)
         victim.start()
         victim.wait_ready()

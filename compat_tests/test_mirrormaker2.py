@@ -36,7 +36,6 @@ from pathlib import Path
 
 import pytest
 
-from compat_tests import brokers as brokers_mod
 from compat_tests.helpers import unique_name
 from compat_tests.jvm_apps.connect import MirrorMakerProcess
 from compat_tests.jvm_apps.topics import (Rec, committed, consume_group, create_topics, end_offsets,
@@ -130,7 +129,7 @@ def as_content(records: dict[int, list[tuple]]) -> dict[int, list[tuple]]:
     return {p: [(k, v, ts, tuple(h)) for k, v, ts, h in recs] for p, recs in records.items()}
 
 
-def migrate(source, target, workdir: Path, policy: str) -> None:
+def migrate(source, target, workdir: Path, policy: str, kill_target_broker: bool = False) -> None:
     topic, group = unique_name("mm2-orders"), unique_name("mm2-group")
     remote = topic if policy == IDENTITY_POLICY else f"source.{topic}"
     create_topics(source.bootstrap, {topic: PARTITIONS}, {topic: TOPIC_CONFIGS})
@@ -158,8 +157,15 @@ def migrate(source, target, workdir: Path, policy: str) -> None:
                  == {p: PER_PARTITION for p in range(PARTITIONS)}, SETTLE_S,
                  "the group's offsets translated to the target", mm2)
         # Producers go on writing to the source while MirrorMaker 2 runs.
+        if kill_target_broker:  # and the leader of a copied partition dies meanwhile
+            dead = target.kill_leader(remote, 0)
         for p, recs in second.items():
             produce(source.bootstrap, topic, recs, partition=p)
+        if kill_target_broker:
+            # back once another broker leads (its ZooKeeper session expired: a Kafka broker
+            # cannot register again before)
+            target.wait_leader(remote, 0, not_in=(dead,))
+            target.start(dead)
         wait_for(lambda: end_offsets(target.bootstrap, remote) == end_offsets(source.bootstrap, topic),
                  SETTLE_S, "the second records replicated", mm2)
     except BaseException:
@@ -181,23 +187,11 @@ def migrate(source, target, workdir: Path, policy: str) -> None:
 @pytest.fixture
 def source_broker(broker_pool, request):
     """The broker MirrorMaker 2 copies from: the session's shared broker of the kind
-    `@pytest.mark.source_kind(kind)` names (its topics and groups are the scenario's own
-    by their unique names; MirrorMaker 2 adds its offset-syncs topic), else a broker of
-    the target's kind of its own (two brokers of one kind cannot share a process)."""
+    `@pytest.mark.source_kind(kind)` names, else of the target's kind (the target is a
+    broker of the scenario's own: `fresh_broker`). The scenario's topic and group are its
+    own by their unique names; MirrorMaker 2 adds its offset-syncs topic."""
     marker = request.node.get_closest_marker("source_kind")
-    if marker is not None and marker.args[0] != request.getfixturevalue("broker_kind"):
-        yield broker_pool.get(marker.args[0])
-        return
-    kind = request.getfixturevalue("broker_kind")
-    broker_pool.get(kind)  # skips or fails the way the shared broker of that kind did
-    broker_pool.fresh_count += 1
-    broker = broker_pool.make(kind, f"{kind}-mm2-source-{broker_pool.fresh_count}")
-    try:
-        broker.start()
-    except brokers_mod.BrokerFailed as exc:
-        pytest.fail(str(exc), pytrace=False)
-    yield broker
-    broker.stop()
+    return broker_pool.get(marker.args[0] if marker else request.getfixturevalue("broker_kind"))
 
 
 @pytest.mark.broker_kinds("kafka", "trafka")
@@ -209,3 +203,12 @@ def test_migration_from_kafka(source_broker, fresh_broker, tmp_path):
 @pytest.mark.broker_kinds("kafka", "trafka")
 def test_replication_between_two_clusters(source_broker, fresh_broker, tmp_path):
     migrate(source_broker, fresh_broker, tmp_path, DEFAULT_POLICY)
+
+
+@pytest.mark.skipif(not LONG, reason="two three-broker clusters: TRAFKA_LONG_TESTS=1")
+@pytest.mark.broker_kinds("kafka-cluster", "trafka-cluster")
+@pytest.mark.source_kind("kafka-cluster")
+def test_migration_from_a_kafka_cluster(source_broker, fresh_broker, tmp_path):
+    """From Kafka 3.9's three-broker ZooKeeper cluster to a three-broker cluster of the
+    target's kind, a target broker SIGKILLed while the second records are replicated."""
+    migrate(source_broker, fresh_broker, tmp_path, IDENTITY_POLICY, kill_target_broker=True)

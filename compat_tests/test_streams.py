@@ -211,6 +211,9 @@ def run_through_a_crash(broker, workdir: Path, protocol: str = "classic",
         a.start()
         a.wait_for_log(r"^STATE RUNNING", 90)
         if kill_broker:
+            # back once another broker leads (its ZooKeeper session expired: a Kafka broker
+            # cannot register again before)
+            broker.wait_leader(app.counts, 0, not_in=(victim,))
             broker.start(victim)
         app.wait_fed()
         counts, windows = expected_counts(app.lines)
