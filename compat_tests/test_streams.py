@@ -18,8 +18,8 @@ timeout), internal topics the application creates itself (repartition, compacted
 and state restored from a changelog.
 
 Light variants (the default run): Kafka and Trafka single brokers, classic rebalance
-protocol. With TRAFKA_LONG_TESTS=1: more records, and the three-broker clusters with a
-broker SIGKILLed as well.
+protocol. With TRAFKA_LONG_TESTS=1: more records, the three-broker clusters with a broker
+SIGKILLed as well, and Kafka with the streams protocol.
 
 Kafka Streams 4.x's group protocols: "classic" and "streams" (KIP-1071, the streams
 rebalance protocol; its main consumer cannot be switched to KIP-848's "consumer" protocol
@@ -256,6 +256,8 @@ def test_word_count_exactly_once_through_instance_and_broker_crashes(broker, wor
         broker.heal()
 
 
+@pytest.mark.skipif(not LONG, reason="Kafka alone, the reference for what Trafka answers "
+                    "unsupported: TRAFKA_LONG_TESTS=1")
 @pytest.mark.broker_kinds("kafka")
 def test_streams_protocol_exactly_once_through_an_instance_crash(broker, workdir):
     """KIP-1071's streams rebalance protocol (group.protocol=streams): Kafka 4.4 runs it."""
