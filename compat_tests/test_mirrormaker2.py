@@ -205,6 +205,15 @@ def test_replication_between_two_clusters(source_broker, fresh_broker, tmp_path)
     migrate(source_broker, fresh_broker, tmp_path, DEFAULT_POLICY)
 
 
+@pytest.mark.skipif(not LONG, reason="Trafka as a source is in the default run already "
+                    "(Trafka -> Trafka): TRAFKA_LONG_TESTS=1")
+@pytest.mark.broker_kinds("kafka")
+@pytest.mark.source_kind("trafka")
+def test_migration_from_trafka_back_to_kafka(source_broker, fresh_broker, tmp_path):
+    """The way back: Trafka -> Apache Kafka, names kept."""
+    migrate(source_broker, fresh_broker, tmp_path, IDENTITY_POLICY)
+
+
 @pytest.mark.skipif(not LONG, reason="two three-broker clusters: TRAFKA_LONG_TESTS=1")
 @pytest.mark.broker_kinds("kafka-cluster", "trafka-cluster")
 @pytest.mark.source_kind("kafka-cluster")
