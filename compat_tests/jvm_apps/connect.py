@@ -17,9 +17,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from compat_tests import jvm
 from compat_tests.brokers import free_port
-from compat_tests.jvm_apps import JvmProcess
+from compat_tests.jvm_apps import JvmProcess, classpath
 
 CONNECT_HEAP_MB = 384
 START_TIMEOUT_S = 120.0
@@ -57,7 +56,7 @@ class ConnectWorker(JvmProcess):
         }
         workdir.mkdir(parents=True, exist_ok=True)
         config = write_properties(workdir / f"{name}.properties", self.settings)
-        super().__init__(name, workdir, jvm.classpath("connect"),
+        super().__init__(name, workdir, classpath("connect"),
                          "org.apache.kafka.connect.cli.ConnectDistributed", [str(config)],
                          heap_mb=CONNECT_HEAP_MB, loggers=CONNECT_LOGGERS)
 
@@ -123,6 +122,6 @@ class MirrorMakerProcess(JvmProcess):
     def __init__(self, name: str, workdir: Path, settings: dict[str, str]) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         config = write_properties(workdir / f"{name}.properties", settings)
-        super().__init__(name, workdir, jvm.classpath("connect"),
+        super().__init__(name, workdir, classpath("connect"),
                          "org.apache.kafka.connect.mirror.MirrorMaker", [str(config)],
                          heap_mb=CONNECT_HEAP_MB, loggers=CONNECT_LOGGERS)
