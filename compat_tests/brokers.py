@@ -417,6 +417,16 @@ class ZooKeeperCluster(Broker):
                 broker.start()
         self.wait_for(lambda: len(self.metadata().brokers) == self.SIZE, self.SETTLE_S,
                       "every broker registered")
+        self.wait_known_everywhere()
+
+    def wait_known_everywhere(self) -> None:
+        """Until every broker's Metadata names all brokers and the controller. A broker that
+        has just registered answers with no brokers and no controller until the controller's
+        first UpdateMetadata reaches it (Kafka's ZooKeeper mode and Trafka alike), and
+        librdkafka's admin client, told "no controller" by it, waits out its whole timeout."""
+        self.wait_for(lambda: all(len((view := self.metadata(node=n)).brokers) == self.SIZE
+                                  and view.controller_id >= 0 for n in self.live_nodes()),
+                      self.SETTLE_S, "every broker's Metadata naming all brokers and the controller")
 
     def stop(self, node: int | None = None) -> None:
         """SIGTERM one broker (a controlled shutdown), or everything (None)."""
@@ -543,6 +553,7 @@ class ZooKeeperCluster(Broker):
         self.wait_for(lambda: len(self.metadata().brokers) == self.SIZE, self.SETTLE_S,
                       "every broker registered")
         self.wait_controller()
+        self.wait_known_everywhere()
 
         lagging: list = []
 

@@ -66,6 +66,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "broker_kinds(*kinds): the broker kinds a scenario runs "
                             "against instead of --broker's (each when it, or its base kind "
                             "before the '-', is chosen): the cluster scenarios")
+    config.addinivalue_line("markers", "source_kind(kind): the broker kind of a scenario's "
+                            "second broker, the source it copies from (test_mirrormaker2.py)")
     for kind in _split(config.getoption("--broker")):
         if kind not in brokers_mod.KNOWN_KINDS:
             raise pytest.UsageError(f"--broker: unknown kind {kind!r}; known: "
