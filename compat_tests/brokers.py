@@ -369,7 +369,7 @@ class ZooKeeperCluster(Broker):
     def __init__(self, workdir: Path, extra_args: list[str] | None = None,
                  name: str = "trafka-cluster") -> None:
         super().__init__(name)
-        from server.cluster.zookeeper_server import ZooKeeperServer
+        from cli.zookeeper_server import ZooKeeperServer
 
         reason = ZooKeeperServer.unavailable_reason()
         if reason:

@@ -105,7 +105,7 @@ class Broker:
         self.txn = TransactionCoordinator(self)
         self.share = ShareCoordinator(self)  # share groups (KIP-932)
         # The Schema Registry's state when this broker serves one (set by its start-up,
-        # server/schema_registry/server.py): produce checks schema ids against it.
+        # schema_registry/server.py): produce checks schema ids against it.
         self.schema_registry = None
         # The root nursery of the running broker (set by cli.run_broker): background work
         # such as coordinator loads after a leadership change.
@@ -318,7 +318,7 @@ class Broker:
         compaction and the flush timer, which visit open logs only, reach every partition
         again within seconds. The logs open in a worker thread; the partition (its producer
         state) on the event loop, where every other first use happens. The cyclic GC is off
-        meanwhile, as during start-up, and the heap frozen after (see server/cli.py)."""
+        meanwhile, as during start-up, and the heap frozen after (see cli/main.py)."""
         pending = self.logs.deferred_keys()
         if not pending or not self.config.get("trafka.log.warmup.enable"):
             return

@@ -8,7 +8,7 @@ ZooKeeper mode, 2.x–3.x; ../shared/CLUSTER.md).
 - `node`: this broker as a member (registration, applying the controller's requests);
   `config_manager`: topic configs in ZooKeeper (/config/topics, /config/changes);
   `metadata_cache`: what clients are told; `fetcher`: followers copying leaders
-  (`fetch_codec`: its own Fetch v12 encoder/decoder);
+  (with its own Fetch v12 encoder/decoder, wire/fetch_codec.py);
   `followers`: the leader's view of its followers; `alter_partition`: ISR changes sent to the
   controller; `admin`: CreateTopics/CreatePartitions/DeleteTopics through ZooKeeper;
   `producer_ids`: producer id blocks allocated cluster-wide in /latest_producer_id_block.

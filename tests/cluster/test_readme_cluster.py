@@ -18,7 +18,7 @@ import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from server.cluster.zookeeper_server import ZooKeeperServer
+from cli.zookeeper_server import ZooKeeperServer
 from tests.brokerproc import REPO, free_port, raw_request
 from wire.registry import ApiKey
 
