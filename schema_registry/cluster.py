@@ -22,7 +22,7 @@ import logging
 import httpx
 import trio
 
-from server.cluster.zk import ZooKeeperError
+from server.zookeeper.client import ZooKeeperError
 from server.errors import KafkaError
 from schema_registry import errors, records
 from schema_registry.registry import TOPIC, SchemaRegistry

@@ -253,7 +253,7 @@ class Broker:
 
     async def host_partition(self, topic: str, topic_id: uuid.UUID | None, index: int, replicas: list[int]) -> Partition:
         """Create (or open) the local replica of a partition the controller assigned here."""
-        from server.cluster import znodes as zn
+        from server.zookeeper import znodes as zn
 
         meta = self.topics.get(topic)
         if meta is not None and topic_id is not None and topic_id.int != 0 and meta.topic_id != topic_id:

@@ -301,7 +301,7 @@ class BrokerConfig:
     listen_port: int = 9092
     advertised_host: str | None = None
     advertised_port: int | None = None
-    # server/security/listeners.py: every listener (the first is listen_host/listen_port)
+    # server/listeners.py: every listener (the first is listen_host/listen_port)
     # and the inter-broker listener's name.
     listener_list: tuple = ()
     inter_broker_listener: str = "PLAINTEXT"
@@ -528,7 +528,7 @@ def load_config(
             cfg.set(name, env[env_name], "env")
     for key, value in (overrides or {}).items():
         cfg.set(key, value, "flag")
-    from server.security.listeners import inter_broker_listener, parse_listeners
+    from server.listeners import inter_broker_listener, parse_listeners
 
     cfg.listener_list = parse_listeners(cfg)
     cfg.inter_broker_listener = inter_broker_listener(cfg, cfg.listener_list).name

@@ -1,8 +1,8 @@
 """The cluster: brokers replicating partitions, coordinated by ZooKeeper (Kafka's
 ZooKeeper mode, 2.x–3.x; ../shared/CLUSTER.md).
 
-- `znodes`: Kafka's znode layout and JSON payloads (what `ZkData.scala` writes, so
-  `zkCli.sh` shows a familiar tree); `zk`: the trio-side ZooKeeper client (kazoo underneath).
+- ZooKeeper itself (the client and Kafka's znode layout) is server/zookeeper/, below this
+  package: groups, SCRAM credentials and dynamic configs keep state there too.
 - `client`: inter-broker requests (BrokerClient, BrokerChannels).
 - `controller`: the elected controller (leaders, ISRs, LeaderAndIsr/UpdateMetadata/StopReplica).
 - `node`: this broker as a member (registration, applying the controller's requests);

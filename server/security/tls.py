@@ -278,7 +278,7 @@ def tls_session_info(ssl_object: "ssl.SSLObject | trio.SSLStream", mapper: Princ
 def check_listeners(config: BrokerConfig) -> None:
     """Build what every TLS listener needs once, so a bad setting is a ConfigError at
     start (naming the setting) rather than a failure at the first connection."""
-    from server.security.listeners import check_security_protocols
+    from server.listeners import check_security_protocols
 
     check_security_protocols(config, config.listener_list)
     for listener in config.listener_list:

@@ -10,10 +10,10 @@ import pytest
 import trio
 from kazoo.client import KazooClient
 
-from server.cluster import znodes
-from server.cluster.zk import (BadVersion, CheckOp, ConnectionLoss, CreateOp, DeleteOp, NodeExists, NoNode, NotEmpty,
+from server.zookeeper import znodes
+from server.zookeeper.client import (BadVersion, CheckOp, ConnectionLoss, CreateOp, DeleteOp, NodeExists, NoNode, NotEmpty,
                                SessionEvent, SessionState, SetDataOp, ZooKeeperClient, split_connect_string)
-from server.cluster.znodes import BrokerRegistration, EndPoint
+from server.zookeeper.znodes import BrokerRegistration, EndPoint
 
 SESSION_MS = 6000
 

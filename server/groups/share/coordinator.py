@@ -286,7 +286,7 @@ class ShareCoordinator:
 
     @staticmethod
     def _configs_path(group_id: str) -> str:
-        from server.cluster import znodes as zn
+        from server.zookeeper import znodes as zn
 
         return zn.config_entity_path("groups", urllib.parse.quote(group_id, safe=""))
 
@@ -297,7 +297,7 @@ class ShareCoordinator:
         if found is None:
             self.group_configs.pop(group_id, None)
             return
-        from server.cluster import znodes as zn
+        from server.zookeeper import znodes as zn
 
         try:
             configs = zn.decode_entity_config(found[0])
@@ -307,8 +307,8 @@ class ShareCoordinator:
             self.group_configs.pop(group_id, None)
 
     async def _write_zk_configs(self, group_id: str, configs: dict[str, str]) -> None:
-        from server.cluster import znodes as zn
-        from server.cluster.zk import NodeExists
+        from server.zookeeper import znodes as zn
+        from server.zookeeper.client import NodeExists
 
         zk = self.broker.cluster.zk
         path = self._configs_path(group_id)

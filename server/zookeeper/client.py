@@ -48,7 +48,7 @@ from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState, ZnodeStat
 
-from server.cluster import znodes
+from server.zookeeper import znodes
 
 log = logging.getLogger("trafka.cluster.zk")
 
