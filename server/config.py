@@ -22,11 +22,10 @@ import pathlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from server.listeners import inter_broker_listener, parse_listeners
+from server.startup import ConfigError  # raised here, and importable from here as ever
+
 log = logging.getLogger("trafka.config")
-
-
-class ConfigError(ValueError):
-    """A configuration value that cannot be used; the message names the key."""
 
 
 def _bool(text: str) -> bool:
@@ -528,8 +527,6 @@ def load_config(
             cfg.set(name, env[env_name], "env")
     for key, value in (overrides or {}).items():
         cfg.set(key, value, "flag")
-    from server.listeners import inter_broker_listener, parse_listeners
-
     cfg.listener_list = parse_listeners(cfg)
     cfg.inter_broker_listener = inter_broker_listener(cfg, cfg.listener_list).name
     first = cfg.listener_list[0]

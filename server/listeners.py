@@ -10,18 +10,32 @@ it does not name advertises its own address (0.0.0.0 becomes 127.0.0.1 as before
 advertised address without a scheme (`--advertised`) belongs to the first listener.
 The inter-broker listener is `inter.broker.listener.name`, or the listener whose protocol
 is `security.inter.broker.protocol` (Kafka allows setting one of the two).
+
+Below server/config.py, which loads the configuration with these (load_config): it reads a
+configuration through the `Settings` protocol. Whether a SASL listener can authenticate
+anyone is checked on top, in server/security/listener_checks.py.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
-from server.config import BrokerConfig, ConfigError
+from server.startup import ConfigError
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # UpdateMetadata's security_protocol field: Kafka's SecurityProtocol ids.
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
+
+
+class Settings(Protocol):
+    """What parsing the listeners reads of a configuration (server.config.BrokerConfig,
+    which is built with the result: this module sits below it)."""
+
+    def raw(self, name: str) -> str: ...
+
+    def source(self, name: str) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -61,7 +75,7 @@ def _split_address(text: str, what: str) -> tuple[str | None, str, int]:
     return name, host.strip("[]"), number
 
 
-def protocol_map(config: BrokerConfig) -> dict[str, str]:
+def protocol_map(config: Settings) -> dict[str, str]:
     """listener.security.protocol.map as {LISTENER: PROTOCOL}; the protocol names map to
     themselves unless the map says otherwise."""
     mapping = {p: p for p in SECURITY_PROTOCOLS}
@@ -78,7 +92,7 @@ def protocol_map(config: BrokerConfig) -> dict[str, str]:
     return mapping
 
 
-def parse_listeners(config: BrokerConfig) -> tuple[Listener, ...]:
+def parse_listeners(config: Settings) -> tuple[Listener, ...]:
     """Every listener of `config`, in the order of `listeners`; ConfigError names the
     first problem (unknown protocol, duplicate name or port, advertising an unknown one)."""
     mapping = protocol_map(config)
@@ -117,7 +131,7 @@ def parse_listeners(config: BrokerConfig) -> tuple[Listener, ...]:
     return tuple(out)
 
 
-def inter_broker_listener(config: BrokerConfig, listeners: tuple[Listener, ...]) -> Listener:
+def inter_broker_listener(config: Settings, listeners: tuple[Listener, ...]) -> Listener:
     """The listener other brokers use: inter.broker.listener.name when set (Kafka rejects
     setting both it and security.inter.broker.protocol), else the first listener with the
     security.inter.broker.protocol, else (a single listener of another kind, as Trafka
@@ -141,17 +155,3 @@ def inter_broker_listener(config: BrokerConfig, listeners: tuple[Listener, ...])
     if chosen is None and protocol_set:
         raise ConfigError(f"security.inter.broker.protocol={protocol}: no listener has that protocol")
     return chosen or listeners[0]
-
-
-def check_security_protocols(config: BrokerConfig, listeners: tuple[Listener, ...]) -> None:
-    """Every SASL_PLAINTEXT / SASL_SSL listener must be able to authenticate someone: its
-    sasl.enabled.mechanisms supported and their settings present (a SaslConfigError naming
-    the setting, at start, rather than clients refused one by one). The one place that
-    decides it: the network layer calls this before binding, `trafka serve` at start."""
-    from server.security.sasl.client import inter_broker_credentials
-    from server.security.sasl.settings import check_listener
-
-    for listener in listeners:
-        if listener.security_protocol.startswith("SASL_"):
-            check_listener(config, listener.name)
-    inter_broker_credentials(config)  # a SASL inter-broker listener needs the client side too

@@ -63,7 +63,8 @@ from server.context import RequestContext
 from server.delayed import MAX_DELAYED, DelayedResponse, ResponseQueue
 from server.handlers import HANDLERS
 from server.regions import FileRegion, release_parts, release_regions
-from server.listeners import Listener, check_security_protocols
+from server.listeners import Listener
+from server.security.listener_checks import check_security_protocols
 from server.security.principal import PrincipalMapper
 from server.security.tls import principal_mapper, server_context, tls_session_info
 from server.security.sasl.settings import SASL_PROTOCOLS
