@@ -110,7 +110,7 @@ class Broker:
         # The root nursery of the running broker (set by cli.run_broker): background work
         # such as coordinator loads after a leadership change.
         self.nursery: trio.Nursery | None = None
-        self.quotas = ClientQuotas(self)  # client quotas (server/security/quotas.py)
+        self.quotas = ClientQuotas(config, self.data_dir)  # client quotas (server/security/quotas.py)
         # Fetch sessions (KIP-227) belong to the broker, not a connection: a client that
         # reconnects continues its session.
         self.fetch_sessions = FetchSessionCache(config.get("max.incremental.fetch.session.cache.slots"),
