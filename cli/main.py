@@ -276,9 +276,10 @@ def _schema_registry(broker, config):
     if not listener:
         return None
     from schema_registry import RegistryBindError, RegistryServer
+    from server.app_host import AppHost
 
     try:
-        return RegistryServer(broker, listener)
+        return RegistryServer(AppHost(broker), listener)
     except RegistryBindError as exc:
         if config.explicit("schema.registry.listeners"):
             raise  # reported by serve()

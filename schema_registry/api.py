@@ -20,6 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from schema_registry import errors
+from schema_registry.cluster import FORWARDED_HEADER, OFFSET_HEADER
 from schema_registry.registry import SchemaRegistry
 from schema_registry.schemas import TYPES
 
@@ -226,8 +227,6 @@ def build_app(registry: SchemaRegistry, link=None) -> Starlette:
         async def run(request: Request) -> Response:
             try:
                 if link is not None:
-                    from schema_registry.cluster import FORWARDED_HEADER, OFFSET_HEADER
-
                     if link.must_forward(request.method, request.url.path):
                         path_qs = request.url.path + (f"?{request.url.query}" if request.url.query else "")
                         status, content, headers = await link.forward(

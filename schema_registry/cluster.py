@@ -22,8 +22,7 @@ import logging
 import httpx
 import trio
 
-from server.zookeeper.client import ZooKeeperError
-from server.errors import KafkaError
+from server.app_host import KafkaError, ZooKeeperError
 from schema_registry import errors, records
 from schema_registry.registry import TOPIC, SchemaRegistry
 
@@ -38,32 +37,31 @@ CATCH_UP_TIMEOUT_S = 10.0
 class ClusterLink:
     def __init__(self, registry: SchemaRegistry, url: str) -> None:
         self.registry = registry
-        self.broker = registry.broker
+        self.host = registry.host
+        self.topic = registry.topic
         self.url = url
         self.next_offset = 0  # the next `_schemas` offset to apply
         self._applied = trio.Event()  # set (and replaced) whenever next_offset moves
         self.http = httpx.AsyncClient(timeout=30)
 
     # ---- where things are ------------------------------------------------------------
-    def local(self):
-        return self.broker.partitions.get((TOPIC, 0))
+    def has_replica(self) -> bool:
+        return self.topic.has_replica(0)
 
     def leader_id(self) -> int | None:
-        info = self.broker.cluster.cache.partition(TOPIC, 0)
-        return None if info is None or info.leader < 0 else info.leader
+        return self.topic.leader_id(0)
 
     def is_leader(self) -> bool:
-        local = self.local()
-        return local is not None and local.leader_id == self.broker.node_id
+        return self.topic.is_leader(0)
 
     async def leader_url(self) -> str:
         leader = self.leader_id()
         if leader is None:
             raise errors.RegistryError(500, 50003, f"{TOPIC} has no leader at the moment")
-        found = await self.broker.cluster.zk.get(f"{ZNODE_ROOT}/{leader}")
+        found = await self.host.znode_get(f"{ZNODE_ROOT}/{leader}")
         if found is None:
             raise errors.RegistryError(500, 50003, f"broker {leader} (leader of {TOPIC}) serves no schema registry")
-        return found[0].decode()
+        return found.decode()
 
     # ---- background ----------------------------------------------------------------
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -78,30 +76,24 @@ class ClusterLink:
                 await trio.sleep(1)
 
     async def _publish(self) -> None:
-        path = f"{ZNODE_ROOT}/{self.broker.node_id}"
-        zk = self.broker.cluster.zk
+        path = f"{ZNODE_ROOT}/{self.host.node_id}"
         while True:
             try:
-                if await zk.exists(path):
-                    await zk.set(path, self.url.encode(), -1)
-                else:
-                    await zk.create(path, self.url.encode(), make_parents=True)
+                await self.host.znode_put(path, self.url.encode())
                 return
             except (KafkaError, ZooKeeperError) as exc:  # ZooKeeper away for a moment: never the broker's end
                 log.warning("schema registry: publishing %s at %s: %s (retrying)", self.url, path, exc)
                 await trio.sleep(1)
 
     async def _ensure_topic(self) -> None:
-        cluster = self.broker.cluster
         # Kafka's rule for internal topics, with the setting of __consumer_offsets: created
         # smaller, `_schemas` would stay under-replicated for good.
-        rf = self.broker.config.get("offsets.topic.replication.factor")
+        rf = self.host.setting("offsets.topic.replication.factor")
         warned = False
-        while cluster.cache.partition(TOPIC, 0) is None:
+        while not self.topic.known(0):
             try:
-                live = len(cluster.cache.brokers)
-                if live >= rf and not await cluster.zk.exists(f"/brokers/topics/{TOPIC}"):
-                    await cluster.admin.create_topic(TOPIC, cluster.admin.plan(1, rf), {"cleanup.policy": "compact"}, 0)
+                live = self.host.live_brokers()
+                if live >= rf and await self.topic.create(1, rf):
                     log.info("schema registry: created %s with replication factor %d", TOPIC, rf)
                 elif live < rf and not warned:
                     warned = True
@@ -115,41 +107,33 @@ class ClusterLink:
 
     async def _tail_once(self) -> None:
         """Apply the local replica's committed records past `next_offset`, then wait for more."""
-        if self.broker.shutting_down:
+        if self.host.shutting_down:
             await trio.sleep_forever()  # nothing more will come; wait for the cancellation
-        partition = self.local()
-        if partition is None:
+        if not self.has_replica():
             await trio.sleep(0.5)
             return
-        high_watermark = partition.high_watermark
-        if self.next_offset < high_watermark:
-            plog = partition.log
-            start = max(self.next_offset, plog.log_start_offset)
-            for header, data in plog.iter_batches(start):
-                if header.base_offset >= high_watermark:
-                    break
-                # A long `_schemas` (a broker catching up at start) must not hold the event
-                # loop: the Kafka requests and the ZooKeeper session go on meanwhile.
-                await trio.sleep(0)
-                if not header.is_control:
-                    from wire.records import iter_records
 
-                    for record in iter_records(data):
-                        if start <= record.offset < high_watermark:
-                            try:
-                                self.registry.store.apply(*records.decode(record.key, record.value))
-                            except (ValueError, KeyError, TypeError) as exc:
-                                log.warning("%s offset %d: skipping record: %s", TOPIC, record.offset, exc)
+        def apply(offset: int, key: bytes | None, value: bytes | None) -> None:
+            try:
+                self.registry.store.apply(*records.decode(key, value))
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("%s offset %d: skipping record: %s", TOPIC, offset, exc)
+
+        # A long `_schemas` (a broker catching up at start) must not hold the event loop:
+        # read_committed yields between batches, so Kafka requests and the ZooKeeper
+        # session go on meanwhile.
+        high_watermark = await self.topic.read_committed(0, self.next_offset, apply)
+        if self.next_offset < high_watermark:
             self.next_offset = high_watermark
             self._applied.set()
             self._applied = trio.Event()
-        await self.broker.wait_for_data([partition], 1.0, purgatory=None)
+        await self.topic.wait_for_data(0, 1.0)
 
     async def wait_applied(self, offset: int, timeout_s: float = CATCH_UP_TIMEOUT_S) -> None:
         """Until this broker's store has every record before `offset` (50002 on timeout)."""
         with trio.move_on_after(timeout_s):
             while self.next_offset < offset:
-                if self.local() is None:
+                if not self.has_replica():
                     return  # no replica here: reads are forwarded anyway
                 await self._applied.wait()
             return
@@ -157,15 +141,15 @@ class ClusterLink:
 
     async def wait_caught_up(self) -> None:
         """The leader, before a write: its whole log applied (ids continue after them)."""
-        partition = self.local()
-        if partition is None:
-            raise errors.RegistryError(500, 50003, f"no replica of {TOPIC} here")
+        end = self.topic.log_end_offset(0)
         with trio.move_on_after(CATCH_UP_TIMEOUT_S):
-            while self.next_offset < partition.log_end_offset:
+            while end is not None and self.next_offset < end:
                 await self._applied.wait()
+                end = self.topic.log_end_offset(0)
+            if end is None:
+                raise errors.RegistryError(500, 50003, f"no replica of {TOPIC} here")
             return
-        raise errors.RegistryError(500, 50002, f"{TOPIC} not caught up (at {self.next_offset}, log end "
-                                               f"{partition.log_end_offset})")
+        raise errors.RegistryError(500, 50002, f"{TOPIC} not caught up (at {self.next_offset}, log end {end})")
 
     # ---- forwarding ----------------------------------------------------------------
     def must_forward(self, method: str, path: str) -> bool:
@@ -173,7 +157,7 @@ class ClusterLink:
         too when this broker has no replica to read."""
         write = method in ("PUT", "DELETE") or (method == "POST" and path.startswith("/subjects/")
                                                 and path.endswith("/versions"))
-        return not self.is_leader() if write else self.local() is None
+        return not self.is_leader() if write else not self.has_replica()
 
     async def forward(self, method: str, path_qs: str, body: bytes, content_type: str | None,
                       forwarded: bool) -> tuple[int, bytes, dict[str, str]]:
@@ -182,7 +166,7 @@ class ClusterLink:
             raise errors.RegistryError(500, 50003, "a forwarded request reached a broker that does not lead "
                                                    f"{TOPIC} (leadership moved); retry")
         url = await self.leader_url()
-        headers = {FORWARDED_HEADER: str(self.broker.node_id)}
+        headers = {FORWARDED_HEADER: str(self.host.node_id)}
         if content_type:
             headers["content-type"] = content_type
         try:

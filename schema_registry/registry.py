@@ -1,10 +1,11 @@
 """`SchemaRegistry`: the operations of Confluent's Schema Registry over `Store`, persisted
 in the `_schemas` topic through the broker's own append path.
 
-Why through `CoordinatorLog`: it is how the broker's coordinators already write an internal
-compacted topic and wait for the write (server/coordinator_log.py), so the registry's
-records are ordinary Kafka records (readable by any consumer, compacted by the broker's
-cleaner, recovered by the log's own recovery) with no Kafka client inside the broker. Every
+Why through the broker's internal-topic interface (server/app_host.py, CoordinatorLog
+underneath): it is how the broker's coordinators already write an internal compacted topic
+and wait for the write, so the registry's records are ordinary Kafka records (readable by
+any consumer, compacted by the broker's cleaner, recovered by the log's own recovery) with
+no Kafka client inside the broker. Every
 write holds one lock across check, append and apply, so two registrations cannot both take
 the same id or version; memory changes only after the append succeeded.
 """
@@ -17,8 +18,7 @@ from typing import Any
 
 import trio
 
-from server.coordinator_log import BadRecord, CoordinatorLog
-from server.errors import KafkaError
+from server.app_host import AppHost, BadRecord, KafkaError
 from schema_registry import compatibility, errors, protobuf, records
 from schema_registry.schemas import AVRO, PROTOBUF, TYPES, ParsedSchema, Reference, parse, parse_references
 from schema_registry.store import Store, Version
@@ -33,10 +33,10 @@ MAX_VERSION = 2**31 - 1
 PARSED_CACHE = 4096  # parsed stored versions kept (a schema parsed once per use otherwise)
 
 class SchemaRegistry:
-    def __init__(self, broker) -> None:
-        self.broker = broker
+    def __init__(self, host: AppHost) -> None:
+        self.host = host
         self.store = Store()
-        self.log = CoordinatorLog(broker, TOPIC, 1, {"cleanup.policy": "compact"})
+        self.topic = host.internal_topic(TOPIC, 1, {"cleanup.policy": "compact"})
         self._lock = trio.Lock()
         self.link = None  # cluster.ClusterLink in a ZooKeeper cluster
         self.last_write_end = -1  # the `_schemas` offset after the latest write
@@ -48,7 +48,7 @@ class SchemaRegistry:
     # ---- start-up ------------------------------------------------------------------
     def load(self) -> None:
         """Blocking, at start-up: create `_schemas` if missing and replay it."""
-        self.log.ensure_topic()
+        self.topic.ensure()
 
         def on_record(_partition, _header, record) -> None:
             try:
@@ -57,14 +57,14 @@ class SchemaRegistry:
             except (ValueError, KeyError, TypeError) as exc:
                 raise BadRecord(str(exc)) from None
 
-        counts = self.log.replay_partition(0, on_record)
+        counts = self.topic.replay(0, on_record)
         log.info("schema registry: %d records replayed from %s (%d skipped): %d subjects, largest id %d",
                  counts.records, TOPIC, counts.skipped, len(self.store.subjects), self.store.max_id)
 
     async def _write(self, entries: list[tuple[bytes, bytes | None]]) -> None:
         """Append records to `_schemas` and then apply them (caller holds the lock)."""
         try:
-            first = await self.log.append(0, entries)
+            first = await self.topic.append(0, entries)
         except KafkaError as exc:
             log.error("schema registry: writing %s failed: %s", TOPIC, exc)
             raise errors.store_error(str(exc)) from None

@@ -17,7 +17,9 @@ from hypercorn.trio import serve as hypercorn_serve
 
 from http_common import listen
 from schema_registry.api import build_app
+from schema_registry.cluster import ClusterLink
 from schema_registry.registry import SchemaRegistry
+from server.app_host import AppHost
 
 log = logging.getLogger("trafka.schema_registry")
 
@@ -38,21 +40,19 @@ def bind(listener: str) -> socket.socket:
 class RegistryServer:
     """The registry of one broker: bound at start-up, loaded from `_schemas`, then served."""
 
-    def __init__(self, broker, listener: str) -> None:
+    def __init__(self, host: AppHost, listener: str) -> None:
         self.listener = listener
         self.sock = bind(listener)  # first: a registry whose port cannot be had is no registry at all
         self.address = self.sock.getsockname()[:2]
-        self.registry = SchemaRegistry(broker)
-        broker.schema_registry = self.registry  # produce checks schema ids against it (validation.py)
+        self.registry = SchemaRegistry(host)
+        host.serve_schema_ids(self.registry)  # produce checks schema ids against it (schema_validation.py)
 
         self.link = None
-        if broker.cluster is not None:
-            from schema_registry.cluster import ClusterLink
-
-            host, port = self.address
-            if host in ("0.0.0.0", "::", ""):
-                host = broker.config.advertised[0]
-            self.link = self.registry.link = ClusterLink(self.registry, f"http://{host}:{port}")
+        if host.clustered:
+            address, port = self.address
+            if address in ("0.0.0.0", "::", ""):
+                address = host.advertised_host
+            self.link = self.registry.link = ClusterLink(self.registry, f"http://{address}:{port}")
 
     def load(self) -> None:
         """Blocking: replay `_schemas` (after the broker opened its logs); a cluster member
