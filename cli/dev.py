@@ -50,7 +50,7 @@ from server.config import SETTINGS, ConfigError, parse_set_options
 from cli.zookeeper_server import ZooKeeperServer, free_port, recv_exact
 
 STARTUP_TIMEOUT_S = 60.0
-# The HTTP sides of a broker and what its start-up line for each says (cli/main.py and
+# The HTTP sides of a broker and what its start-up line for each says (cli/serve.py and
 # the sides' serve()), with the label the dev cluster prints.
 HTTP_SIDES = (("http.listeners", "/metrics on http://", "console"),
               ("schema.registry.listeners", "schema registry on http://", "schema registry"),

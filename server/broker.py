@@ -107,7 +107,7 @@ class Broker:
         # The Schema Registry's state when this broker serves one (set by its start-up,
         # schema_registry/server.py): produce checks schema ids against it.
         self.schema_registry = None
-        # The root nursery of the running broker (set by cli.run_broker): background work
+        # The root nursery of the running broker (set by cli/serve.py): background work
         # such as coordinator loads after a leadership change.
         self.nursery: trio.Nursery | None = None
         self.quotas = ClientQuotas(config, self.data_dir)  # client quotas (server/security/quotas.py)
@@ -122,7 +122,7 @@ class Broker:
         self.metrics = None
         self.purgatory = {"Produce": 0, "Fetch": 0, "ShareFetch": 0}
         self.purgatory_watchers = {"Produce": 0, "Fetch": 0, "ShareFetch": 0}
-        # The deadlines of those waits; its task runs in the root nursery (cli.run_broker).
+        # The deadlines of those waits; its task runs in the root nursery (cli/serve.py).
         self.purgatory_timer = PurgatoryTimer()
         self.cluster = None
         if config.clustered:
@@ -318,7 +318,7 @@ class Broker:
         compaction and the flush timer, which visit open logs only, reach every partition
         again within seconds. The logs open in a worker thread; the partition (its producer
         state) on the event loop, where every other first use happens. The cyclic GC is off
-        meanwhile, as during start-up, and the heap frozen after (see cli/main.py)."""
+        meanwhile, as during start-up, and the heap frozen after (see cli/serve.py)."""
         pending = self.logs.deferred_keys()
         if not pending or not self.config.get("trafka.log.warmup.enable"):
             return
