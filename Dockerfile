@@ -14,7 +14,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     TRAFKA_LOG_DIRS=/data
 
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY wire ./wire
 COPY storage ./storage
 COPY server ./server
@@ -22,7 +22,6 @@ COPY schema_registry ./schema_registry
 COPY rest_proxy ./rest_proxy
 COPY cli ./cli
 COPY http_common ./http_common
-COPY spark_jobs ./spark_jobs
 RUN pip install --no-cache-dir '.[rest]' \
     && useradd --system --uid 10001 --home-dir /data trafka \
     && mkdir -p /data && chown trafka /data
