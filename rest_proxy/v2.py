@@ -46,7 +46,6 @@ CONSUMER_TYPES = tuple(RECORD_TYPES.values()) + (V2, "application/json", "applic
 Endpoint = Callable[[RestProxy, Request], Awaitable[Response]]
 
 
-
 # ---- metadata ------------------------------------------------------------------
 async def get_topics(proxy: RestProxy, request: Request) -> Response:
     creds = await proxy.login(request)

@@ -55,7 +55,6 @@ def _list(base: str, path: str, kind: str, data: list) -> dict:
 Endpoint = Callable[[RestProxy, Request], Awaitable[Response]]
 
 
-
 def base(request: Request) -> str:
     return str(request.base_url).rstrip("/") + "/v3"
 
