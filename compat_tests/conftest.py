@@ -26,6 +26,7 @@ from compat_tests import brokers as brokers_mod
 from compat_tests import peer_findings
 from compat_tests.clients import CLIENT_NAMES, NotSupportedByClient, make_client
 from compat_tests.helpers import unique_name
+from compat_tests.observe.plugin import ObservationPlugin
 from compat_tests.report import MatrixReport, scenario_of
 
 DEFAULT_BROKERS = "kafka,trafka"
@@ -79,6 +80,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("filterwarnings", f"ignore:{message}:DeprecationWarning")
     if not config.pluginmanager.has_plugin("compat-report"):
         config.pluginmanager.register(MatrixReport(config), "compat-report")
+    if not config.pluginmanager.has_plugin("compat-observe"):
+        config.pluginmanager.register(ObservationPlugin(config), "compat-observe")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -56,6 +56,7 @@ WARM_UP_CHUNK = 64
 
 
 SWEEP_CHUNK = 250  # partition logs per worker-thread call of a retention/compaction sweep
+RETENTION_FIRST_CHECK_S = 30.0  # Kafka's LogManager.InitialTaskDelayMs: the first retention check after start-up
 SWEEP_SWITCH_INTERVAL_S = 0.001
 
 
@@ -440,7 +441,10 @@ class Broker:
     async def _run_duties(self) -> None:
         retention_every = max(self.config.get("log.retention.check.interval.ms"), 100) / 1000
         tick = 0.5
-        next_retention = trio.current_time() + retention_every
+        # Kafka's LogManager runs its first retention check 30 s after start-up
+        # (InitialTaskDelayMs), then every interval: what expired while the broker was down
+        # goes within half a minute, not after a whole interval (5 minutes by default).
+        next_retention = trio.current_time() + min(retention_every, RETENTION_FIRST_CHECK_S)
         next_sweep = trio.current_time() + 1.0
         checkpoint_every = max(self.config.get("log.flush.offset.checkpoint.interval.ms"), 100) / 1000
         next_checkpoint = trio.current_time() + checkpoint_every
@@ -464,8 +468,18 @@ class Broker:
 
     def _retain_and_clean(self, plogs: list, now: int) -> None:
         """Retention, then compaction, of one chunk of a sweep (in a worker thread)."""
-        self.logs.run_retention(now, plogs)
+        self.logs.run_retention(now, plogs, high_watermark=self._high_watermark_of)
         self.logs.run_compaction(now, logs=plogs)
+
+    def _high_watermark_of(self, plog) -> int | None:
+        """The high watermark of the partition whose log is `plog`: retention deletes nothing
+        past it, and the active segment once it reaches the log end (Kafka's rule). None for
+        a log no partition of this broker serves (then only closed segments go)."""
+        topic, _, index = plog.name.rpartition("-")
+        partition = self.partitions.get((topic, int(index))) if index.isdigit() else None
+        if partition is None or not partition.is_open or partition.log is not plog:
+            return None
+        return partition.high_watermark
 
     async def _sweep_logs(self, duty: Callable[[list, int], None], now: int) -> None:
         """Run `duty` over every partition log, SWEEP_CHUNK logs per worker-thread call,

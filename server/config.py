@@ -182,7 +182,7 @@ SETTINGS: dict[str, Setting] = {
         _s("log.segment.bytes", int, "1073741824", "Default segment.bytes."),
         _s("log.roll.ms", int, "604800000", "Default segment.ms."),
         _s("log.cleanup.policy", str, "delete", "Default cleanup.policy."),
-        _s("log.retention.check.interval.ms", int, "300000", "How often retention and compaction run."),
+        _s("log.retention.check.interval.ms", int, "300000", "How often retention and compaction run (the first run 30 s after start-up, as Kafka's)."),
         _s("log.flush.interval.messages", int, "9223372036854775807", "fsync after this many messages (interval policy)."),
         _s("log.flush.interval.ms", int, "1000", "fsync at least this often (interval policy)."),
         _s("log.open.files.max", int, "-1", "Segment files open at once; idle ones are closed and reopened when used (-1: half the soft RLIMIT_NOFILE at start)."),

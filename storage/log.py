@@ -1129,14 +1129,30 @@ class PartitionLog:
             count += 1
         return self._drop_oldest(count, reason)
 
-    def delete_oldest_segments(self, predicate: Callable[[LogSegment, int], bool], reason: str) -> int:
-        """Delete closed segments from the front while ``predicate(segment, index)`` holds;
-        the log start offset moves to the first survivor. Returns how many went."""
+    def delete_oldest_segments(self, predicate: Callable[[LogSegment, int], bool], reason: str,
+                               high_watermark: int | None = None, now_ms: int | None = None) -> int:
+        """Delete segments from the front while ``predicate(segment, index)`` holds; the log
+        start offset moves to the first survivor. Returns how many went.
+
+        Without ``high_watermark`` only closed segments go. With it, Kafka's rule
+        (UnifiedLog.deletableSegments): a segment goes only once the high watermark has
+        passed it (reached the next segment's base offset, or the log end offset for the
+        active one), and the active segment goes too when it holds records, a new empty
+        segment at the log end offset being rolled first (a log always has one). So a topic
+        whose every record is past retention.ms is emptied, as Kafka empties it, instead of
+        keeping its last segment forever."""
         with self._lock:
             self._check_open()
             segments = self._segments
+            closed = len(segments) - 1
             count = 0
-            while count < len(segments) - 1 and predicate(segments[count], count):
+            while count < closed and predicate(segments[count], count):
+                if high_watermark is not None and high_watermark < segments[count + 1].base_offset:
+                    break
+                count += 1
+            if (count == closed and high_watermark is not None and segments[-1].size
+                    and high_watermark >= self.log_end_offset and predicate(segments[-1], count)):
+                self._roll(_now_ms() if now_ms is None else now_ms)
                 count += 1
             return self._drop_oldest(count, reason)
 

@@ -42,7 +42,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from storage.compaction import CleanerStats, clean_log
 from storage.config import LogConfig
@@ -377,14 +377,16 @@ class LogManager:
 
     # ------------------------------------------------------------------ duties
 
-    def run_retention(self, now_ms: int | None = None, logs: Iterable[PartitionLog] | None = None) -> int:
+    def run_retention(self, now_ms: int | None = None, logs: Iterable[PartitionLog] | None = None,
+                      high_watermark: Callable[[PartitionLog], int | None] | None = None) -> int:
         """Delete expired, oversized or DeleteRecords-ed whole segments of every log (or of
-        `logs`, a chunk of a sweep); returns how many."""
+        `logs`, a chunk of a sweep); returns how many. `high_watermark(plog)`, from the
+        broker, bounds what may go and lets the active segment go (storage/retention.py)."""
         now_ms = _now_ms() if now_ms is None else now_ms
         deleted = 0
         for plog in list(self._logs.values()) if logs is None else logs:
             try:
-                deleted += apply_retention(plog, now_ms)
+                deleted += apply_retention(plog, now_ms, None if high_watermark is None else high_watermark(plog))
             except LogClosed:
                 continue
             except (OSError, StorageError):

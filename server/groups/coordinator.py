@@ -737,7 +737,8 @@ class GroupCoordinator(OffsetStore):
 
     async def _join_unknown_member(self, group: Group, instance_id: str | None, require_known_member_id: bool,
                                    args: _Join) -> JoinResult:
-        new_id = f"{args.client_id or 'member'}-{uuid.uuid4()}"
+        # Kafka's ClassicGroup.generateMemberId: a static member is named for its instance.
+        new_id = f"{instance_id if instance_id is not None else args.client_id or 'member'}-{uuid.uuid4()}"
         if instance_id is not None:
             old_id = group.static_member_id(instance_id)
             if old_id is not None:

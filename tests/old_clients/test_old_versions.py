@@ -27,14 +27,18 @@ from wire.registry import API_VERSIONS, ApiKey as K
 E_NONE, E_UNKNOWN_TOPIC, E_UNSUPPORTED_VERSION, E_UNSUPPORTED_COMPRESSION = 0, 3, 35, 76
 T0 = 1_700_000_000_000  # record timestamps: fixed, so both brokers store the same bytes
 
-# topic -> (partitions, configs): created on both brokers.
+# topic -> (partitions, configs): created on both brokers. The topics holding T0-dated records
+# keep them (retention.ms=-1): Kafka, and Trafka as Kafka, delete segments whose newest record
+# is older than retention.ms (7 days) from the first retention check on, 30 s after start-up,
+# the active segment included, which a module running past 30 s would see half-way.
+KEEP = {"retention.ms": "-1"}
 TOPICS = {
-    "plain": (1, {}),
-    "mixed": (1, {}),
+    "plain": (1, KEEP),
+    "mixed": (1, KEEP),
     "append-time": (1, {"message.timestamp.type": "LogAppendTime"}),
-    "zstd-topic": (1, {"compression.type": "zstd"}),
-    "no-downconversion": (1, {"message.downconversion.enable": "false"}),
-    "zstd-batches": (1, {}),
+    "zstd-topic": (1, {"compression.type": "zstd", **KEEP}),
+    "no-downconversion": (1, {"message.downconversion.enable": "false", **KEEP}),
+    "zstd-batches": (1, KEEP),
 }
 
 
@@ -171,7 +175,10 @@ def test_fetch_down_converts_like_kafka_39(pair, version, topic, offset):
             assert all(m[1][2] & 0x08 for m in t_msgs), "LogAppendTime bit on every message"
         k_msgs, t_msgs = _without_times(k_msgs), _without_times(t_msgs)
     assert t_msgs == k_msgs
-    assert len(trafka["records"]) == len(kafka["records"])
+    if topic != "append-time" or all(m[0] == "message" for m in k_msgs):
+        # A compressed wrapper of append-time messages holds each broker's own clock readings,
+        # and gzip of different bytes may differ in length by a byte: sizes compared elsewhere.
+        assert len(trafka["records"]) == len(kafka["records"])
     if all(m[0] == "message" for m in k_msgs):  # compressed bytes differ, so do the sizes after them
         assert t_tail == k_tail
         if topic != "append-time":
@@ -573,7 +580,8 @@ def test_produce_legacy_message_sets_like_kafka_39(pair, version, magic, codec):
     topic = f"legacy-{version}-{magic}-{codec}"
     for port in pair:
         body = {"topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1, "assignments": [],
-                            "configs": []}], "timeout_ms": 30000, "validate_only": False}
+                            "configs": [{"name": k, "value": v} for k, v in KEEP.items()]}],
+                "timeout_ms": 30000, "validate_only": False}
         assert raw_request("127.0.0.1", port, K.CREATE_TOPICS, 4, body)["topics"][0]["error_code"] == 0
     answers = [[_produce(port, topic, _legacy_set(magic, codec, 3 + i, f"p{i}"), version)
                 ["responses"][0]["partition_responses"][0] for i in range(2)] for port in pair]
