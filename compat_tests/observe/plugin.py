@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from compat_tests.observe import allowlist, compare, normalise, record, report
+from compat_tests import recording as record
+from compat_tests.observe import allowlist, compare, normalise, report
 
 PAIRS = (("kafka", "trafka"), ("kafka-cluster", "trafka-cluster"))
 HERE = Path(__file__).resolve().parent.parent  # compat_tests/: where the outputs go

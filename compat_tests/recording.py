@@ -5,7 +5,9 @@ to `recording()`, which wraps it (and the group members and transactional produc
 returns) in proxies that log every verb into the log that was open when the adapter was made.
 A client made while no log is open (a child process, a unit test) is returned unwrapped.
 
-What is logged is raw (real names, real timestamps); `normalise` makes it comparable later.
+What is logged is raw (real names, real timestamps); `observe.normalise` makes it comparable
+later. This module sits beside `clients` and `observe`, not inside `observe`: the client
+adapters use it, and `observe` compares what the adapters answered.
 A call is logged with its object ("client#1:kafka-python", "member#2", "txn#1"), verb,
 arguments and either its answer or the exception it raised.
 
