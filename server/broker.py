@@ -36,6 +36,7 @@ from server.fetch_sessions import FetchSessionCache
 from server.groups import GroupCoordinator
 from server.groups.group_configs import GroupConfigs
 from server.groups.share import ShareCoordinator
+from server.modes import BrokerMode, SingleBroker, ZooKeeperCluster
 from server.purgatory_timer import PurgatoryTimer
 from server.partition import AppendOutcome, Partition
 from server.producers import ProducerIdManager
@@ -133,9 +134,12 @@ class Broker:
             from server.cluster.node import ClusterNode
 
             self.cluster = ClusterNode(self)
+            self.mode: BrokerMode = ZooKeeperCluster(self, self.cluster)
             self.dynamic_configs = self.cluster.broker_configs  # in ZooKeeper
         else:
             from server.broker_configs import ConfigFiles, DynamicBrokerConfigs
+
+            self.mode = SingleBroker(self)
 
             # KIP-226 dynamic broker configs, kept in the data directory (server/broker_configs.py)
             self.dynamic_configs = DynamicBrokerConfigs(self, ConfigFiles(self.data_dir))
@@ -503,10 +507,7 @@ class Broker:
     def partition_exists(self, topic: str, index: int) -> bool:
         """Whether the topic-partition exists anywhere: the registry of this broker, or in a
         cluster the metadata cache (a partition need not have a replica here)."""
-        if self.cluster is not None:
-            return self.cluster.cache.partition(topic, index) is not None
-        meta = self.topics.get(topic)
-        return meta is not None and 0 <= index < meta.partitions
+        return self.mode.partition_exists(topic, index)
 
     def topic_name_for_id(self, topic_id: uuid.UUID) -> str | None:
         return self.topics.name_for_id(topic_id)

@@ -206,7 +206,7 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
     is answered (a long poll reads again after each wake-up)."""
     partition_for = ctx.broker.partition
     # KIP-73: a leader holds back out-of-sync followers of throttled partitions (cluster only).
-    quota = ctx.broker.cluster.leader_quota if replica_id >= 0 and ctx.broker.cluster is not None else None
+    quota = ctx.broker.mode.leader_quota(replica_id)
     leader_only = not from_follower_ok
     by_id = ctx.api_version >= 13
     # v0-2 have a hard size limit (Kafka's FetchParams.hardMaxBytesLimit): a first batch
@@ -378,8 +378,7 @@ def _log_redirects(ctx: RequestContext, rack: str, topics: list, responses: list
 def _name_for_id(broker, topic_id) -> str | None:
     # in a cluster a broker with no replica still knows the name (NOT_LEADER_OR_FOLLOWER,
     # not UNKNOWN_TOPIC_ID, as Kafka resolves ids through its metadata cache)
-    return broker.topic_name_for_id(topic_id) if broker.cluster is None \
-        else leader_hints.topic_name_by_id(broker, topic_id)
+    return broker.topic_name_for_id(topic_id) or broker.mode.topic_name_for_id(topic_id)
 
 
 def _session_context(ctx: RequestContext, request: dict, session_id: int, epoch: int, replica_id: int):
@@ -459,7 +458,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     regions = _Regions()
     read_committed = request.get("isolation_level", 0) == 1
     # KIP-392: Kafka gives a consumer's Fetch v11+ client metadata (its rack may be empty)
-    from_follower_ok = replica_id < 0 and ctx.api_version >= 11 and broker.cluster is not None
+    from_follower_ok = replica_id < 0 and ctx.api_version >= 11 and broker.mode.follower_fetch
     denied: frozenset = frozenset()
     if broker.authorizer is not None:
         # Kafka: a follower's fetch needs CLUSTER_ACTION, a consumer's READ on each topic.
@@ -512,9 +511,9 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         regions.hand_over()  # the body holds them; the server sends and releases them
         answer = {"throttle_time_ms": 0, "error_code": error_code, "session_id": answer_session,
                   "responses": responses}
-        if errors and broker.cluster is not None and ctx.api_version >= leader_hints.FETCH_MIN_VERSION:
-            endpoints = leader_hints.add_hints(broker, responses, "partitions", leader_hints.FETCH_HINT_CODES,
-                                               lambda t: leader_hints.topic_name_by_id(broker, t["topic_id"]))
+        if errors and ctx.api_version >= leader_hints.FETCH_MIN_VERSION:
+            endpoints = broker.mode.leader_hints(responses, "partitions", leader_hints.FETCH_HINT_CODES,
+                                                 lambda t: _name_for_id(broker, t["topic_id"]))
             if endpoints:
                 answer["node_endpoints"] = endpoints
         return answer
