@@ -36,7 +36,7 @@ from server.fetch_sessions import FetchSessionCache
 from server.groups import GroupCoordinator
 from server.groups.group_configs import GroupConfigs
 from server.groups.share import ShareCoordinator
-from server.modes import BrokerMode, SingleBroker, ZooKeeperCluster
+from server.modes import BrokerMode
 from server.purgatory_timer import PurgatoryTimer
 from server.partition import AppendOutcome, Partition
 from server.producers import ProducerIdManager
@@ -132,12 +132,14 @@ class Broker:
         self.cluster = None
         if config.clustered:
             from server.cluster.node import ClusterNode
+            from server.modes.zookeeper import ZooKeeperCluster
 
             self.cluster = ClusterNode(self)
             self.mode: BrokerMode = ZooKeeperCluster(self, self.cluster)
             self.dynamic_configs = self.cluster.broker_configs  # in ZooKeeper
         else:
             from server.broker_configs import ConfigFiles, DynamicBrokerConfigs
+            from server.modes.single_broker import SingleBroker
 
             self.mode = SingleBroker(self)
 

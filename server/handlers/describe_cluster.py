@@ -39,7 +39,9 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                       error_message=f"unsupported endpoint type {endpoint}")
         return answer
     # the client's own listener's addresses; brokers without it left out
-    answer.update(controller_id=broker.mode.controller_id(), brokers=broker.mode.brokers(ctx.session.listener))
+    answer.update(controller_id=broker.mode.controller_id(),
+                  brokers=[{"broker_id": broker_id, "host": host, "port": port, "rack": rack}
+                           for broker_id, host, port, rack in broker.mode.brokers(ctx.session.listener)])
     if request.get("include_cluster_authorized_operations"):
         answer["cluster_authorized_operations"] = cluster_operations(ctx)
     return answer
