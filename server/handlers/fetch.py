@@ -82,8 +82,7 @@ from wire.legacy import UnsupportedDownConversion, down_convert
 from wire.primitives import ZERO_UUID
 from wire.registry import ApiKey
 
-from server.cluster import leader_hints
-from server.cluster.replica_selector import is_rack_aware, preferred_read_replica
+from server.modes import FETCH_HINT_CODES, FETCH_MIN_VERSION
 from server.context import RequestContext
 from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from server.errors import KafkaError, error_code_for
@@ -243,8 +242,7 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
             offset = part["fetch_offset"]
             throttled = False
             if select_rack and partition.is_leader:
-                preferred = preferred_read_replica(partition, ctx.broker.cluster.cache, select_rack, offset,
-                                                   _now_ms())
+                preferred = ctx.broker.mode.preferred_read_replica(partition, select_rack, offset, _now_ms())
                 if preferred >= 0:
                     entry = _partition(index, _NONE, hw, start, lso=lso)
                     entry["preferred_read_replica"] = preferred
@@ -469,7 +467,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             denied = frozenset(name for name, _id, _parts in topics
                                if name is not None and not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, name))
     select_rack = None
-    if from_follower_ok and request.get("rack_id") and is_rack_aware(broker.config):
+    if from_follower_ok and request.get("rack_id") and broker.mode.selects_replicas_by_rack():
         select_rack = request["rack_id"]
     # Kafka's BytesOutPerSec: what consumers are sent (followers are counted apart)
     served: list | None = [] if replica_id < 0 else None
@@ -511,8 +509,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         regions.hand_over()  # the body holds them; the server sends and releases them
         answer = {"throttle_time_ms": 0, "error_code": error_code, "session_id": answer_session,
                   "responses": responses}
-        if errors and ctx.api_version >= leader_hints.FETCH_MIN_VERSION:
-            endpoints = broker.mode.leader_hints(responses, "partitions", leader_hints.FETCH_HINT_CODES,
+        if errors and ctx.api_version >= FETCH_MIN_VERSION:
+            endpoints = broker.mode.leader_hints(responses, "partitions", FETCH_HINT_CODES,
                                                  lambda t: _name_for_id(broker, t["topic_id"]))
             if endpoints:
                 answer["node_endpoints"] = endpoints

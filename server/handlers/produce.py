@@ -46,7 +46,7 @@ from wire.errors import CorruptRecords, ErrorCode, ProtocolError
 from wire.records import HEADER_SIZE, iter_headers, parse_header, peek_magic
 from wire.registry import ApiKey
 
-from server.cluster import leader_hints
+from server.modes import PRODUCE_HINT_CODES, PRODUCE_MIN_VERSION
 from server.context import RequestContext
 from server.security.acls import AclOperation, ResourceType
 from server.delayed import DelayedResponse
@@ -285,8 +285,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
 
 def _answer(ctx: RequestContext, responses: list) -> dict:
     answer = {"responses": responses, "throttle_time_ms": 0}
-    if ctx.api_version >= leader_hints.PRODUCE_MIN_VERSION:
-        endpoints = ctx.broker.mode.leader_hints(responses, "partition_responses", leader_hints.PRODUCE_HINT_CODES,
+    if ctx.api_version >= PRODUCE_MIN_VERSION:
+        endpoints = ctx.broker.mode.leader_hints(responses, "partition_responses", PRODUCE_HINT_CODES,
                                                  lambda t: t["name"])
         if endpoints:
             answer["node_endpoints"] = endpoints

@@ -19,7 +19,7 @@ import logging
 from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
-from server.cluster.leader_hints import FETCH_HINT_CODES
+from server.modes import FETCH_HINT_CODES
 from server.context import RequestContext
 from server.errors import InvalidRequest, InvalidShareSessionEpoch, KafkaError
 from server.groups.share import FINAL_EPOCH, INITIAL_EPOCH

@@ -43,7 +43,7 @@ import trio
 from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
-from server.cluster.leader_hints import FETCH_HINT_CODES
+from server.modes import FETCH_HINT_CODES
 from server.context import RequestContext
 from server.errors import InvalidRequest, KafkaError, NotLeaderOrFollower, error_code_for
 from server.groups.share import FINAL_EPOCH, INITIAL_EPOCH, ISOLATION_LEVEL

@@ -28,6 +28,14 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from wire.errors import ErrorCode
 
+# KIP-951's leader hints: which answers carry them and from which version (handlers take
+# them from here, never from server.cluster)
+from server.cluster.leader_hints import FETCH_HINT_CODES, FETCH_MIN_VERSION, PRODUCE_HINT_CODES, PRODUCE_MIN_VERSION
+
+__all__ = ["FETCH_HINT_CODES", "FETCH_MIN_VERSION", "OFFSETS_TOPIC", "PRODUCE_HINT_CODES", "PRODUCE_MIN_VERSION",
+           "REQUEST_PARTITION_LIMIT", "TXN_TOPIC", "BrokerAddress", "BrokerMode", "cluster_partition_state",
+           "local_partition_state"]
+
 if TYPE_CHECKING:
     from storage import LogConfig
     from server.cluster.metadata_cache import MetadataCache, PartitionInfo
@@ -147,6 +155,16 @@ class BrokerMode:
     def leadership_moved(self, partition: "Partition", share_partition: "SharePartition") -> bool:
         """Whether a share partition's leadership moved while a ShareFetch waited (the next
         leader serves it then)."""
+        raise NotImplementedError
+
+    def selects_replicas_by_rack(self) -> bool:
+        """KIP-392: whether a consumer's rack picks the replica it reads (Kafka's
+        RackAwareReplicaSelector is this broker's replica.selector.class)."""
+        raise NotImplementedError
+
+    def preferred_read_replica(self, partition: "Partition", rack_id: str, fetch_offset: int, now_ms: int) -> int:
+        """KIP-392: the replica a consumer in `rack_id` should read `partition` (led here)
+        from, -1 for this leader."""
         raise NotImplementedError
 
     def leader_quota(self, replica_id: int):

@@ -90,6 +90,12 @@ class SingleBroker(BrokerMode):
     def leadership_moved(self, partition: "Partition", share_partition: "SharePartition") -> bool:
         return False
 
+    def selects_replicas_by_rack(self) -> bool:
+        return False  # no follower to send a consumer to
+
+    def preferred_read_replica(self, partition: "Partition", rack_id: str, fetch_offset: int, now_ms: int) -> int:
+        return -1
+
     def leader_quota(self, replica_id: int):
         return None
 

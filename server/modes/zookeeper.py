@@ -18,7 +18,7 @@ from storage import LogConfig
 from wire.errors import ErrorCode
 from wire.primitives import ZERO_UUID
 
-from server.cluster import leader_hints
+from server.cluster import leader_hints, replica_selector
 from server.coordinator_log import partition_for_key
 from server.errors import InvalidPartitions, InvalidRequest, KafkaError, UnknownTopicOrPartition
 from server.groups import zookeeper_offsets
@@ -97,6 +97,12 @@ class ZooKeeperCluster(BrokerMode):
         sp = share_partition
         return (not partition.is_leader or partition.leader_epoch != sp.leader_epoch
                 or self.broker.partitions.get((sp.topic, sp.index)) is not partition)
+
+    def selects_replicas_by_rack(self) -> bool:
+        return replica_selector.is_rack_aware(self.broker.config)
+
+    def preferred_read_replica(self, partition: "Partition", rack_id: str, fetch_offset: int, now_ms: int) -> int:
+        return replica_selector.preferred_read_replica(partition, self.node.cache, rack_id, fetch_offset, now_ms)
 
     def leader_quota(self, replica_id: int):
         return self.node.leader_quota if replica_id >= 0 else None
