@@ -1,4 +1,6 @@
-"""FindCoordinator (10): every group and transactional id is coordinated by this broker.
+"""FindCoordinator (10): who coordinates a group or transactional id: a single broker
+itself; in a cluster the leader of the key's partition of __consumer_offsets or
+__transaction_state, created on first use (the broker's mode answers: server/modes/).
 
 Implements v0-6. v0-3 ask for one key (key_type from v1: 0 group, 1 transaction); v4+
 batch several `coordinator_keys` and get one answer per key. The answer is this broker's
@@ -11,16 +13,12 @@ use share consumers).
 
 from __future__ import annotations
 
-import logging
-
 from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
 from server.context import RequestContext
 from server.security.acls import AclOperation, ResourceType
 from server.modes import OFFSETS_TOPIC, TXN_TOPIC
-
-log = logging.getLogger("trafka.coordinator")
 
 API_KEY = ApiKey.FIND_COORDINATOR
 MAY_BLOCK = False
