@@ -155,6 +155,14 @@ ENTRIES: list[Allowed] = [
             "UNKNOWN_SERVER_ERROR, no partitions); Trafka answers that partition UNKNOWN_TOPIC_ID, as Kafka "
             "answers any other unknown topic id.",
             api=K["fetch"], versions=(13, 17), variant=r"hostile:topics\[0\]\.topic_id=zero"),
+    Allowed("kafka-join-repeated-protocol", "kafka-quirk",
+            "What follows from kafka-never-answers for a JoinGroup v0-3 (a member joins at once, without the "
+            "member-id round) that lists one protocol name twice: Kafka counts the name twice among the group's "
+            "supported protocols, so no protocol is supported by every member, the member's vote throws when the "
+            "join phase ends, and the group stays PreparingRebalance for good. Trafka answers the join and the "
+            "group goes on (CompletingRebalance, then Empty when nobody syncs).",
+            api=K["list_groups"], path=r"groups\[group_id=pd-join-v[0-3]-h1[0-2]\]\.group_state",
+            kafka="PreparingRebalance"),
     # ------------------------------------------------------------------ texts
     Allowed("error-message-text", "deliberate",
             "Trafka explains an error in error_message where Kafka sends null (or Kafka does where Trafka "
@@ -230,13 +238,6 @@ OPEN: list[Allowed] = [
             "(assignment at once, assignor \"simple\", state created on first write). Moving to 4.4's semantics "
             "needs InitializeShareGroupState (API 83), which Trafka does not have yet.",
             api=SHARE_APIS),
-    Allowed("open-failed-join-groups", "open",
-            "Kafka creates a classic group when a new member's JoinGroup arrives and keeps it, Empty, even when "
-            "the join is refused (empty protocol type or protocols: INCONSISTENT_GROUP_PROTOCOL), so ListGroups "
-            "lists such groups; Trafka creates the group only for a join it accepts. Kafka also leaves a v0-3 "
-            "join with a repeated protocol name in PreparingRebalance (it never answers it, allow-listed), and "
-            "removes a member whose rebalance timeout is -1 at once; Trafka completes those joins.",
-            api=K["list_groups"], variant=r"valid.*", path=r"groups\[group_id=pd-join-.*"),
     Allowed("open-broker-config-descriptions", "open",
             "DescribeConfigs of the broker resource: Kafka describes config types from its ConfigDef (INT for "
             "num.partitions, default.replication.factor, log.segment.bytes, message.max.bytes, "
