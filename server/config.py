@@ -23,11 +23,10 @@ import pathlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from server.listeners import inter_broker_listener, parse_listeners
+from server.startup import ConfigError  # raised here, and importable from here as ever
+
 log = logging.getLogger("trafka.config")
-
-
-class ConfigError(ValueError):
-    """A configuration value that cannot be used; the message names the key."""
 
 
 def _bool(text: str) -> bool:
@@ -207,9 +206,9 @@ SETTINGS: dict[str, Setting] = {
         _s("connections.max.idle.ms", int, "600000", "Close connections idle (or stuck mid-frame) this long."),
         _s("trafka.max.partitions", int, "100000", "Total partitions the broker accepts across topics."),
         _s("schema.registry.listeners", _registry_listener, "127.0.0.1:8081",
-           "Where the Schema Registry (Confluent's REST API, server/schema_registry/) listens: HOST:PORT; empty: off."),
+           "Where the Schema Registry (Confluent's REST API, schema_registry/) listens: HOST:PORT; empty: off."),
         _s("rest.proxy.listeners", _registry_listener, "127.0.0.1:8082",
-           "Where the REST Proxy (Confluent's v2/v3 REST API, server/rest_proxy/) listens: HOST:PORT; empty: off."),
+           "Where the REST Proxy (Confluent's v2/v3 REST API, rest_proxy/) listens: HOST:PORT; empty: off."),
         _s("consumer.instance.timeout.ms", int, "300000",
            "REST Proxy: a consumer instance not used this long is closed and forgotten."),
         _s("trafka.rest.proxy.max.consumer.instances", int, "1000",
@@ -235,6 +234,47 @@ SETTINGS: dict[str, Setting] = {
         _s("group.consumer.max.heartbeat.interval.ms", int, "15000", "Upper bound of group.consumer.heartbeat.interval.ms."),
         _s("group.consumer.assignors", str, "uniform,range", "Server-side assignors of consumer groups; the first is the default."),
         _s("group.consumer.max.size", int, "2147483647", "Members a KIP-848 consumer group may hold."),
+        # The bounds and defaults of the group configs (GROUP config resources,
+        # server/groups/group_config.py): a group's own value must lie within its min/max
+        # settings; a group without one takes the setting itself. Kafka 4.4's names and defaults.
+        _s("group.consumer.assignment.interval.ms", int, "1000", "Default consumer.assignment.interval.ms of KIP-848 consumer groups."),
+        _s("group.consumer.min.assignment.interval.ms", int, "0", "Lower bound of a group's consumer.assignment.interval.ms."),
+        _s("group.consumer.max.assignment.interval.ms", int, "15000", "Upper bound of a group's consumer.assignment.interval.ms."),
+        _s("group.consumer.assignor.offload.enable", _bool, "true", "Default of the internal group config consumer.assignor.offload.enable."),
+        _s("group.share.min.session.timeout.ms", int, "45000", "Lower bound of a share group's share.session.timeout.ms."),
+        _s("group.share.max.session.timeout.ms", int, "60000", "Upper bound of a share group's share.session.timeout.ms."),
+        _s("group.share.min.heartbeat.interval.ms", int, "5000", "Lower bound of a share group's share.heartbeat.interval.ms."),
+        _s("group.share.max.heartbeat.interval.ms", int, "15000", "Upper bound of a share group's share.heartbeat.interval.ms."),
+        _s("group.share.min.record.lock.duration.ms", int, "15000", "Lower bound of a share group's share.record.lock.duration.ms."),
+        _s("group.share.max.record.lock.duration.ms", int, "60000", "Upper bound of a share group's share.record.lock.duration.ms."),
+        _s("group.share.min.delivery.count.limit", int, "2", "Lower bound of a share group's share.delivery.count.limit."),
+        _s("group.share.max.delivery.count.limit", int, "10", "Upper bound of a share group's share.delivery.count.limit."),
+        _s("group.share.min.partition.max.record.locks", int, "100", "Lower bound of a share group's share.partition.max.record.locks."),
+        _s("group.share.max.partition.max.record.locks", int, "4000", "Upper bound of a share group's share.partition.max.record.locks."),
+        _s("group.share.assignment.interval.ms", int, "1000", "Default share.assignment.interval.ms of share groups."),
+        _s("group.share.min.assignment.interval.ms", int, "0", "Lower bound of a share group's share.assignment.interval.ms."),
+        _s("group.share.max.assignment.interval.ms", int, "15000", "Upper bound of a share group's share.assignment.interval.ms."),
+        _s("group.share.assignor.offload.enable", _bool, "true", "Default of the internal group config share.assignor.offload.enable."),
+        _s("group.streams.session.timeout.ms", int, "45000", "Default streams.session.timeout.ms of streams groups (KIP-1071; Trafka has no streams groups: a group config's default and bound only)."),
+        _s("group.streams.min.session.timeout.ms", int, "45000", "Lower bound of a group's streams.session.timeout.ms."),
+        _s("group.streams.max.session.timeout.ms", int, "60000", "Upper bound of a group's streams.session.timeout.ms."),
+        _s("group.streams.heartbeat.interval.ms", int, "5000", "Default streams.heartbeat.interval.ms of streams groups."),
+        _s("group.streams.min.heartbeat.interval.ms", int, "5000", "Lower bound of a group's streams.heartbeat.interval.ms."),
+        _s("group.streams.max.heartbeat.interval.ms", int, "15000", "Upper bound of a group's streams.heartbeat.interval.ms."),
+        _s("group.streams.num.standby.replicas", int, "0", "Default streams.num.standby.replicas of streams groups."),
+        _s("group.streams.max.standby.replicas", int, "2", "Upper bound of a group's streams.num.standby.replicas."),
+        _s("group.streams.initial.rebalance.delay.ms", int, "3000", "Default streams.initial.rebalance.delay.ms of streams groups."),
+        _s("group.streams.assignment.interval.ms", int, "1000", "Default streams.assignment.interval.ms of streams groups."),
+        _s("group.streams.min.assignment.interval.ms", int, "0", "Lower bound of a group's streams.assignment.interval.ms."),
+        _s("group.streams.max.assignment.interval.ms", int, "15000", "Upper bound of a group's streams.assignment.interval.ms."),
+        _s("group.streams.assignors", str, "sticky", "Task assignors of streams groups; a group's streams.assignor.name must be one of them."),
+        _s("group.streams.rack.aware.assignment.tags", str, "", "Default streams.rack.aware.assignment.tags of streams groups."),
+        _s("group.streams.assignor.offload.enable", _bool, "true", "Default of the internal group config streams.assignor.offload.enable."),
+        _s("group.streams.task.offset.interval.ms", int, "60000", "Default of the internal group config streams.task.offset.interval.ms."),
+        _s("group.streams.min.task.offset.interval.ms", int, "15000", "Lower bound of a group's streams.task.offset.interval.ms."),
+        _s("group.streams.num.warmup.replicas", int, "2", "Default of the internal group config streams.num.warmup.replicas."),
+        _s("group.streams.max.warmup.replicas", int, "20", "Upper bound of a group's streams.num.warmup.replicas."),
+        _s("group.streams.acceptable.recovery.lag", int, "10000", "Default of the internal group config streams.acceptable.recovery.lag."),
         _s("share.coordinator.snapshot.update.records.per.snapshot", int, "500",
            "ShareUpdate records written after a share partition's ShareSnapshot before the next snapshot."),
         _s("group.consumer.migration.policy", str, "bidirectional", "Classic and consumer members in one group (KIP-848 online upgrade/downgrade): bidirectional (Kafka 4.0's default), upgrade, downgrade or disabled (Kafka 3.9's default)."),
@@ -315,12 +355,18 @@ _KAFKA_TYPES: dict[str, tuple[str, ...]] = {
             "transaction.state.log.num.partitions", "transaction.state.log.segment.bytes",
             "transaction.abort.timed.out.transaction.cleanup.interval.ms",
             "transaction.remove.expired.transaction.cleanup.interval.ms", "connection.failed.authentication.delay.ms",
-            "sasl.oauthbearer.clock.skew.seconds"),
+            "sasl.oauthbearer.clock.skew.seconds", *(
+                f"group.{kind}.{bound}{name}" for kind in ("consumer", "share", "streams") for bound in ("", "min.", "max.")
+                for name in ("assignment.interval.ms", "session.timeout.ms", "heartbeat.interval.ms",
+                             "record.lock.duration.ms", "delivery.count.limit", "partition.max.record.locks",
+                             "task.offset.interval.ms", "standby.replicas", "warmup.replicas")),
+            "group.streams.num.standby.replicas", "group.streams.num.warmup.replicas",
+            "group.streams.initial.rebalance.delay.ms"),
     "SHORT": ("offsets.topic.replication.factor", "transaction.state.log.replication.factor",
               "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr"),
     "LIST": ("listeners", "advertised.listeners", "log.dirs", "log.cleanup.policy", "group.consumer.assignors",
              "ssl.enabled.protocols", "ssl.cipher.suites", "sasl.enabled.mechanisms",
-             "sasl.oauthbearer.expected.audience"),
+             "sasl.oauthbearer.expected.audience", "group.streams.assignors", "group.streams.rack.aware.assignment.tags"),
     "PASSWORD": ("ssl.keystore.certificate.chain", "ssl.truststore.certificates"),
 }
 _JAVA_RANGES = {"INT": (-2**31, 2**31 - 1), "SHORT": (-2**15, 2**15 - 1)}
@@ -364,7 +410,7 @@ class BrokerConfig:
     listen_port: int = 9092
     advertised_host: str | None = None
     advertised_port: int | None = None
-    # server/security/listeners.py: every listener (the first is listen_host/listen_port)
+    # server/listeners.py: every listener (the first is listen_host/listen_port)
     # and the inter-broker listener's name.
     listener_list: tuple = ()
     inter_broker_listener: str = "PLAINTEXT"
@@ -603,8 +649,6 @@ def load_config(
             cfg.set(name, env[env_name], "env")
     for key, value in (overrides or {}).items():
         cfg.set(key, value, "flag")
-    from server.security.listeners import inter_broker_listener, parse_listeners
-
     cfg.listener_list = parse_listeners(cfg)
     cfg.inter_broker_listener = inter_broker_listener(cfg, cfg.listener_list).name
     first = cfg.listener_list[0]

@@ -13,20 +13,34 @@ STATIC_BROKER_CONFIG when it was given in the file, the environment or a flag,
 DEFAULT_CONFIG otherwise. Synonyms list the same chain, most specific first.
 Only broker names that Trafka's broker settings actually read count as synonyms, so a
 `log.retention.hours` line that Trafka ignores is never shown as the source of a value.
+
+The broker is reached through the `TopicConfigBroker` protocol, not by importing it: the
+ZooKeeper-mode config manager (server/cluster/config_manager.py), which sits below the
+broker, validates topic settings with these same rules.
 """
 
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Mapping
+from typing import Mapping, Protocol
 
+from storage import LogManager
 from storage.config import BROKER_SYNONYMS, CONFIG_TYPE_IDS, TOPIC_CONFIGS, LogConfig
 from storage.errors import InvalidConfig
 
-from server.config import DYNAMIC_BROKER, DYNAMIC_DEFAULT, SETTINGS
+from server.config import DYNAMIC_BROKER, DYNAMIC_DEFAULT, SETTINGS, BrokerConfig
+from server.topics import TopicRegistry
 
-if TYPE_CHECKING:
-    from server.broker import Broker
+
+class TopicConfigBroker(Protocol):
+    """What these rules use of the broker (server.broker.Broker): its settings, its log
+    manager's defaults, its topics, and how a topic's new settings are applied."""
+
+    config: BrokerConfig
+    logs: LogManager
+    topics: TopicRegistry
+
+    def alter_topic_configs(self, name: str, explicit: dict[str, str]) -> object: ...
 
 
 class ResourceType(enum.IntEnum):
@@ -36,7 +50,7 @@ class ResourceType(enum.IntEnum):
     TOPIC = 2
     BROKER = 4
     BROKER_LOGGER = 8
-    GROUP = 32  # group configs (share.auto.offset.reset of a share group)
+    GROUP = 32  # group configs (server/groups/group_config.py)
 
 
 class ConfigSource(enum.IntEnum):
@@ -49,6 +63,8 @@ class ConfigSource(enum.IntEnum):
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8  # set on the group itself (GROUP resources)
 
 
 class AlterOp(enum.IntEnum):
@@ -84,7 +100,7 @@ def synonym_group(name: str) -> tuple[str, ...]:
     return tuple(n for n in group if n in SETTINGS or n == name)
 
 
-def broker_synonyms(broker: "Broker", name: str) -> list[dict]:
+def broker_synonyms(broker: TopicConfigBroker, name: str) -> list[dict]:
     """The synonyms DescribeConfigs lists for the broker setting `name` (Kafka's
     ConfigHelper.configSynonyms): every value of it and its synonym group, per-broker
     ones first, then cluster defaults, static, built-in (a null default is no value);
@@ -97,7 +113,7 @@ def broker_synonyms(broker: "Broker", name: str) -> list[dict]:
     return chain[first:]
 
 
-def _broker_chain(broker: "Broker", topic_name: str) -> list[dict]:
+def _broker_chain(broker: TopicConfigBroker, topic_name: str) -> list[dict]:
     """Broker-level synonyms of a topic config, most specific first: those of the broker
     setting it derives from (Kafka's TopicConfigSynonyms: log.retention.ms for retention.ms)."""
     primary = next((b for b, factor in BROKER_SYNONYMS.get(topic_name, ()) if b in SETTINGS and factor == 1), None)
@@ -105,7 +121,7 @@ def _broker_chain(broker: "Broker", topic_name: str) -> list[dict]:
 
 
 def describe_topic(
-    broker: "Broker",
+    broker: TopicConfigBroker,
     explicit: Mapping[str, str],
     keys: list[str] | None = None,
     *,
@@ -144,7 +160,7 @@ def describe_topic(
     return entries
 
 
-def creatable_topic_configs(broker: "Broker", explicit: Mapping[str, str]) -> list[dict]:
+def creatable_topic_configs(broker: TopicConfigBroker, explicit: Mapping[str, str]) -> list[dict]:
     """CreateTopics v5+ `configs` of a new topic: every config, value and source."""
     return [
         {key: entry[key] for key in ("name", "value", "read_only", "config_source", "is_sensitive")}
@@ -162,7 +178,7 @@ def split_list(value: str | None) -> list[str]:
     return [item.strip() for item in (value or "").split(",") if item.strip()]
 
 
-def validate(broker: "Broker", explicit: Mapping[str, str]) -> None:
+def validate(broker: TopicConfigBroker, explicit: Mapping[str, str]) -> None:
     """Raise InvalidConfig (name and reason) unless `explicit` is a valid set of topic settings."""
     for name, value in explicit.items():
         if value is None:
@@ -172,12 +188,12 @@ def validate(broker: "Broker", explicit: Mapping[str, str]) -> None:
     LogConfig.from_kafka(explicit, broker.logs.defaults)
 
 
-def explicit_configs(broker: "Broker", topic: str) -> dict[str, str]:
+def explicit_configs(broker: TopicConfigBroker, topic: str) -> dict[str, str]:
     """The settings made on `topic` itself (CreateTopics configs, AlterConfigs)."""
     return dict(broker.topics[topic].configs)
 
 
-def apply(broker: "Broker", topic: str, explicit: Mapping[str, str], validate_only: bool) -> None:
+def apply(broker: TopicConfigBroker, topic: str, explicit: Mapping[str, str], validate_only: bool) -> None:
     """Make `explicit` the topic's complete set of settings (after validating it).
 
     Both alter APIs end here: AlterConfigs sends the full set, IncrementalAlterConfigs

@@ -22,6 +22,12 @@ include_synonyms (v1+), include_documentation (v3+) and config_type (v3+).
   Another broker id or a non-number → INVALID_REQUEST.
 - BROKER_LOGGER: the process's loggers and their levels in log4j words (Kafka lists its
   log4j loggers); "" or another broker id → INVALID_REQUEST.
+- GROUP (Kafka 4's group configs, server/groups/group_config.py): every group config but
+  the internal ones, with source GROUP_CONFIG (8) for those the group set, else the source
+  of the broker setting it falls back to (group.consumer.session.timeout.ms for
+  consumer.session.timeout.ms, ...) or DEFAULT_CONFIG; synonyms the group's value then that
+  broker setting's chain. Any group id, existing or not, of any type; "" →
+  INVALID_REQUEST "Group name must not be empty".
 - Any other resource type → INVALID_REQUEST.
 """
 
@@ -40,6 +46,7 @@ from server.context import RequestContext
 from server.errors import InvalidRequest, UnknownTopicOrPartition, logged_error_code
 from server.config_resources import broker_id_of, log4j_level, loggers
 from server.dynamic_config import is_dynamic
+from server.groups import group_config
 from server.topic_configs import ConfigSource, ResourceType, broker_synonyms, describe_topic, explicit_configs
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
@@ -140,6 +147,14 @@ async def describe(ctx: RequestContext, resource: dict, synonyms: bool, document
     if kind == ResourceType.BROKER_LOGGER:
         broker_id_of(broker, name, allow_empty=False)
         return _logger_entries(keys)
+    if kind == ResourceType.GROUP:
+        if not name:
+            raise InvalidRequest("Group name must not be empty")
+        if broker.cluster is not None:
+            await broker.group_configs.refresh(name)
+        return group_config.describe(broker.config, broker.group_configs.own(name), keys, synonyms=synonyms,
+                                     documentation=documentation,
+                                     broker_chain=lambda setting: broker_synonyms(broker, setting))
     raise InvalidRequest(f"unsupported resource type {kind}")
 
 

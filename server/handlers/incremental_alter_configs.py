@@ -6,8 +6,9 @@ its current default, as Kafka does, so appending compact to a default "delete" g
 "delete,compact"). Each resource is applied whole or not at all; validate_only changes
 nothing.
 
-TOPIC errors: unknown config names, null values for SET/APPEND/SUBTRACT, bad values and
-APPEND/SUBTRACT on a non-list config → INVALID_CONFIG; invalid topic name →
+TOPIC errors: unknown config names for SET/APPEND/SUBTRACT (a DELETE of any name is
+accepted, a no-op for a name the topic does not have, as in Kafka), null values for
+SET/APPEND/SUBTRACT, bad values and APPEND/SUBTRACT on a non-list config → INVALID_CONFIG; invalid topic name →
 INVALID_TOPIC_EXCEPTION; unknown topic → UNKNOWN_TOPIC_OR_PARTITION; a config named twice,
 an unknown operation, or a resource named twice in one request → INVALID_REQUEST.
 
@@ -27,9 +28,15 @@ BROKER_LOGGER (Kafka's runtime log levels): SET a logger to OFF, FATAL, ERROR, W
 DEBUG, TRACE or ALL, DELETE to inherit from the parent again; the resource name must be
 this broker's id (INVALID_REQUEST otherwise). Unknown logger or level → INVALID_CONFIG;
 DELETE of the root logger, APPEND or SUBTRACT → INVALID_REQUEST.
-GROUP (KIP-932 group configs): SET or DELETE a share group's share.auto.offset.reset
-(latest, earliest) or share.isolation.level (read_uncommitted, read_committed), kept in
-__share_group_state; other names or values → INVALID_CONFIG.
+GROUP (Kafka 4's group configs, server/groups/group_config.py): SET or DELETE a group's
+own consumer.*, share.*, streams.* and errors.deadletterqueue.* settings, checked as a
+whole against their definitions and the broker's bounds (INVALID_CONFIG with Kafka's
+messages), kept durably (server/groups/group_configs.py) and applied by the group's
+coordinator from its next heartbeat. Checks in Kafka's order: a value missing for
+SET/APPEND/SUBTRACT → INVALID_REQUEST "Null value not supported for : <name>"; APPEND or
+SUBTRACT → INVALID_CONFIG (Kafka treats no group config as a list); the empty group name →
+INVALID_REQUEST "Default group resources are not allowed.". Neither the group's existence
+nor its type is checked (Kafka sets configs of any group id).
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ from wire.registry import ApiKey
 
 from server.topics import validate_topic_name
 from server.context import RequestContext
-from server.errors import InvalidRequest, KafkaError, UnknownTopicOrPartition
+from server.errors import InvalidConfiguration, InvalidRequest, KafkaError, UnknownTopicOrPartition
 from server.dynamic_config import incremental
 from server.config_resources import LOG4J_LEVELS, ROOT_LOGGER, answer_resources, broker_id_of, loggers
 from server.topic_configs import AlterOp, ResourceType, apply, explicit_configs, is_list_config, split_list
@@ -59,7 +66,7 @@ def _operations(resource: dict) -> list[tuple[str, AlterOp, str | None]]:
     for entry in resource["configs"]:
         name = entry["name"]
         if name in seen:
-            raise InvalidRequest(f"config {name} appears more than once")
+            raise InvalidRequest("Error due to duplicate config keys")  # Kafka's ConfigAdminManager words
         seen.add(name)
         try:
             op = AlterOp(entry["config_operation"])
@@ -74,11 +81,15 @@ def new_topic_configs(current: dict[str, str], effective_defaults: dict[str, str
     """The topic's explicit settings after `ops` (validated later, as a whole)."""
     configs = dict(current)
     for name, op, value in ops:
-        if name not in TOPIC_CONFIGS:
-            raise InvalidConfig(name, "unknown topic config")
         if op == AlterOp.DELETE:
+            # Any name may be deleted, known or not, as in Kafka (which validates the names
+            # of what is left, not of what goes): MirrorMaker 2 resets every config the
+            # source topic has at its default with a DELETE, including names of a newer
+            # Kafka than this broker.
             configs.pop(name, None)
             continue
+        if name not in TOPIC_CONFIGS:
+            raise InvalidConfig(name, "unknown topic config")
         if value is None:
             raise InvalidConfig(name, f"{op.name} needs a value")
         if op == AlterOp.SET:
@@ -150,6 +161,28 @@ def _alter_loggers(ctx: RequestContext, ops, validate_only: bool) -> None:
             log.info("logger %s set to %s by %s", logger.name, logging.getLevelName(level), ctx.client_id)
 
 
+async def _alter_group(ctx: RequestContext, group_id: str, ops, validate_only: bool) -> None:
+    for name, op, value in ops:
+        if value is None and op != AlterOp.DELETE:
+            raise InvalidRequest(f"Null value not supported for : {name}")
+    for name, op, _value in ops:
+        if op in (AlterOp.APPEND, AlterOp.SUBTRACT):
+            raise InvalidConfiguration(f"Can't {op.name} to key {name} because its type is not LIST.")
+
+    def change(current: dict[str, str]) -> dict[str, str]:
+        for name, op, value in ops:
+            if op == AlterOp.DELETE:
+                current.pop(name, None)
+            else:
+                current[name] = value
+        return current
+
+    await ctx.broker.group_configs.alter(group_id, change, validate_only)
+    if not validate_only:
+        log.info("IncrementalAlterConfigs group %s from %s: %s", group_id, ctx.client_id,
+                 [(n, op.name, v) for n, op, v in ops])
+
+
 def _alter(ctx: RequestContext, resource: dict, validate_only: bool):
     kind = resource["resource_type"]
     name = resource["resource_name"]
@@ -163,8 +196,7 @@ def _alter(ctx: RequestContext, resource: dict, validate_only: bool):
         broker_id_of(ctx.broker, name, allow_empty=False)
         _alter_loggers(ctx, ops, validate_only)
     elif kind == ResourceType.GROUP:
-        # Share group configs (KIP-932): share.auto.offset.reset, share.isolation.level.
-        return ctx.broker.share.alter_group_configs(name, [(n, int(op), v) for n, op, v in ops], validate_only)
+        return _alter_group(ctx, name, ops, validate_only)
     else:
         raise InvalidRequest(f"IncrementalAlterConfigs supports topics, brokers, broker loggers and groups, "
                              f"not resource type {kind}")
