@@ -513,6 +513,8 @@ def check_records(buf: bytes | bytearray | memoryview, header: BatchHeader, pos:
         pos += HEADER_SIZE
     read_varint = _read_varint
     try:
+        # Single-byte varints are the common case for every field but the timestamp delta:
+        # that test is inlined before the general path, as in _decode_records.
         for expected in range(header.record_count):
             b = buf[pos]
             if b < 0x80:
@@ -523,24 +525,26 @@ def check_records(buf: bytes | bytearray | memoryview, header: BatchHeader, pos:
             record_end = pos + length
             if length < 6 or record_end > end:
                 raise CorruptRecords(f"record {expected} of {length} bytes does not fit the batch")
-            pos += 1  # attributes
-            for _field in (0, 1):  # the timestamp and offset deltas: stepped over
-                while buf[pos] & 0x80:
-                    pos += 1
+            _, pos = read_varint(buf, pos + 1)  # attributes, then the timestamp delta
+            pos += 1 if buf[pos] < 0x80 else read_varint(buf, pos)[1] - pos  # the offset delta
+            b = buf[pos]  # the key: any negative length is null
+            if b < 0x80:
+                size = (b >> 1) ^ -(b & 1)
                 pos += 1
-            for _field in (0, 1):  # key, value: any negative length is null
-                b = buf[pos]
-                if b < 0x80:
-                    size = (b >> 1) ^ -(b & 1)
-                    pos += 1
-                else:
-                    size, pos = read_varint(buf, pos)
-                if size > 0:
-                    pos += size
-            b = buf[pos]
-            pos += 1
-            if b:
-                count, pos = read_varint(buf, pos - 1)
+            else:
+                size, pos = read_varint(buf, pos)
+            if size > 0:
+                pos += size
+            b = buf[pos]  # the value
+            if b < 0x80:
+                size = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                size, pos = read_varint(buf, pos)
+            if size > 0:
+                pos += size
+            if buf[pos]:
+                count, pos = read_varint(buf, pos)
                 if count < 0 or count > record_end - pos:
                     raise CorruptRecords(f"record {expected} declares {count} headers")
                 for _ in range(count):
@@ -550,6 +554,8 @@ def check_records(buf: bytes | bytearray | memoryview, header: BatchHeader, pos:
                     size, pos = read_varint(buf, pos + size)
                     if size > 0:
                         pos += size
+            else:
+                pos += 1
             if pos != record_end:
                 raise CorruptRecords(f"record {expected} declares {length} bytes, its fields take "
                                      f"{length + pos - record_end}")
