@@ -2,8 +2,9 @@
 
 Implements v0-12. Topics: null (v1+) means all, an empty list none (v0: empty means
 all). Unknown topics are created when auto.create.topics.enable is on and the request
-allows it (v4+ allow_auto_topic_creation), and answered at once as ready — Kafka answers
-LEADER_NOT_AVAILABLE first and makes clients retry. Leader, leader epoch, replicas and ISR
+allows it (v4+ allow_auto_topic_creation), and answered UNKNOWN_TOPIC_OR_PARTITION with no
+partitions by the request that created them, as a single Kafka 4 (KRaft) node answers while its
+controller creates the topic; clients ask again and find it ready. Leader, leader epoch, replicas and ISR
 are each partition's own (server/partition.py). Topic ids appear from v10; v10+ requests
 may name a topic by id with a null or empty name (the Java admin's
 describeTopics(TopicCollection.ofTopicIds(...))): it is answered by id, with its name, or
@@ -231,14 +232,15 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                 topics.append(error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 continue
             try:
-                created = broker.maybe_auto_create(name) if auto else None
+                if auto:
+                    broker.maybe_auto_create(name)
             except KafkaError as exc:
                 topics.append(error_entry(name, exc.code))
                 continue
-            if created is None:
-                topics.append(error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-            else:
-                topics.append(topic_entry(ctx, name, with_ops))
+            # Created now or not at all, the topic is not there yet for this request: Kafka's
+            # controller creates it asynchronously and answers UNKNOWN_TOPIC_OR_PARTITION with
+            # no partitions, so clients ask again and find it.
+            topics.append(error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
     host, port = broker.config.advertised_for(ctx.session.listener)  # the client's own listener
     return {
         "throttle_time_ms": 0,
