@@ -127,13 +127,6 @@ ENTRIES: list[Allowed] = [
             "INVALID_TXN_STATE, or TRANSACTION_ABORTABLE from v4.)",
             api=K["txn_offset_commit"], variant=r"hostile:group_id=(unknown|oversized)",
             path=r"topics\[.*\]\.partitions\[.*\]\.error_code", kafka=lambda v: v in (48, 120), trafka=0),
-    Allowed("metadata-auto-create", "deliberate",
-            "A topic auto-created by Metadata is answered at once, ready (Trafka creates it synchronously); "
-            "Kafka 4.4's controller creates it asynchronously and first answers UNKNOWN_TOPIC_OR_PARTITION "
-            "with no partitions, so clients ask again and then see what Trafka answered at once "
-            "(server/handlers/metadata.py).",
-            api=K["metadata"], variant=r"valid:auto-create|hostile:topics\[0\]\.name=unknown",
-            path=r"topics\[name=[^\]]*\]\.(error_code|partitions.*|topic_id)"),
     # ------------------------------------------------------------------ Kafka's own accidents
     Allowed("kafka-never-answers", "kafka-quirk",
             "Kafka 4.4 never answers this request (the error is raised inside its purgatory or coordinator "
@@ -238,17 +231,6 @@ OPEN: list[Allowed] = [
             "(assignment at once, assignor \"simple\", state created on first write). Moving to 4.4's semantics "
             "needs InitializeShareGroupState (API 83), which Trafka does not have yet.",
             api=SHARE_APIS),
-    Allowed("open-broker-config-descriptions", "open",
-            "DescribeConfigs of the broker resource: Kafka describes config types from its ConfigDef (INT for "
-            "num.partitions, default.replication.factor, log.segment.bytes, message.max.bytes, "
-            "offsets.retention.minutes; Trafka: LONG), marks cluster-wide dynamic configs (log.segment.bytes, "
-            "message.max.bytes) read_only false (Trafka: true), describes log.retention.hours (Trafka does not) "
-            "and lists as synonyms only the configs that have a value (Trafka lists log.retention.ms, which "
-            "has none). Left to the helper working on dynamic broker configs (server/dynamic_config.py, "
-            "server/handlers/describe_configs.py).",
-            api=K["describe_configs"], variant=r"valid:(broker-keys|synonyms).*",
-            path=r"results\[.*\]\.configs\[name=(log\.retention\.hours|num\.partitions|default\.replication\.factor|"
-                 r"log\.segment\.bytes|message\.max\.bytes|offsets\.retention\.minutes|retention\.ms)\].*"),
     Allowed("open-alter-configs-validation", "open",
             "AlterConfigs / IncrementalAlterConfigs: Kafka answers an empty resource name and a null config "
             "value INVALID_REQUEST (Trafka: INVALID_TOPIC_EXCEPTION, INVALID_CONFIG) and an unknown "
