@@ -156,6 +156,12 @@ ENTRIES: list[Allowed] = [
             "group goes on (CompletingRebalance, then Empty when nobody syncs).",
             api=K["list_groups"], path=r"groups\[group_id=pd-join-v[0-3]-h1[0-2]\]\.group_state",
             kafka="PreparingRebalance"),
+    Allowed("kafka-unknown-server-error-config-operation", "kafka-quirk",
+            "IncrementalAlterConfigs with a config_operation that is none of SET, DELETE, APPEND, SUBTRACT: "
+            "Kafka 4.4's OpType.forId throws and the resource is answered UNKNOWN_SERVER_ERROR; Trafka answers "
+            "INVALID_REQUEST, naming the operation.",
+            api=K["incremental_alter_configs"], variant=r"hostile:resources\[0\]\.configs\[0\]\.config_operation=99",
+            path=r"responses\[.*\]\.(error_code|error_message)", kafka=lambda v: v in (-1, "-1") or message_only(v)),
     # ------------------------------------------------------------------ texts
     Allowed("error-message-text", "deliberate",
             "Trafka explains an error in error_message where Kafka sends null (or Kafka does where Trafka "
@@ -231,15 +237,6 @@ OPEN: list[Allowed] = [
             "(assignment at once, assignor \"simple\", state created on first write). Moving to 4.4's semantics "
             "needs InitializeShareGroupState (API 83), which Trafka does not have yet.",
             api=SHARE_APIS),
-    Allowed("open-alter-configs-validation", "open",
-            "AlterConfigs / IncrementalAlterConfigs: Kafka answers an empty resource name and a null config "
-            "value INVALID_REQUEST (Trafka: INVALID_TOPIC_EXCEPTION, INVALID_CONFIG) and an unknown "
-            "config_operation UNKNOWN_SERVER_ERROR (Trafka: INVALID_REQUEST); Kafka never answers an "
-            "AlterConfigs that names a resource twice (allow-listed). Left to the helper working on the "
-            "alter_configs handlers.",
-            api=None, variant=r"hostile:resources\[0\]\.(resource_name=empty|configs\[0\]\.value=null|"
-                              r"configs\[0\]\.config_operation=99)",
-            path=r"responses\[.*\]\.(error_code|error_message)"),
     Allowed("open-alter-client-quotas-duplicates", "open",
             "AlterClientQuotas: Kafka 4's KRaft quota manager answers an entity named twice once, "
             "INVALID_REQUEST, and takes an entity that repeats an entity type (a map, last one wins); Trafka "

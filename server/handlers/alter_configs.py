@@ -29,7 +29,7 @@ from wire.registry import ApiKey
 from server.topics import validate_topic_name
 from server.context import RequestContext
 from server.errors import InvalidRequest, UnknownTopicOrPartition
-from server.config_resources import answer_resources, broker_id_of
+from server.config_resources import answer_resources, broker_id_of, check_topic_resource
 from server.topic_configs import ResourceType, apply
 
 API_KEY = ApiKey.ALTER_CONFIGS
@@ -48,14 +48,15 @@ def _alter(ctx: RequestContext, resource: dict, validate_only: bool):
         return _alter_group(ctx, name, resource["configs"], validate_only)
     if kind != ResourceType.TOPIC:
         raise InvalidRequest(f"AlterConfigs supports topics, brokers and groups, not resource type {kind}")
-    validate_topic_name(name)
-    if broker.cluster is None and name not in broker.topics:
-        raise UnknownTopicOrPartition(f"topic {name} does not exist")
     configs: dict[str, str] = {}
     for entry in resource["configs"]:
         if entry["name"] in configs:
             raise InvalidRequest(f"config {entry['name']} appears more than once")
         configs[entry["name"]] = entry["value"]
+    check_topic_resource(name, configs)
+    validate_topic_name(name)
+    if broker.cluster is None and name not in broker.topics:
+        raise UnknownTopicOrPartition(f"topic {name} does not exist")
     if broker.cluster is not None:
         return _alter_in_cluster(ctx, name, configs, validate_only)
     apply(broker, name, configs, validate_only)
