@@ -237,12 +237,6 @@ OPEN: list[Allowed] = [
             "(assignment at once, assignor \"simple\", state created on first write). Moving to 4.4's semantics "
             "needs InitializeShareGroupState (API 83), which Trafka does not have yet.",
             api=SHARE_APIS),
-    Allowed("open-alter-client-quotas-duplicates", "open",
-            "AlterClientQuotas: Kafka 4's KRaft quota manager answers an entity named twice once, "
-            "INVALID_REQUEST, and takes an entity that repeats an entity type (a map, last one wins); Trafka "
-            "(ZooKeeper-mode Kafka's rules) accepts the first entry, refuses the second, and refuses a "
-            "repeated entity type. Low impact: no client sends either.",
-            api=K["alter_client_quotas"], variant=r"hostile:entries(=first-twice|=1000-copies|\[0\]\.entity=first-twice)"),
     Allowed("open-txn-offset-commit-verification", "open",
             "TxnOffsetCommit naming a wrong transactional id with the right producer id and epoch, once the "
             "transaction already wrote to the group's offsets partition: Kafka skips the transaction "
