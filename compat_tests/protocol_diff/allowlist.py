@@ -237,13 +237,5 @@ OPEN: list[Allowed] = [
             "(assignment at once, assignor \"simple\", state created on first write). Moving to 4.4's semantics "
             "needs InitializeShareGroupState (API 83), which Trafka does not have yet.",
             api=SHARE_APIS),
-    Allowed("open-txn-offset-commit-verification", "open",
-            "TxnOffsetCommit naming a wrong transactional id with the right producer id and epoch, once the "
-            "transaction already wrote to the group's offsets partition: Kafka skips the transaction "
-            "coordinator's verification there (the partition holds the producer's ongoing transaction) and "
-            "commits; Trafka verifies every commit and refuses it (INVALID_PRODUCER_ID_MAPPING / "
-            "INVALID_REQUEST). No client sends another transaction's id.",
-            api=K["txn_offset_commit"], variant=r"hostile:transactional_id=.*",
-            path=r"topics\[.*\]\.partitions\[.*\]\.error_code", kafka=0),
 ]
 ENTRIES.extend(OPEN)

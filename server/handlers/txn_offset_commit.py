@@ -73,7 +73,13 @@ async def _commit(ctx: RequestContext, request: dict,
         results.update({tp: status for tp in known})
         return results
     offsets_tp = (OFFSETS_TOPIC, groups.partition_for(group_id))
-    if broker.cluster is None:
+    local = broker.partitions.get(offsets_tp)
+    if local is not None and local.producers.in_transaction(producer_id, producer_epoch):
+        # Kafka asks the transaction coordinator only while the offsets partition holds no
+        # open transaction of this producer (ReplicaManager: hasOngoingTransaction), whatever
+        # transactional id the request names.
+        verified = ErrorCode.NONE
+    elif broker.cluster is None:
         verified = broker.txn.verify_partition(request["transactional_id"], producer_id, producer_epoch, offsets_tp)
     else:  # the transaction coordinator may be another broker (server/txn/verification.py)
         verified = await broker.txn.verifier.verify(request["transactional_id"], producer_id, producer_epoch,
