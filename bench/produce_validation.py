@@ -2,7 +2,7 @@
 
 Kafka refuses a client's batch whose records do not parse (INVALID_RECORD) even when its CRC
 is right, so Produce walks every record of every batch (server/validation.py,
-docs/produce-validation.md). The walk builds no objects; this prints its cost per batch, per
+docs/design/produce-validation.md). The walk builds no objects; this prints its cost per batch, per
 record and per byte for the batches producers send (16 KiB, the Java client's and
 librdkafka's batch.size, and 1 MiB), 100 B and 1 KiB values, uncompressed, lz4 and zstd,
 beside what produce paid before (header + CRC32C over the batch) and beside a full decode

@@ -148,18 +148,6 @@ class JvmBroker(ProcessBroker):
             proc.wait(STOP_TIMEOUT_S)
 
 
-# Streams groups (KIP-1071, Kafka 4.x only; Trafka has no streams groups, only their group
-# configs' defaults and bounds) get the short timing the suite gives KIP-848 groups, so a
-# killed Streams instance is noticed in seconds (test_streams.py). A Trafka compared with
-# this Kafka setting by setting takes them too (tests/groups/test_group_configs_kafka.py).
-STREAMS_SETTINGS = {
-    "group.streams.min.session.timeout.ms": "6000",
-    "group.streams.session.timeout.ms": "10000",
-    "group.streams.min.heartbeat.interval.ms": "500",
-    "group.streams.heartbeat.interval.ms": "1000",
-}
-
-
 class KafkaBroker(JvmBroker):
     """Apache Kafka 4.x, one KRaft node in combined mode, on 127.0.0.1:PORT (the `kafka` kind)."""
 
@@ -183,7 +171,6 @@ class KafkaBroker(JvmBroker):
             "share.coordinator.state.topic.replication.factor": "1",
             "share.coordinator.state.topic.min.isr": "1",
             **SUITE_SETTINGS,
-            **STREAMS_SETTINGS,
             **(extra_settings or {}),
         }
         self.formatted = False

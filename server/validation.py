@@ -38,7 +38,7 @@ def check_client_batches(records: bytes | bytearray | memoryview, headers: list[
     Why every record is walked although batches stay opaque: a batch with a valid CRC
     whose records do not parse would be stored and break every consumer that fetches it;
     Kafka refuses it, so Trafka must. The cost is measured in bench/produce_validation.py
-    and discussed in docs/produce-validation.md.
+    and discussed in docs/design/produce-validation.md.
     """
     if len(headers) > 1 and not converted:
         raise InvalidRecord(f"Compressed outer record has more than one batch: {len(headers)} batches "

@@ -6,7 +6,8 @@ converted as Kafka 3.9 converts it (`_down_convert`, wire.legacy.down_convert;
 docs/protocol-versions.md), with v0-2's hard size limit (a first batch over the limit is
 not sent). Rules kept here:
 - every requested partition is in the answer (full fetch responses must list them all,
-  CLIENTS.md §9.7), in request order; as Kafka reads them into a map, a partition named
+  docs/design/clients.md#full-fetch-responses), in request order; as Kafka reads them into a
+  map, a partition named
   twice is answered once and a topic without partitions not at all. An isolation level
   other than 0 or 1 fails the request with UNKNOWN_SERVER_ERROR, as Kafka's does; a
   consumer's partition whose read failed (OFFSET_OUT_OF_RANGE, ...) carries -1 for its
@@ -44,7 +45,8 @@ the ISR and advance the high watermark (completing acks=all produces). With
 last_fetched_epoch (v12+) the leader first checks that the follower's log agrees with its
 own: if the follower's last epoch ends earlier here, or is unknown, the answer is a
 `diverging_epoch` (epoch, end offset) and no records, and the follower truncates (KIP-320;
-CLUSTER.md §4.3). A NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH in a cluster carries the
+docs/design/replication.md#leader-side-of-a-follower-fetch). A NOT_LEADER_OR_FOLLOWER or
+FENCED_LEADER_EPOCH in a cluster carries the
 current leader (v16+, KIP-951; server/cluster/leader_hints.py).
 
 Fetch from the closest replica (KIP-392, a cluster): a consumer's Fetch v11+ carries client
@@ -60,8 +62,9 @@ at once (server/cluster/replica_selector.py); otherwise preferred_read_replica i
 Zero copy: a partition read of at least REGION_MIN_BYTES is not read into memory. The
 handler pins the segment and puts a `FileRegion` in that `records` field; the codec
 writes its length prefix and leaves it as a part of the response, which the server
-sends with os.sendfile straight from the page cache (PERF.md: copies dominate a fetch's
-cost). Smaller reads are copied as before: a pread and a copy cost less than the extra
+sends with os.sendfile straight from the page cache (copies dominate a fetch's cost:
+docs/design/performance.md#fetches-served-with-sendfile). Smaller reads are copied as before: a
+pread and a copy cost less than the extra
 syscalls. The regions of a returned body belong to the server, which releases them once
 sent or dropped; until then (a pass that leads to a wait, an exception) `_Regions` does.
 """

@@ -24,7 +24,7 @@ import uuid
 import pytest
 
 from compat_tests.brokers import SUITE_SETTINGS, BrokerFailed, BrokerUnavailable
-from compat_tests.kafka_brokers import STREAMS_SETTINGS, KafkaBroker
+from compat_tests.kafka_brokers import KafkaBroker
 from tests.brokerproc import BrokerProcess, create_topic, raw_request
 from wire.registry import ApiKey as K
 
@@ -44,7 +44,7 @@ def pair(tmp_path_factory):
         pytest.skip(str(exc))
     except BrokerFailed as exc:
         pytest.fail(str(exc))
-    args = [a for k, v in {**SUITE_SETTINGS, **STREAMS_SETTINGS}.items() for a in ("--set", f"{k}={v}")]
+    args = [a for k, v in SUITE_SETTINGS.items() for a in ("--set", f"{k}={v}")]
     trafka = BrokerProcess(tmp_path_factory.mktemp("trafka") / "data", *args)
     try:
         trafka.start()
