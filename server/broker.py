@@ -151,11 +151,22 @@ class Broker:
         """The broker-level topic defaults (log.* settings) as a storage LogConfig (of
         `config`, a proposed dynamic change, when given; InvalidConfig if it is not valid)."""
         cfg = config or self.config
+        # Kafka's KafkaConfig.logRetentionTimeMillis / logRollTimeMillis: the ms setting when
+        # set, else minutes (retention only), else hours; a negative retention means -1.
+        retention = cfg.value("log.retention.ms")
+        if retention is None:
+            minutes = cfg.get("log.retention.minutes")
+            retention = str(minutes * 60_000 if minutes is not None else cfg.get("log.retention.hours") * 3_600_000)
+        if retention.strip().startswith("-") and retention.strip()[1:].isdigit():
+            retention = "-1"
+        roll = cfg.value("log.roll.ms")
+        if roll is None:
+            roll = str(cfg.get("log.roll.hours") * 3_600_000)
         configs = {
-            "retention.ms": cfg.raw("log.retention.ms"),
+            "retention.ms": retention,
             "retention.bytes": cfg.raw("log.retention.bytes"),
             "segment.bytes": cfg.raw("log.segment.bytes"),
-            "segment.ms": cfg.raw("log.roll.ms"),
+            "segment.ms": roll,
             "cleanup.policy": cfg.raw("log.cleanup.policy"),
             "max.message.bytes": cfg.raw("message.max.bytes"),
             "message.timestamp.type": cfg.raw("log.message.timestamp.type"),
@@ -165,7 +176,7 @@ class Broker:
         if cfg.raw("trafka.fsync.policy") == "interval":
             # Only then do the flush settings mean anything; otherwise topics show Kafka's
             # defaults (Long.MAX_VALUE) in DescribeConfigs.
-            configs["flush.ms"] = cfg.raw("log.flush.interval.ms")
+            configs["flush.ms"] = cfg.value("log.flush.interval.ms") or "1000"  # Trafka's interval default
             configs["flush.messages"] = cfg.raw("log.flush.interval.messages")
         return LogConfig.from_kafka(configs)
 

@@ -178,6 +178,8 @@ class DynamicBrokerConfigs:
         if "min.insync.replicas" in changed:
             for partition in broker.partitions.values():
                 partition.min_isr_default = cfg.get("min.insync.replicas")
+        if "max.connection.creation.rate" in changed:
+            broker.quotas.changed()  # whether accepts are metered at all
         if "transaction.partition.verification.enable" in changed:
             for partition in broker.partitions.values():
                 partition.verification = cfg.get("transaction.partition.verification.enable")

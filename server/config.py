@@ -16,6 +16,7 @@ a change registers with `add_listener`.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import pathlib
@@ -123,11 +124,15 @@ class Setting:
     default: str
     doc: str
     kafka_type: str = "STRING"  # DescribeConfigs config_type names: BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD
+    # Kafka's default is null (ConfigDef default null): DescribeConfigs shows no value and no
+    # DEFAULT_CONFIG synonym while the setting is unset; `default` ("") is what code reads.
+    null_default: bool = False
 
 
-def _s(name: str, parse: Callable[[str], Any], default: str, doc: str) -> Setting:
+def _s(name: str, parse: Callable[[str], Any], default: str | None, doc: str) -> Setting:
+    """A setting; `default` None is Kafka's null default."""
     kind = {int: "LONG", _bool: "BOOLEAN", str: "STRING", _fsync: "STRING", float: "DOUBLE"}.get(parse, "STRING")
-    return Setting(name, parse, default, doc, kind)
+    return Setting(name, parse, "" if default is None else default, doc, kind, default is None)
 
 
 SETTINGS: dict[str, Setting] = {
@@ -137,19 +142,18 @@ SETTINGS: dict[str, Setting] = {
         _s("broker.id", int, "1", "Alias of node.id kept for Kafka configuration files."),
         _s("cluster.id", str, "", "Cluster id; generated and stored in the data dir when empty."),
         _s("listeners", str, "PLAINTEXT://0.0.0.0:9092", "Where to listen: NAME://host:port, comma separated (host:port after --listen is PLAINTEXT)."),
-        _s("advertised.listeners", str, "", "Addresses clients are told to use, NAME://host:port per listener; defaults to the listen address."),
+        _s("advertised.listeners", str, None, "Addresses clients are told to use, NAME://host:port per listener; defaults to the listen address."),
         _s("listener.security.protocol.map", str, "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
            "Security protocol of each listener name (NAME:PROTOCOL, comma separated)."),
         _s("security.inter.broker.protocol", str, "PLAINTEXT", "Security protocol between brokers (or inter.broker.listener.name, not both)."),
         _s("log.dirs", str, "./data", "The data directory (one)."),
         _s("num.partitions", int, "1", "Partitions of auto-created topics."),
         _s("default.replication.factor", int, "1", "Replication factor of auto-created topics (must be 1 on a single broker)."),
-        _s("zookeeper.connect", _zookeeper_connect, "", "ZooKeeper of the cluster (host:port[,host:port][/chroot]); empty: a single broker."),
+        _s("zookeeper.connect", _zookeeper_connect, None, "ZooKeeper of the cluster (host:port[,host:port][/chroot]); empty: a single broker."),
         _s("zookeeper.session.timeout.ms", int, "18000", "ZooKeeper session timeout: how soon a dead broker is noticed."),
-        _s("broker.rack", str, "", "Rack of this broker, for rack-aware replica assignment."),
-        Setting("replica.selector.class", _replica_selector, "",
-                "Picks the replica a consumer with client.rack should fetch from (KIP-392); "
-                "empty: the leader.", "CLASS"),
+        _s("broker.rack", str, None, "Rack of this broker, for rack-aware replica assignment."),
+        _s("replica.selector.class", _replica_selector, None,
+           "Picks the replica a consumer with client.rack should fetch from (KIP-392); unset: the leader."),
         _s("inter.broker.listener.name", str, "PLAINTEXT", "Listener other brokers use to reach this one."),
         _s("min.insync.replicas", int, "1", "Replicas that must have an acks=all write before it is acknowledged."),
         _s("replica.lag.time.max.ms", int, "30000", "A follower that has not caught up for this long leaves the ISR."),
@@ -177,14 +181,19 @@ SETTINGS: dict[str, Setting] = {
         _s("auto.create.topics.enable", _bool, "true", "Create unknown topics on Metadata and Produce."),
         _s("delete.topic.enable", _bool, "true", "Allow DeleteTopics."),
         _s("max.request.partition.size.limit", int, "2000", "Most partitions one DescribeTopicPartitions response describes; a client asking for more gets this many and a cursor (KIP-966)."),
-        _s("log.retention.ms", int, "604800000", "Default retention.ms of topics (-1: keep forever)."),
+        # Kafka's retention and roll precedence (KafkaConfig.logRetentionTimeMillis): the
+        # ms setting when set, else minutes, else hours; a negative retention is -1.
+        _s("log.retention.ms", int, None, "Default retention.ms of topics (-1: keep forever); unset: log.retention.minutes, else log.retention.hours."),
+        _s("log.retention.minutes", int, None, "Default retention of topics in minutes, when log.retention.ms is unset."),
+        _s("log.retention.hours", int, "168", "Default retention of topics in hours, when log.retention.ms and log.retention.minutes are unset."),
         _s("log.retention.bytes", int, "-1", "Default retention.bytes of partitions (-1: no limit)."),
         _s("log.segment.bytes", int, "1073741824", "Default segment.bytes."),
-        _s("log.roll.ms", int, "604800000", "Default segment.ms."),
+        _s("log.roll.ms", int, None, "Default segment.ms; unset: log.roll.hours."),
+        _s("log.roll.hours", int, "168", "Default segment.ms in hours, when log.roll.ms is unset."),
         _s("log.cleanup.policy", str, "delete", "Default cleanup.policy."),
         _s("log.retention.check.interval.ms", int, "300000", "How often retention and compaction run (the first run 30 s after start-up, as Kafka's)."),
         _s("log.flush.interval.messages", int, "9223372036854775807", "fsync after this many messages (interval policy)."),
-        _s("log.flush.interval.ms", int, "1000", "fsync at least this often (interval policy)."),
+        _s("log.flush.interval.ms", int, None, "fsync at least this often (interval policy; unset: every 1000 ms)."),
         _s("log.open.files.max", int, "-1", "Segment files open at once; idle ones are closed and reopened when used (-1: half the soft RLIMIT_NOFILE at start)."),
         _s("log.flush.offset.checkpoint.interval.ms", int, "60000", "How often the recovery-point-offset-checkpoint is rewritten (what a restart after a crash scans starts there)."),
         _s("trafka.log.warmup.enable", _bool, "true", "After a clean shutdown the broker listens before opening its logs (each opens at first use); true: open the rest in the background right after, so retention and compaction reach them. false: only at first use."),
@@ -290,15 +299,15 @@ SETTINGS: dict[str, Setting] = {
         # TLS (server/security/tls.py); each may also be set per listener as
         # listener.name.<lower-case name>.ssl.* (Kafka's prefix).
         _s("ssl.keystore.type", str, "JKS", "PEM or PKCS12 (JKS: read as PKCS12, as Java's keystore.type.compat does)."),
-        _s("ssl.keystore.location", str, "", "The broker's key and certificate chain (PEM file or PKCS12 store)."),
-        Setting("ssl.keystore.password", str, "", "Password of the keystore (PKCS12) or of its key (PEM).", "PASSWORD"),
-        Setting("ssl.key.password", str, "", "Password of the private key in the keystore.", "PASSWORD"),
-        _s("ssl.keystore.certificate.chain", str, "", "KIP-651: the certificate chain as PEM text (ssl.keystore.type=PEM)."),
-        Setting("ssl.keystore.key", str, "", "KIP-651: the private key as PEM text (ssl.keystore.type=PEM).", "PASSWORD"),
+        _s("ssl.keystore.location", str, None, "The broker's key and certificate chain (PEM file or PKCS12 store)."),
+        Setting("ssl.keystore.password", str, "", "Password of the keystore (PKCS12) or of its key (PEM).", "PASSWORD", True),
+        Setting("ssl.key.password", str, "", "Password of the private key in the keystore.", "PASSWORD", True),
+        _s("ssl.keystore.certificate.chain", str, None, "KIP-651: the certificate chain as PEM text (ssl.keystore.type=PEM)."),
+        Setting("ssl.keystore.key", str, "", "KIP-651: the private key as PEM text (ssl.keystore.type=PEM).", "PASSWORD", True),
         _s("ssl.truststore.type", str, "JKS", "PEM or PKCS12: the CAs trusted for client (and broker) certificates."),
-        _s("ssl.truststore.location", str, "", "The trusted CA certificates (PEM file or PKCS12 store)."),
-        Setting("ssl.truststore.password", str, "", "Password of a PKCS12 truststore.", "PASSWORD"),
-        _s("ssl.truststore.certificates", str, "", "KIP-651: trusted CA certificates as PEM text (ssl.truststore.type=PEM)."),
+        _s("ssl.truststore.location", str, None, "The trusted CA certificates (PEM file or PKCS12 store)."),
+        Setting("ssl.truststore.password", str, "", "Password of a PKCS12 truststore.", "PASSWORD", True),
+        _s("ssl.truststore.certificates", str, None, "KIP-651: trusted CA certificates as PEM text (ssl.truststore.type=PEM)."),
         _s("ssl.client.auth", str, "none", "none, requested or required: ask clients for a certificate (mTLS)."),
         _s("ssl.principal.mapping.rules", str, "DEFAULT", "RULE:pattern/replacement/[LU] rules mapping a certificate's subject DN to a principal name."),
         _s("ssl.enabled.protocols", str, "TLSv1.2,TLSv1.3", "TLS versions accepted."),
@@ -309,17 +318,77 @@ SETTINGS: dict[str, Setting] = {
         # SASL (server/security/sasl/): each may also be given per listener as listener.name.<l>.<name>.
         _s("sasl.enabled.mechanisms", str, "GSSAPI", "SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (Kafka's default GSSAPI is not supported)."),
         _s("sasl.mechanism.inter.broker.protocol", str, "GSSAPI", "SASL mechanism of this broker's connections to the others when the inter-broker listener is SASL: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512."),
-        Setting("sasl.jaas.config", str, "", "JAAS login module entry (PLAIN users: user_<name>=\"<password>\").", "PASSWORD"),
+        Setting("sasl.jaas.config", str, "", "JAAS login module entry (PLAIN users: user_<name>=\"<password>\").", "PASSWORD", True),
         _s("connection.failed.authentication.delay.ms", int, "100", "A connection whose authentication failed is closed this long after the answer (KIP-306)."),
         _s("connections.max.reauth.ms", int, "0", "KIP-368: SASL sessions last this long, then must re-authenticate (0: forever)."),
-        Setting("sasl.server.callback.handler.class", str, "", "OAUTHBEARER: org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler validates JWTs against a JWKS.", "CLASS"),
-        _s("sasl.oauthbearer.jwks.endpoint.url", str, "", "JWKS of the OAUTHBEARER validator (file://, http://, https://)."),
-        _s("sasl.oauthbearer.expected.issuer", str, "", "Required iss claim of OAUTHBEARER tokens (empty: not checked)."),
+        Setting("sasl.server.callback.handler.class", str, "", "OAUTHBEARER: org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler validates JWTs against a JWKS.", "CLASS", True),
+        _s("sasl.oauthbearer.jwks.endpoint.url", str, None, "JWKS of the OAUTHBEARER validator (file://, http://, https://)."),
+        _s("sasl.oauthbearer.expected.issuer", str, None, "Required iss claim of OAUTHBEARER tokens (empty: not checked)."),
         _s("sasl.oauthbearer.expected.audience", str, "", "Accepted aud claims of OAUTHBEARER tokens, comma-separated (empty: not checked)."),
         _s("sasl.oauthbearer.sub.claim.name", str, "sub", "Claim of OAUTHBEARER tokens that names the principal."),
         _s("sasl.oauthbearer.clock.skew.seconds", int, "30", "Clock skew allowed when checking OAUTHBEARER token times."),
     ]
 }
+
+# Kafka's ConfigDef type of each setting whose type the parser above does not imply (an int
+# setting is LONG unless listed): DescribeConfigs reports it, and INT / SHORT values must
+# fit Kafka's Java types ("Not a number of type INT" otherwise).
+_KAFKA_TYPES: dict[str, tuple[str, ...]] = {
+    "INT": ("node.id", "broker.id", "num.partitions", "default.replication.factor", "zookeeper.session.timeout.ms",
+            "min.insync.replicas", "transaction.state.log.min.isr", "replica.fetch.max.bytes",
+            "replica.fetch.wait.max.ms", "replica.fetch.backoff.ms", "quota.window.num", "quota.window.size.seconds",
+            "max.connection.creation.rate", "replication.quota.window.num", "replication.quota.window.size.seconds",
+            "max.incremental.fetch.session.cache.slots", "num.replica.fetchers",
+            "leader.imbalance.per.broker.percentage", "max.request.partition.size.limit", "log.segment.bytes",
+            "log.retention.minutes", "log.retention.hours", "log.roll.hours",
+            "log.flush.offset.checkpoint.interval.ms", "message.max.bytes", "socket.request.max.bytes",
+            "max.connections", "group.min.session.timeout.ms", "group.max.session.timeout.ms",
+            "group.initial.rebalance.delay.ms", "group.max.size", "group.share.session.timeout.ms",
+            "group.share.heartbeat.interval.ms", "group.share.record.lock.duration.ms",
+            "group.share.delivery.count.limit", "group.share.max.size", "group.share.partition.max.record.locks",
+            "share.coordinator.state.topic.num.partitions", "group.consumer.session.timeout.ms",
+            "group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms",
+            "group.consumer.heartbeat.interval.ms", "group.consumer.min.heartbeat.interval.ms",
+            "group.consumer.max.heartbeat.interval.ms", "group.consumer.max.size",
+            "share.coordinator.snapshot.update.records.per.snapshot", "offsets.retention.minutes",
+            "offsets.topic.num.partitions", "transactional.id.expiration.ms", "transaction.max.timeout.ms",
+            "transaction.state.log.num.partitions", "transaction.state.log.segment.bytes",
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            "transaction.remove.expired.transaction.cleanup.interval.ms", "connection.failed.authentication.delay.ms",
+            "sasl.oauthbearer.clock.skew.seconds", *(
+                f"group.{kind}.{bound}{name}" for kind in ("consumer", "share", "streams") for bound in ("", "min.", "max.")
+                for name in ("assignment.interval.ms", "session.timeout.ms", "heartbeat.interval.ms",
+                             "record.lock.duration.ms", "delivery.count.limit", "partition.max.record.locks",
+                             "task.offset.interval.ms", "standby.replicas", "warmup.replicas")),
+            "group.streams.num.standby.replicas", "group.streams.num.warmup.replicas",
+            "group.streams.initial.rebalance.delay.ms"),
+    "SHORT": ("offsets.topic.replication.factor", "transaction.state.log.replication.factor",
+              "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr"),
+    "LIST": ("listeners", "advertised.listeners", "log.dirs", "log.cleanup.policy", "group.consumer.assignors",
+             "ssl.enabled.protocols", "ssl.cipher.suites", "sasl.enabled.mechanisms",
+             "sasl.oauthbearer.expected.audience", "group.streams.assignors", "group.streams.rack.aware.assignment.tags"),
+    "PASSWORD": ("ssl.keystore.certificate.chain", "ssl.truststore.certificates"),
+}
+_JAVA_RANGES = {"INT": (-2**31, 2**31 - 1), "SHORT": (-2**15, 2**15 - 1)}
+
+
+def _java_int(bits: tuple[int, int]) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = int(text)
+        if not bits[0] <= value <= bits[1]:
+            raise ValueError(f"{value} does not fit Kafka's type")
+        return value
+    return parse
+
+
+def _kafka_typed(setting: Setting) -> Setting:
+    kind = next((k for k, names in _KAFKA_TYPES.items() if setting.name in names), setting.kafka_type)
+    parse = _java_int(_JAVA_RANGES[kind]) if kind in _JAVA_RANGES and setting.parse is int else setting.parse
+    return dataclasses.replace(setting, kafka_type=kind, parse=parse)
+
+
+SETTINGS = {name: _kafka_typed(setting) for name, setting in SETTINGS.items()}
+_NUMERIC = frozenset({"INT", "SHORT", "LONG", "DOUBLE"})
 
 
 # BrokerConfig.source() of the two dynamic layers (DescribeConfigs' DYNAMIC_BROKER_CONFIG and
@@ -347,8 +416,11 @@ class BrokerConfig:
     inter_broker_listener: str = "PLAINTEXT"
 
     def get(self, name: str) -> Any:
+        """The effective value parsed; None for an unset number whose Kafka default is null."""
         setting = SETTINGS[name]
         raw = self.raw(name)
+        if raw == "" and setting.null_default and setting.kafka_type in _NUMERIC:
+            return None
         try:
             return setting.parse(raw)
         except ValueError as exc:  # pragma: no cover - validated at load
@@ -362,6 +434,14 @@ class BrokerConfig:
             if value is not None:
                 return value
         return SETTINGS[name].default
+
+    def value(self, name: str) -> str | None:
+        """The effective value as Kafka describes it: None for a setting left at a null
+        default."""
+        if name in SETTINGS and SETTINGS[name].null_default and self.source(name) == "default" \
+                and name not in self.values:
+            return None
+        return self.raw(name)
 
     def explicit(self, name: str) -> bool:
         """Whether the user set `name` (file, environment, flag, dynamic), rather than
@@ -387,7 +467,8 @@ class BrokerConfig:
             chain.append((DYNAMIC_DEFAULT, self.dynamic_default[name]))
         if name in self.values:
             chain.append((self.sources.get(name, "file"), self.values[name]))
-        if name in SETTINGS and self.sources.get(name) != "default":  # a launcher's default replaces the built-in
+        # a launcher's default replaces the built-in; a null default is no value
+        if name in SETTINGS and self.sources.get(name) != "default" and not SETTINGS[name].null_default:
             chain.append(("default", SETTINGS[name].default))
         return chain
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 from wire.errors import ErrorCode
 
@@ -85,6 +85,19 @@ def check_access(ctx: RequestContext, resource_type: int, name: str, *, alter: b
 
         if not ctx.authorize(op, ResourceType.GROUP, name):
             raise GroupAuthorizationFailed(f"not authorized to {op.name} of group {name}")
+
+
+
+def check_topic_resource(name: str, values: Mapping[str, str | None]) -> None:
+    """Kafka's checks of a TOPIC resource before anything is looked up (its
+    ConfigAdminManager.preprocess), in its order: a config set to null, then the empty
+    name of a "default topic" — both INVALID_REQUEST, not INVALID_CONFIG or
+    INVALID_TOPIC_EXCEPTION. `values`: the configs set (not those deleted)."""
+    nulls = [n for n, value in values.items() if value is None]
+    if nulls:
+        raise InvalidRequest(f"Null value not supported for : {','.join(nulls)}")
+    if not name:
+        raise InvalidRequest("Default topic resources are not allowed.")
 
 
 async def answer_resources(ctx: RequestContext, request: dict, alter, what: str) -> dict:

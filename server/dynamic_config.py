@@ -11,7 +11,8 @@ settings Trafka has: the broker defaults of topic configs (DynamicLogConfig: eve
 `log.*` synonym of a topic config, message.max.bytes, min.insync.replicas,
 unclean.leader.election.enable, plus Trafka's own trafka.fsync.policy and
 trafka.preallocate.bytes, which are topic-config synonyms the same way),
-num.replica.fetchers (DynamicThreadPool), max.connections (SocketServer),
+num.replica.fetchers (DynamicThreadPool), max.connections and max.connection.creation.rate
+(DynamicConnectionQuota),
 transaction.partition.verification.enable (DynamicProducerStateManagerConfig) and the
 replication throttles (KIP-73's broker quota configs). Every other Trafka setting is
 static: Kafka answers "Cannot update these configs dynamically: Set(...)".
@@ -36,13 +37,16 @@ from wire.errors import ErrorCode
 from server.config import SETTINGS, BrokerConfig
 from server.errors import InvalidRequest, KafkaError
 
-# Broker names of topic-config defaults (Kafka's DynamicLogConfig.ReconfigurableConfigs).
-LOG_DEFAULTS = frozenset(b for synonyms in BROKER_SYNONYMS.values() for b, _ in synonyms if b in SETTINGS)
+# Broker names of topic-config defaults (Kafka's DynamicLogConfig.ReconfigurableConfigs: the
+# name each topic config derives from, log.retention.ms but not log.retention.hours).
+LOG_DEFAULTS = frozenset(b for synonyms in BROKER_SYNONYMS.values() for b, factor in synonyms
+                         if b in SETTINGS and factor == 1)
 
 THREAD_POOLS = frozenset({"num.replica.fetchers"})  # Kafka's DynamicThreadPool, those Trafka has
 
 RECONFIGURABLE = LOG_DEFAULTS | THREAD_POOLS | frozenset({
     "max.connections",
+    "max.connection.creation.rate",
     "transaction.partition.verification.enable",
     "leader.replication.throttled.rate",
     "follower.replication.throttled.rate",

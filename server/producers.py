@@ -157,6 +157,13 @@ class PartitionProducers:
     def __len__(self) -> int:
         return len(self._states)
 
+    def in_transaction(self, pid: int, epoch: int) -> bool:
+        """Whether `pid` at `epoch` has a transaction open here (Kafka's
+        UnifiedLog.hasOngoingTransaction): a partition already in the transaction needs no
+        verification by the transaction coordinator."""
+        state = self._states.get(pid)
+        return pid in self.ongoing and state is not None and state.epoch == epoch
+
     def check(self, header: BatchHeader) -> None:
         """Raise DuplicateBatch for a retry, KafkaError for a fenced or out-of-order batch."""
         pid = header.producer_id

@@ -86,23 +86,38 @@ def layer_source(layer: str) -> ConfigSource:
     return _LAYER_SOURCES.get(layer, ConfigSource.STATIC_BROKER_CONFIG)
 
 
-def broker_source(broker: TopicConfigBroker, name: str) -> ConfigSource:
-    """Where a broker setting's effective value comes from."""
-    return layer_source(broker.config.source(name))
+# Broker settings that stand for one another (Kafka's DynamicBrokerConfig.brokerConfigSynonyms):
+# the most specific first.
+_SYNONYM_GROUPS = (("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+                   ("log.roll.ms", "log.roll.hours"),
+                   ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+                   ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"))
 
 
-def broker_synonyms(broker: TopicConfigBroker, names: list[str]) -> list[dict]:
-    """Every value the broker settings `names` have, most specific first (Kafka's
-    ConfigHelper.configSynonyms: all per-broker ones, then cluster defaults, static, built-in)."""
+def synonym_group(name: str) -> tuple[str, ...]:
+    """`name` and the broker settings that stand in for it, those Trafka has, most specific first."""
+    group = next((g for g in _SYNONYM_GROUPS if name in g), (name,))
+    return tuple(n for n in group if n in SETTINGS or n == name)
+
+
+def broker_synonyms(broker: TopicConfigBroker, name: str) -> list[dict]:
+    """The synonyms DescribeConfigs lists for the broker setting `name` (Kafka's
+    ConfigHelper.configSynonyms): every value of it and its synonym group, per-broker
+    ones first, then cluster defaults, static, built-in (a null default is no value);
+    within a layer the group's order; and nothing before the first entry of `name` itself
+    (log.retention.hours is no synonym of an unset log.retention.ms)."""
     chain = [{"name": b, "value": value, "source": layer_source(layer)}
-             for b in names for layer, value in broker.config.layers(b)]
-    return sorted(chain, key=lambda entry: entry["source"])  # stable: ids ascend with generality
+             for b in synonym_group(name) for layer, value in broker.config.layers(b)]
+    chain.sort(key=lambda entry: entry["source"])  # stable: ids ascend with generality
+    first = next((i for i, entry in enumerate(chain) if entry["name"] == name), len(chain))
+    return chain[first:]
 
 
 def _broker_chain(broker: TopicConfigBroker, topic_name: str) -> list[dict]:
-    """Broker-level synonyms of a topic config, most specific first."""
-    names = [b for b, factor in BROKER_SYNONYMS.get(topic_name, ()) if b in SETTINGS and factor == 1]
-    return broker_synonyms(broker, names)
+    """Broker-level synonyms of a topic config, most specific first: those of the broker
+    setting it derives from (Kafka's TopicConfigSynonyms: log.retention.ms for retention.ms)."""
+    primary = next((b for b, factor in BROKER_SYNONYMS.get(topic_name, ()) if b in SETTINGS and factor == 1), None)
+    return broker_synonyms(broker, primary) if primary is not None else []
 
 
 def describe_topic(

@@ -18,12 +18,48 @@ import time
 
 from storage import LogConfig
 from storage.config import LONG_MAX
-from wire.errors import ErrorCode
-from wire.records import BatchHeader, iter_records
+from wire.errors import CorruptRecords, ErrorCode
+from wire.records import BatchHeader, check_records, iter_records
 
 from server.errors import InvalidRecord
 
 NO_TIMESTAMP = -1
+
+
+def check_client_batches(records: bytes | bytearray | memoryview, headers: list[tuple[int, BatchHeader]],
+                         partition_name: str, *, converted: bool = False) -> None:
+    """Raise InvalidRecord (INVALID_RECORD, no record errors) unless `records` is what Kafka
+    takes from a client (UnifiedLog.analyzeAndValidateRecords and LogValidator): one magic-2
+    batch whose base offset is 0, whose record count is positive and agrees with its last
+    offset delta, with a base sequence when it has a producer id, and whose records are
+    well formed (check_records). `converted`: batches this broker made from a v0/v1 message
+    set, which may be several (Kafka checks one batch and base offset 0 for magic 2 only).
+
+    Why every record is walked although batches stay opaque: a batch with a valid CRC
+    whose records do not parse would be stored and break every consumer that fetches it;
+    Kafka refuses it, so Trafka must. The cost is measured in bench/produce_validation.py
+    and discussed in docs/design/produce-validation.md.
+    """
+    if len(headers) > 1 and not converted:
+        raise InvalidRecord(f"Compressed outer record has more than one batch: {len(headers)} batches "
+                            f"in the append to {partition_name}", [])
+    for pos, header in headers:
+        if header.base_offset != 0 and not converted:
+            raise InvalidRecord(f"The baseOffset of the record batch in the append to {partition_name} should "
+                                f"be 0, but it is {header.base_offset}", [])
+        if header.record_count <= 0:
+            raise InvalidRecord(f"Invalid record count {header.record_count} in the append to {partition_name}", [])
+        if header.last_offset_delta + 1 != header.record_count:
+            raise InvalidRecord(f"Inconsistent batch offset range [0, {header.last_offset_delta}] and count of "
+                                f"records {header.record_count} in the append to {partition_name}", [])
+        if header.producer_id >= 0 and header.base_sequence < 0:
+            raise InvalidRecord(f"Invalid sequence number {header.base_sequence} in record batch with producerId "
+                                f"{header.producer_id} in the append to {partition_name}", [])
+        try:
+            check_records(records, header, pos)
+        except CorruptRecords as exc:
+            raise InvalidRecord(f"Found invalid record structure in the append to {partition_name}: {exc}",
+                                []) from None
 
 
 def _timestamp_bounds(config: LogConfig) -> tuple[int, int]:

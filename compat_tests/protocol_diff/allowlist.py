@@ -127,13 +127,6 @@ ENTRIES: list[Allowed] = [
             "INVALID_TXN_STATE, or TRANSACTION_ABORTABLE from v4.)",
             api=K["txn_offset_commit"], variant=r"hostile:group_id=(unknown|oversized)",
             path=r"topics\[.*\]\.partitions\[.*\]\.error_code", kafka=lambda v: v in (48, 120), trafka=0),
-    Allowed("metadata-auto-create", "deliberate",
-            "A topic auto-created by Metadata is answered at once, ready (Trafka creates it synchronously); "
-            "Kafka 4.4's controller creates it asynchronously and first answers UNKNOWN_TOPIC_OR_PARTITION "
-            "with no partitions, so clients ask again and then see what Trafka answered at once "
-            "(server/handlers/metadata.py).",
-            api=K["metadata"], variant=r"valid:auto-create|hostile:topics\[0\]\.name=unknown",
-            path=r"topics\[name=[^\]]*\]\.(error_code|partitions.*|topic_id)"),
     # ------------------------------------------------------------------ Kafka's own accidents
     Allowed("kafka-never-answers", "kafka-quirk",
             "Kafka 4.4 never answers this request (the error is raised inside its purgatory or coordinator "
@@ -155,6 +148,20 @@ ENTRIES: list[Allowed] = [
             "UNKNOWN_SERVER_ERROR, no partitions); Trafka answers that partition UNKNOWN_TOPIC_ID, as Kafka "
             "answers any other unknown topic id.",
             api=K["fetch"], versions=(13, 17), variant=r"hostile:topics\[0\]\.topic_id=zero"),
+    Allowed("kafka-join-repeated-protocol", "kafka-quirk",
+            "What follows from kafka-never-answers for a JoinGroup v0-3 (a member joins at once, without the "
+            "member-id round) that lists one protocol name twice: Kafka counts the name twice among the group's "
+            "supported protocols, so no protocol is supported by every member, the member's vote throws when the "
+            "join phase ends, and the group stays PreparingRebalance for good. Trafka answers the join and the "
+            "group goes on (CompletingRebalance, then Empty when nobody syncs).",
+            api=K["list_groups"], path=r"groups\[group_id=pd-join-v[0-3]-h1[0-2]\]\.group_state",
+            kafka="PreparingRebalance"),
+    Allowed("kafka-unknown-server-error-config-operation", "kafka-quirk",
+            "IncrementalAlterConfigs with a config_operation that is none of SET, DELETE, APPEND, SUBTRACT: "
+            "Kafka 4.4's OpType.forId throws and the resource is answered UNKNOWN_SERVER_ERROR; Trafka answers "
+            "INVALID_REQUEST, naming the operation.",
+            api=K["incremental_alter_configs"], variant=r"hostile:resources\[0\]\.configs\[0\]\.config_operation=99",
+            path=r"responses\[.*\]\.(error_code|error_message)", kafka=lambda v: v in (-1, "-1") or message_only(v)),
     # ------------------------------------------------------------------ texts
     Allowed("error-message-text", "deliberate",
             "Trafka explains an error in error_message where Kafka sends null (or Kafka does where Trafka "
@@ -230,46 +237,5 @@ OPEN: list[Allowed] = [
             "(assignment at once, assignor \"simple\", state created on first write). Moving to 4.4's semantics "
             "needs InitializeShareGroupState (API 83), which Trafka does not have yet.",
             api=SHARE_APIS),
-    Allowed("open-failed-join-groups", "open",
-            "Kafka creates a classic group when a new member's JoinGroup arrives and keeps it, Empty, even when "
-            "the join is refused (empty protocol type or protocols: INCONSISTENT_GROUP_PROTOCOL), so ListGroups "
-            "lists such groups; Trafka creates the group only for a join it accepts. Kafka also leaves a v0-3 "
-            "join with a repeated protocol name in PreparingRebalance (it never answers it, allow-listed), and "
-            "removes a member whose rebalance timeout is -1 at once; Trafka completes those joins.",
-            api=K["list_groups"], variant=r"valid.*", path=r"groups\[group_id=pd-join-.*"),
-    Allowed("open-broker-config-descriptions", "open",
-            "DescribeConfigs of the broker resource: Kafka describes config types from its ConfigDef (INT for "
-            "num.partitions, default.replication.factor, log.segment.bytes, message.max.bytes, "
-            "offsets.retention.minutes; Trafka: LONG), marks cluster-wide dynamic configs (log.segment.bytes, "
-            "message.max.bytes) read_only false (Trafka: true), describes log.retention.hours (Trafka does not) "
-            "and lists as synonyms only the configs that have a value (Trafka lists log.retention.ms, which "
-            "has none). Left to the helper working on dynamic broker configs (server/dynamic_config.py, "
-            "server/handlers/describe_configs.py).",
-            api=K["describe_configs"], variant=r"valid:(broker-keys|synonyms).*",
-            path=r"results\[.*\]\.configs\[name=(log\.retention\.hours|num\.partitions|default\.replication\.factor|"
-                 r"log\.segment\.bytes|message\.max\.bytes|offsets\.retention\.minutes|retention\.ms)\].*"),
-    Allowed("open-alter-configs-validation", "open",
-            "AlterConfigs / IncrementalAlterConfigs: Kafka answers an empty resource name and a null config "
-            "value INVALID_REQUEST (Trafka: INVALID_TOPIC_EXCEPTION, INVALID_CONFIG) and an unknown "
-            "config_operation UNKNOWN_SERVER_ERROR (Trafka: INVALID_REQUEST); Kafka never answers an "
-            "AlterConfigs that names a resource twice (allow-listed). Left to the helper working on the "
-            "alter_configs handlers.",
-            api=None, variant=r"hostile:resources\[0\]\.(resource_name=empty|configs\[0\]\.value=null|"
-                              r"configs\[0\]\.config_operation=99)",
-            path=r"responses\[.*\]\.(error_code|error_message)"),
-    Allowed("open-alter-client-quotas-duplicates", "open",
-            "AlterClientQuotas: Kafka 4's KRaft quota manager answers an entity named twice once, "
-            "INVALID_REQUEST, and takes an entity that repeats an entity type (a map, last one wins); Trafka "
-            "(ZooKeeper-mode Kafka's rules) accepts the first entry, refuses the second, and refuses a "
-            "repeated entity type. Low impact: no client sends either.",
-            api=K["alter_client_quotas"], variant=r"hostile:entries(=first-twice|=1000-copies|\[0\]\.entity=first-twice)"),
-    Allowed("open-txn-offset-commit-verification", "open",
-            "TxnOffsetCommit naming a wrong transactional id with the right producer id and epoch, once the "
-            "transaction already wrote to the group's offsets partition: Kafka skips the transaction "
-            "coordinator's verification there (the partition holds the producer's ongoing transaction) and "
-            "commits; Trafka verifies every commit and refuses it (INVALID_PRODUCER_ID_MAPPING / "
-            "INVALID_REQUEST). No client sends another transaction's id.",
-            api=K["txn_offset_commit"], variant=r"hostile:transactional_id=.*",
-            path=r"topics\[.*\]\.partitions\[.*\]\.error_code", kafka=0),
 ]
 ENTRIES.extend(OPEN)

@@ -16,7 +16,9 @@ GroupCoordinator's, decision for decision, because the clients are written again
   most members prefer, and answers every waiting join; the leader's answer carries all
   members' metadata. The group is then CompletingRebalance (or Empty if nobody is left).
   An Empty group's first rebalance waits group.initial.rebalance.delay.ms, extended while
-  new members keep arriving, up to the rebalance timeout (KIP-134).
+  new members keep arriving, up to the rebalance timeout (KIP-134). A new member's join
+  creates its group (written to the log, Empty) before the join is judged, so a refused
+  join leaves the group behind, as Kafka's does.
 - SyncGroup. Followers wait; the leader's assignment is written to __consumer_offsets,
   handed to every waiting member, and the group becomes Stable. A sync in Stable gets the
   member's current assignment at once. Members that got a join answer but do not sync
@@ -536,6 +538,27 @@ class GroupCoordinator(OffsetStore):
         self.groups[group_id] = group
         return group
 
+    async def _store_new_group(self, group: Group) -> ErrorCode:
+        """Write a just-created group as an Empty one (Kafka's newEmptyGroupMetadataRecord),
+        so it outlives a restart whatever becomes of the join that created it; if the write
+        fails the group is forgotten again and the join gets the write's error."""
+        partition = self.partition_for(group.group_id)
+        value = rec.encode_group_value(rec.GroupValue("", 0, None, None, group.state_timestamp, []))
+        async with self._lock(partition):
+            if not self.log.owns(partition):
+                error = E.NOT_COORDINATOR
+            elif self.groups.get(group.group_id) is not group or group.members or group.generation_id:
+                return E.NONE  # taken on (or deleted) while this write waited
+            else:
+                try:
+                    await self._append(partition, [(rec.encode_group_key(rec.GroupKey(group.group_id)), value)])
+                    return E.NONE
+                except Exception as exc:
+                    error = self._write_error(exc, f"creating group {group.group_id}", group_write=True)
+        if self.groups.get(group.group_id) is group and not group.members:
+            del self.groups[group.group_id]
+        return error
+
     def _maybe_prepare_rebalance(self, group: Group, reason: str) -> None:
         if group.is_(S.STABLE, S.COMPLETING_REBALANCE, S.EMPTY):
             self._prepare_rebalance(group, reason)
@@ -549,7 +572,8 @@ class GroupCoordinator(OffsetStore):
         rebalance_ms = group.rebalance_timeout_ms()
         now = trio.current_time()
         if was_empty and self.initial_delay_ms > 0:
-            delay = min(self.initial_delay_ms, rebalance_ms)
+            # Kafka waits the whole initial delay even when the rebalance timeout is shorter.
+            delay = self.initial_delay_ms
             group.initial_delay_left_ms = max(rebalance_ms - delay, 0)
             group.in_initial_delay = True
             group.new_member_added = False
@@ -671,8 +695,6 @@ class GroupCoordinator(OffsetStore):
             return JoinResult(status, member_id)
         if not self.min_session_ms <= session_timeout_ms <= self.max_session_ms:
             return JoinResult(E.INVALID_SESSION_TIMEOUT, member_id)
-        if rebalance_timeout_ms <= 0:  # JoinGroup v0 has no rebalance timeout
-            rebalance_timeout_ms = session_timeout_ms
         group = self.groups.get(group_id)
         if is_consumer_group(group):
             if group.members and self.consumer.migration.mixed_allowed:
@@ -693,9 +715,12 @@ class GroupCoordinator(OffsetStore):
         if group is None:
             if member_id:
                 return JoinResult(E.UNKNOWN_MEMBER_ID, member_id)
-            if not protocol_type or not protocols:
-                return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id)
+            # Kafka creates the group for a new member's join before judging the join, and
+            # keeps it (Empty, written to the log) even when the join is refused below.
             group = self._new_group(group_id)
+            error = await self._store_new_group(group)
+            if error != E.NONE:
+                return JoinResult(error, member_id)
         if group.is_(S.DEAD):
             # Being deleted right now; the client retries and finds a fresh group.
             return JoinResult(E.COORDINATOR_NOT_AVAILABLE, member_id)

@@ -6,10 +6,12 @@ quota keys: producer_byte_rate, consumer_byte_rate, request_percentage and
 controller_mutation_rate for user/client-id entities (controller_mutation_rate is stored
 and described but not enforced: Trafka has no KIP-599 mutation throttling),
 connection_creation_rate for ip entities. Errors per entry, as Kafka gives them, all
-INVALID_REQUEST: an empty entity, an unknown entity type, a type named twice, ip combined
-with user or client-id, an ip name that is not an address, an unknown key for the entity,
+INVALID_REQUEST: an empty entity, an unknown entity type, ip combined with user or client-id, an ip name that is not an address, an unknown key for the entity,
 a key named twice, a fractional value for an integer key, a value that is not positive.
-Entries are independent: a failing entry changes nothing and the others still apply.
+Entries are independent: a failing entry changes nothing and the others still apply. As
+Kafka 4 (KRaft) reads them, an entity is a map (a type named twice keeps its last name) and
+the entries are keyed by entity: an entity that several entries name is answered once,
+INVALID_REQUEST, and none of them applies.
 validate_only checks everything and changes nothing. Removing a key that is not set is
 not an error (Kafka neither).
 
@@ -29,7 +31,7 @@ from wire.registry import ApiKey
 from server.context import RequestContext
 from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from server.errors import KafkaError, logged_error_code
-from server.security.client_quotas import entity_of, entity_text, validate_ops
+from server.security.client_quotas import entity_map, entity_of, entity_text, validate_ops
 
 API_KEY = ApiKey.ALTER_CLIENT_QUOTAS
 MAY_BLOCK = False
@@ -46,15 +48,23 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     results = []
     accepted = []
     accepted_answers = []
+    # Kafka 4 answers by entity (a map): an entity named by several entries is answered once,
+    # INVALID_REQUEST, and none of its entries applies.
+    by_entity: dict[tuple, list[dict]] = {}
     for entry in request["entries"]:
-        answer = {"error_code": ErrorCode.NONE, "error_message": None, "entity": entry["entity"]}
+        by_entity.setdefault(tuple(sorted(entity_map(entry["entity"]).items(), key=repr)), []).append(entry)
+    for entries in by_entity.values():
+        entry = entries[0]
+        shown = entry["entity"]
+        if len(shown) != len(entity_map(shown)):  # a type named twice: Kafka's map keeps one
+            shown = [{"entity_type": k, "entity_name": v} for k, v in entity_map(shown).items()]
+        answer = {"error_code": ErrorCode.NONE, "error_message": None, "entity": shown}
         results.append(answer)
         try:
+            if len(entries) > 1:
+                raise KafkaError(f"the entity {shown} appears in {len(entries)} entries", ErrorCode.INVALID_REQUEST)
             entity = entity_of(entry["entity"])
             changes = validate_ops(entity, entry["ops"])
-            if any(entity == seen for seen, _ in accepted):
-                raise KafkaError(f"entity {entity_text(entity)} appears more than once",
-                                 ErrorCode.INVALID_REQUEST)
             accepted.append((entity, changes))
             accepted_answers.append(answer)
         except KafkaError as exc:

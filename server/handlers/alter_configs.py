@@ -29,7 +29,7 @@ from wire.registry import ApiKey
 from server.topics import validate_topic_name
 from server.context import RequestContext
 from server.errors import InvalidRequest
-from server.config_resources import answer_resources, broker_id_of
+from server.config_resources import answer_resources, broker_id_of, check_topic_resource
 from server.topic_configs import ResourceType
 
 API_KEY = ApiKey.ALTER_CONFIGS
@@ -48,13 +48,14 @@ def _alter(ctx: RequestContext, resource: dict, validate_only: bool):
         return _alter_group(ctx, name, resource["configs"], validate_only)
     if kind != ResourceType.TOPIC:
         raise InvalidRequest(f"AlterConfigs supports topics, brokers and groups, not resource type {kind}")
-    validate_topic_name(name)
-    broker.mode.check_topic_for_config_change(name)
     configs: dict[str, str] = {}
     for entry in resource["configs"]:
         if entry["name"] in configs:
             raise InvalidRequest(f"config {entry['name']} appears more than once")
         configs[entry["name"]] = entry["value"]
+    check_topic_resource(name, configs)
+    validate_topic_name(name)
+    broker.mode.check_topic_for_config_change(name)
     return _alter_topic(ctx, name, configs, validate_only)
 
 

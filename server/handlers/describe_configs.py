@@ -47,7 +47,7 @@ from server.errors import InvalidRequest, logged_error_code
 from server.config_resources import broker_id_of, log4j_level, loggers
 from server.dynamic_config import is_dynamic
 from server.groups import group_config
-from server.topic_configs import ConfigSource, ResourceType, broker_source, broker_synonyms, describe_topic
+from server.topic_configs import ConfigSource, ResourceType, broker_synonyms, describe_topic
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
 MAY_BLOCK = False
@@ -61,7 +61,8 @@ def _broker_entry(broker, name: str, value: str | None, source: ConfigSource, ch
     setting = SETTINGS.get(name)
     # Kafka hides the value of a config whose type it does not know (KafkaConfig.maybeSensitive):
     # the dynamic custom configs
-    sensitive = any(marker in name for marker in _SENSITIVE_MARKERS) or (
+    sensitive = (setting is not None and setting.kafka_type == "PASSWORD") or any(
+        marker in name for marker in _SENSITIVE_MARKERS) or (
         setting is None and source in (ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
     if sensitive:
         chain = [{**entry, "value": None} for entry in chain]
@@ -85,9 +86,14 @@ def _broker_entries(broker, keys: list[str] | None, synonyms: bool, documentatio
     if keys is not None:
         wanted = set(keys)
         names = [n for n in names if n in wanted]
-    return [_broker_entry(broker, name, effective.get(name, cfg.raw(name)), broker_source(broker, name),
-                          broker_synonyms(broker, [name]), synonyms, documentation)
-            for name in names]
+    entries = []
+    for name in names:
+        chain = broker_synonyms(broker, name)
+        # Kafka's source is its first synonym's (DEFAULT_CONFIG when it has none)
+        source = chain[0]["source"] if chain else ConfigSource.DEFAULT_CONFIG
+        value = effective.get(name, cfg.value(name) if name in SETTINGS else cfg.raw(name))
+        entries.append(_broker_entry(broker, name, value, source, chain, synonyms, documentation))
+    return entries
 
 
 def _default_entries(broker, keys: list[str] | None, synonyms: bool, documentation: bool) -> list[dict]:
@@ -143,7 +149,7 @@ async def describe(ctx: RequestContext, resource: dict, synonyms: bool, document
         await broker.group_configs.refresh(name)  # in a cluster: ZooKeeper's, re-read
         return group_config.describe(broker.config, broker.group_configs.own(name), keys, synonyms=synonyms,
                                      documentation=documentation,
-                                     broker_chain=lambda setting: broker_synonyms(broker, [setting]))
+                                     broker_chain=lambda setting: broker_synonyms(broker, setting))
     raise InvalidRequest(f"unsupported resource type {kind}")
 
 

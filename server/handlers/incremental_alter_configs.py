@@ -51,7 +51,7 @@ from server.topics import validate_topic_name
 from server.context import RequestContext
 from server.errors import InvalidConfiguration, InvalidRequest, KafkaError
 from server.dynamic_config import incremental
-from server.config_resources import LOG4J_LEVELS, ROOT_LOGGER, answer_resources, broker_id_of, loggers
+from server.config_resources import LOG4J_LEVELS, ROOT_LOGGER, answer_resources, broker_id_of, check_topic_resource, loggers
 from server.topic_configs import AlterOp, ResourceType, is_list_config, split_list
 
 API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
@@ -109,6 +109,7 @@ def new_topic_configs(current: dict[str, str], effective_defaults: dict[str, str
 
 def _alter_topic(ctx: RequestContext, name: str, ops, validate_only: bool):
     broker = ctx.broker
+    check_topic_resource(name, {n: v for n, op, v in ops if op != AlterOp.DELETE})
     validate_topic_name(name)
     broker.mode.check_topic_for_config_change(name)
     return _alter_topic_configs(ctx, name, ops, validate_only)

@@ -47,7 +47,10 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         client_id=ctx.client_id or "",
         client_host="/" + ctx.client_host,
         session_timeout_ms=request["session_timeout_ms"],
-        rebalance_timeout_ms=request.get("rebalance_timeout_ms", -1) if version >= 1 else -1,
+        # v0 has no rebalance timeout: the session timeout stands in (Kafka's JoinGroupRequest).
+        # A later version's value is taken as sent, -1 included: Kafka then gives the
+        # member no time to sync (it is removed as soon as its join is answered).
+        rebalance_timeout_ms=request["rebalance_timeout_ms"] if version >= 1 else request["session_timeout_ms"],
         protocol_type=request["protocol_type"],
         protocols=[(p["name"], bytes(p["metadata"])) for p in request["protocols"]],
         require_known_member_id=version >= 4,

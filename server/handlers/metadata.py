@@ -2,8 +2,9 @@
 
 Implements v0-12. Topics: null (v1+) means all, an empty list none (v0: empty means
 all). Unknown topics are created when auto.create.topics.enable is on and the request
-allows it (v4+ allow_auto_topic_creation), and answered at once as ready — Kafka answers
-LEADER_NOT_AVAILABLE first and makes clients retry. Leader, leader epoch, replicas and ISR
+allows it (v4+ allow_auto_topic_creation), and answered UNKNOWN_TOPIC_OR_PARTITION with no
+partitions by the request that created them, as a single Kafka 4 (KRaft) node answers while its
+controller creates the topic; clients ask again and find it ready. Leader, leader epoch, replicas and ISR
 are each partition's own (server/partition.py). Topic ids appear from v10; v10+ requests
 may name a topic by id with a null or empty name (the Java admin's
 describeTopics(TopicCollection.ofTopicIds(...))): it is answered by id, with its name, or
@@ -143,7 +144,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                 topics.append(error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 continue
             try:
-                # in a cluster LEADER_NOT_AVAILABLE until the controller has elected its leaders
+                # UNKNOWN_TOPIC_OR_PARTITION on one broker (Kafka 4's controller creates it
+                # asynchronously), LEADER_NOT_AVAILABLE in a cluster (Kafka 3.9 on ZooKeeper)
                 code = await mode.auto_create_topic(name) if auto else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             except KafkaError as exc:
                 topics.append(error_entry(name, exc.code))

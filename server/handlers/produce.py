@@ -53,7 +53,7 @@ from server.delayed import DelayedResponse
 from server.topics import INTERNAL_TOPICS
 from server.errors import InvalidRecord, InvalidTopic, KafkaError, logged_error_code
 from server.schema_validation import validate_schema_ids
-from server.validation import validate_records
+from server.validation import check_client_batches, validate_records
 
 API_KEY = ApiKey.PRODUCE
 MAY_BLOCK = False
@@ -128,6 +128,7 @@ async def _produce_partition(ctx: RequestContext, topic: str, index: int, record
             raise InvalidTopic("cannot write to an internal topic")
         if not records:
             raise KafkaError("no record batch in the request", ErrorCode.INVALID_RECORD)
+        converted = len(records) > 16 and records[16] in (0, 1)  # a v0/v1 message set
         if ctx.api_version <= 2 or records[16] != 2:
             records = _to_magic2(records, ctx.api_version)
         config = partition.config
@@ -144,6 +145,7 @@ async def _produce_partition(ctx: RequestContext, topic: str, index: int, record
                 raise KafkaError("control batches are written by transaction markers, not by clients",
                                  ErrorCode.INVALID_RECORD)
             record_count += header.record_count
+        check_client_batches(records, headers, partition.name, converted=converted)
         header = headers[0][1] if headers else None
         if header is not None and header.is_transactional and partition.verification:
             await _verify(ctx, partition, header, transactional_id)

@@ -73,8 +73,14 @@ async def _commit(ctx: RequestContext, request: dict,
         results.update({tp: status for tp in known})
         return results
     offsets_tp = (OFFSETS_TOPIC, groups.partition_for(group_id))
-    # in a cluster the transaction coordinator may be another broker (server/txn/verification.py)
-    verified = await broker.txn.verifier.verify(request["transactional_id"], producer_id, producer_epoch, offsets_tp)
+    local = broker.partitions.get(offsets_tp)
+    if local is not None and local.producers.in_transaction(producer_id, producer_epoch):
+        # Kafka asks the transaction coordinator only while the offsets partition holds no
+        # open transaction of this producer (ReplicaManager: hasOngoingTransaction), whatever
+        # transactional id the request names.
+        verified = ErrorCode.NONE
+    else:  # in a cluster the transaction coordinator may be another broker (server/txn/verification.py)
+        verified = await broker.txn.verifier.verify(request["transactional_id"], producer_id, producer_epoch, offsets_tp)
     if verified != ErrorCode.NONE:
         code = _VERIFY_ERRORS.get(verified, verified)
         results.update({tp: code for tp in known})

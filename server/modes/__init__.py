@@ -140,9 +140,10 @@ class BrokerMode:
         raise NotImplementedError
 
     async def auto_create_topic(self, name: str) -> ErrorCode:
-        """Metadata's auto-creation of an unknown topic: NONE when it can be described now,
-        LEADER_NOT_AVAILABLE while it is being created, UNKNOWN_TOPIC_OR_PARTITION when it
-        was not created (KafkaError when creating it failed)."""
+        """Metadata's auto-creation of an unknown topic: the code this request answers it with,
+        NONE when it can be described now, LEADER_NOT_AVAILABLE while it is being created
+        (a cluster, as Kafka 3.9), UNKNOWN_TOPIC_OR_PARTITION when it is not there yet or was
+        not created (one broker, as Kafka 4.4); KafkaError when creating it failed."""
         raise NotImplementedError
 
     # ---- leadership and coordinators --------------------------------------------------

@@ -79,8 +79,11 @@ class SingleBroker(BrokerMode):
         return [(self.broker.node_id, host, port, None)]
 
     async def auto_create_topic(self, name: str) -> ErrorCode:
-        created = self.broker.maybe_auto_create(name)
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if created is None else ErrorCode.NONE
+        self.broker.maybe_auto_create(name)
+        # Created now or not at all, the topic is not there yet for this request: Kafka 4's
+        # controller creates it asynchronously and answers UNKNOWN_TOPIC_OR_PARTITION with no
+        # partitions, so clients ask again and find it.
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     # ---- leadership and coordinators --------------------------------------------------
     def leader_hints(self, responses: list[dict], partitions_key: str, codes: frozenset,

@@ -158,7 +158,7 @@ def test_cluster_default_applies_to_every_broker_and_survives_a_restart(tmp_path
                 "1000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value), 20, f"broker {node} describes the default")
             assert synonyms(cluster, node, 2, "aged", "retention.ms") == [
                 ("log.retention.ms", "1000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value),
-                ("log.retention.ms", "604800000", ConfigSource.DEFAULT_CONFIG.value)]
+                ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG.value)]  # Kafka 4.4
             assert described(cluster, node, 2, "aged", "max.message.bytes")[0] == "3000"
             assert described(cluster, node, 2, "kept", "retention.ms") == (
                 "86400000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
@@ -203,7 +203,7 @@ def test_per_broker_overrides_sources_and_errors(tmp_path, zk_connect):
         assert [(v, src) for _, v, src in synonyms(cluster, 1, 4, "1", "log.retention.ms")] == [
             ("7200000", ConfigSource.DYNAMIC_BROKER_CONFIG.value),
             ("3600000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value),
-            ("604800000", ConfigSource.DEFAULT_CONFIG.value)]
+            ("168", ConfigSource.DEFAULT_CONFIG.value)]  # log.retention.hours (Kafka 4.4)
         assert (one["log.segment.bytes"].value, one["log.segment.bytes"].source) == (
             "50000000", ConfigSource.STATIC_BROKER_CONFIG.value)
         assert one["broker.id"].is_read_only and one["zookeeper.connect"].is_read_only

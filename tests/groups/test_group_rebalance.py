@@ -361,6 +361,18 @@ def test_initial_delay_is_bounded_by_the_rebalance_timeout(group_env):
     env.run(main)
 
 
+def test_initial_delay_is_waited_in_full_even_past_a_shorter_rebalance_timeout(group_env):
+    env = group_env(group_initial_rebalance_delay_ms=3000)
+
+    async def main(env):
+        t0 = trio.current_time()
+        answer = await env.join_new("g", rebalance_ms=1000)
+        assert answer.generation_id == 1
+        assert 2.9 <= trio.current_time() - t0 <= 3.1  # Kafka's delay, not min(delay, rebalance timeout)
+
+    env.run(main)
+
+
 def test_protocol_checks(group_env):
     env = group_env()
 
@@ -371,7 +383,8 @@ def test_protocol_checks(group_env):
         assert (await env.join("g", "made-up")).error == E.UNKNOWN_MEMBER_ID
         assert (await env.join("g", protocol_type="")).error == E.INCONSISTENT_GROUP_PROTOCOL
         assert (await env.join("g", protocols=[])).error == E.INCONSISTENT_GROUP_PROTOCOL
-        assert "g" not in env.groups.groups  # failed first joins leave no group behind
+        # Kafka creates the group before judging a new member's join and keeps it, Empty.
+        assert env.groups.groups["g"].is_(GroupState.EMPTY) and not env.groups.groups["g"].members
         await stable_group(env, 1)
         assert (await env.join("g", protocol_type="connect")).error == E.INCONSISTENT_GROUP_PROTOCOL
         assert (await env.join("g", protocols=[("sticky", b"")])).error == E.INCONSISTENT_GROUP_PROTOCOL

@@ -4,7 +4,9 @@
   whole request (InvalidRequestException: every requested topic INVALID_REQUEST, no
   brokers, no cluster id, controller -1);
 - v12: once any topic is named by id, Kafka answers the ids only (names are ignored);
-- a topic named twice is answered once.
+- a topic named twice is answered once;
+- a topic the request auto-creates is answered UNKNOWN_TOPIC_OR_PARTITION with no partitions
+  and no id (Kafka 4's controller creates it asynchronously); the next request finds it.
 """
 
 from __future__ import annotations
@@ -66,3 +68,14 @@ def test_v12_ids_take_precedence_over_names(broker):
 def test_a_topic_named_twice_is_answered_once(broker, version):
     answer = metadata(broker, version, [{"name": "pm-a", "topic_id": ZERO}] * 2 + [{"name": "pm-b", "topic_id": ZERO}])
     assert sorted(t["name"] for t in answer["topics"]) == ["pm-a", "pm-b"]
+
+
+@pytest.mark.parametrize("version", [1, 4, 9, 12])
+def test_the_request_that_auto_creates_a_topic_does_not_see_it_yet(broker, version):
+    name = f"pm-auto-v{version}"
+    topic = {"name": name, "topic_id": ZERO} if version >= 10 else {"name": name}
+    [first] = metadata(broker, version, [topic], allow_auto_topic_creation=True)["topics"]
+    assert (first["error_code"], first["partitions"]) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, [])
+    assert first.get("topic_id", ZERO) == ZERO
+    [then] = metadata(broker, version, [topic], allow_auto_topic_creation=True)["topics"]
+    assert then["error_code"] == ErrorCode.NONE and [p["error_code"] for p in then["partitions"]] == [ErrorCode.NONE]

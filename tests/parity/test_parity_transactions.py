@@ -3,7 +3,11 @@ differential):
 - an empty transactional id is INVALID_REQUEST for AddPartitionsToTxn, AddOffsetsToTxn and
   EndTxn (Kafka's TransactionCoordinator checks it first);
 - InitProducerId with a producer id but no epoch, or an epoch but no id, is INVALID_REQUEST;
-- AddOffsetsToTxn takes an empty group id (Kafka puts it in its offsets partition).
+- AddOffsetsToTxn takes an empty group id (Kafka puts it in its offsets partition);
+- TxnOffsetCommit is verified by the transaction coordinator only until the transaction has
+  written to the group's offsets partition: then Kafka commits whatever transactional id
+  the request names (the partition holds the producer's open transaction), as long as the
+  producer id and epoch are the transaction's.
 """
 
 from __future__ import annotations
@@ -101,3 +105,27 @@ def test_a_lost_kip360_bump_may_be_asked_again(broker):
     assert bumped["producer_epoch"] == first["producer_epoch"] + 1
     retried = init(broker, txn, first["producer_id"], first["producer_epoch"])
     assert (retried["error_code"], retried["producer_epoch"]) == (ErrorCode.NONE, bumped["producer_epoch"])
+
+
+def _txn_offset_commit(broker, txn: str, pid: int, epoch: int, group: str) -> int:
+    answer = call(broker, ApiKey.TXN_OFFSET_COMMIT, 3, {
+        "transactional_id": txn, "group_id": group, "producer_id": pid, "producer_epoch": epoch,
+        "generation_id": -1, "member_id": "", "group_instance_id": None,
+        "topics": [{"name": "ptx", "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                                   "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+    return answer["topics"][0]["partitions"][0]["error_code"]
+
+
+def test_txn_offset_commit_skips_verification_once_the_offsets_partition_is_in_the_transaction(broker):
+    producer = init(broker, "ptx-verify")
+    pid, epoch = producer["producer_id"], producer["producer_epoch"]
+    # Not yet in the transaction: the coordinator is asked, and another id does not map to the producer.
+    assert _txn_offset_commit(broker, "ptx-someone-else", pid, epoch, "ptx-vg") == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    assert call(broker, ApiKey.ADD_OFFSETS_TO_TXN, 3, {"transactional_id": "ptx-verify", "producer_id": pid,
+                                                       "producer_epoch": epoch, "group_id": "ptx-vg"})["error_code"] == 0
+    assert _txn_offset_commit(broker, "ptx-verify", pid, epoch, "ptx-vg") == ErrorCode.NONE
+    # Now the offsets partition holds the producer's open transaction: no verification.
+    assert _txn_offset_commit(broker, "ptx-someone-else", pid, epoch, "ptx-vg") == ErrorCode.NONE
+    assert _txn_offset_commit(broker, "", pid, epoch, "ptx-vg") == ErrorCode.NONE
+    # ... but only for the transaction's own epoch.
+    assert _txn_offset_commit(broker, "ptx-someone-else", pid, epoch + 3, "ptx-vg") != ErrorCode.NONE

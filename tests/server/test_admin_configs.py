@@ -116,7 +116,7 @@ def test_describe_topic_sources_kafka_python(broker, kp, ck):
                      ("log.cleanup.policy", "delete", "DEFAULT_CONFIG")]
     chain = [(s["name"], s["value"], s["source"]) for s in configs["retention.ms"]["synonyms"]]
     assert chain == [("log.retention.ms", STATIC_RETENTION, "STATIC_BROKER_CONFIG"),
-                     ("log.retention.ms", "604800000", "DEFAULT_CONFIG")]
+                     ("log.retention.hours", "168", "DEFAULT_CONFIG")]  # Kafka 4.4: log.retention.ms's null default is no synonym
     # The default filter ("modified") keeps only what was set on the topic.
     modified = kp.describe_configs([KPConfigResource(ConfigResourceType.TOPIC, name)])["topic"][name]
     assert set(modified) == {"cleanup.policy", "min.insync.replicas"}
@@ -183,7 +183,7 @@ def test_describe_broker(broker, kp, ck):
     # a key Kafka does not know is kept and shown (Kafka warns and ignores it), never an error
     assert got["made.up.setting"]["value"] == "7"
     assert [(s["name"], s["source"]) for s in got["log.retention.ms"]["synonyms"]] == [
-        ("log.retention.ms", "STATIC_BROKER_CONFIG"), ("log.retention.ms", "DEFAULT_CONFIG")]
+        ("log.retention.ms", "STATIC_BROKER_CONFIG"), ("log.retention.hours", "DEFAULT_CONFIG")]
     resource = ConfigResource(ConfigResource.Type.BROKER, "1")
     configs = ck.describe_configs([resource])[resource].result(timeout=15)
     assert configs["log.retention.ms"].source == ConfigSource.STATIC_BROKER_CONFIG.value
@@ -196,7 +196,7 @@ def test_describe_broker(broker, kp, ck):
                                   documentation=True)
     assert default["error_code"] == NONE and default["configs"] == []
     [entry] = own["configs"]
-    assert entry["name"] == "num.partitions" and entry["value"] == "1" and entry["config_type"] == 5
+    assert entry["name"] == "num.partitions" and entry["value"] == "1" and entry["config_type"] == 3  # INT, Kafka's ConfigDef type
     assert entry["documentation"]
 
 
@@ -255,10 +255,12 @@ def test_alter_configs_validate_only_and_errors(broker, ck):
         return response
 
     for configs in ({"no.such.config": "1"}, {"retention.ms": "soon"}, {"cleanup.policy": "shred"},
-                    {"segment.bytes": "1"}, {"retention.ms": None}):
+                    {"segment.bytes": "1"}):
         response = legacy(TOPIC, name, configs)
         assert response["error_code"] == INVALID_CONFIG, configs
         assert next(iter(configs)) in response["error_message"]
+    # Kafka 4.4: a null value is INVALID_REQUEST (ConfigAdminManager.preprocess), not INVALID_CONFIG
+    assert legacy(TOPIC, name, {"retention.ms": None})["error_code"] == INVALID_REQUEST
     assert legacy(TOPIC, "no-such-topic-3", {"retention.ms": "1"})["error_code"] == UNKNOWN_TOPIC_OR_PARTITION
     # static broker settings cannot change at runtime (dynamic ones can:
     # tests/server/test_broker_configs_single.py)
@@ -373,7 +375,8 @@ def test_incremental_raw_errors(broker, ck):
     assert incremental(TOPIC, name, [("retention.ms", SET, "1"), ("retention.ms", DELETE, None)])["error_code"] \
         == INVALID_REQUEST
     assert incremental(TOPIC, name, [("retention.ms", 9, "1")])["error_code"] == INVALID_REQUEST
-    assert incremental(TOPIC, name, [("retention.ms", SET, None)])["error_code"] == INVALID_CONFIG
+    # Kafka 4.4: a null value is INVALID_REQUEST (ConfigAdminManager.preprocess), not INVALID_CONFIG
+    assert incremental(TOPIC, name, [("retention.ms", SET, None)])["error_code"] == INVALID_REQUEST
     # Kafka deletes any name, known or not (it validates what is left): MirrorMaker 2 sends a
     # DELETE for every config at its default on the source, names of newer Kafkas included.
     assert incremental(TOPIC, name, [("no.such.config", DELETE, None)])["error_code"] == NONE

@@ -101,7 +101,7 @@ def test_alters_apply_at_once_survive_a_restart_and_are_described_as_kafka(broke
         "7200000", DYNAMIC_BROKER_CONFIG)
     assert chain(own["log.retention.ms"]) == [("7200000", DYNAMIC_BROKER_CONFIG),
                                               ("3600000", DYNAMIC_DEFAULT_BROKER_CONFIG),
-                                              ("604800000", DEFAULT_CONFIG)]
+                                              ("168", DEFAULT_CONFIG)]  # log.retention.hours (Kafka 4.4)
     assert (own["message.max.bytes"]["value"], own["message.max.bytes"]["config_source"]) == (
         "2000", DYNAMIC_DEFAULT_BROKER_CONFIG)
     assert own["log.segment.bytes"]["config_source"] == STATIC_BROKER_CONFIG

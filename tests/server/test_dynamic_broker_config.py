@@ -27,8 +27,8 @@ def test_precedence_per_broker_over_default_over_static_over_builtin():
 
     cfg.set_dynamic(cfg.dynamic_default, {"log.retention.ms": "3000"})
     assert (cfg.get("log.retention.ms"), cfg.source("log.retention.ms")) == (3000, DYNAMIC_BROKER)
-    assert cfg.layers("log.retention.ms") == [(DYNAMIC_BROKER, "3000"), (DYNAMIC_DEFAULT, "4000"), ("flag", "5000"),
-                                              ("default", "604800000")]
+    # log.retention.ms's default is Kafka's null: no layer (log.retention.hours stands in)
+    assert cfg.layers("log.retention.ms") == [(DYNAMIC_BROKER, "3000"), (DYNAMIC_DEFAULT, "4000"), ("flag", "5000")]
 
     cfg.set_dynamic({}, {})  # everything deleted: back to the static value
     assert (cfg.get("log.retention.ms"), cfg.source("log.retention.ms")) == (5000, "flag")
