@@ -2,7 +2,8 @@
 
 `.ci/jvm/pom.xml` names every JVM artifact the tests and benchmarks use by its Maven
 coordinates (Apache Kafka 4.x and 3.9, the kafka-clients of the Java column, Spark's Kafka
-connector); one module per classpath. Resolving copies each module's jars into
+connector, Kafka's command-line tools, Kafka Streams, Kafka Connect with MirrorMaker 2); one
+module per classpath. Resolving copies each module's jars into
 `.cache/jvm/<module>/` (git-ignored, never committed). `.ci/run` resolves before the tests;
 on a developer's machine the first test that needs a classpath resolves it (one `mvn`
 run, under a lock so parallel sessions share it). Under CI a classpath that cannot be had
@@ -20,17 +21,26 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 POM_DIR = REPO / ".ci" / "jvm"
 JVM_DIR = REPO / ".cache" / "jvm"
-MODULES = ("kafka", "kafka-3.9", "clients", "spark-kafka")
+MODULES = ("kafka", "kafka-3.9", "clients", "spark-kafka", "kafka-tools", "streams", "connect")
 RESOLVE_TIMEOUT_S = 900
 
 # The jar whose presence says a module's folder is complete (copy-dependencies writes the
-# others first, in no promised order, so a half-copied folder is told by this one).
+# others first, in no promised order, so a half-copied folder is told by this one). A marker
+# is the artifact id and its dash: the version's first digit must follow, so "kafka-tools-"
+# is not met by kafka-tools-api-*.jar.
 _MARKERS = {
     "kafka": "kafka_2.13-",
     "kafka-3.9": "kafka_2.13-",
     "clients": "kafka-clients-",
     "spark-kafka": "spark-sql-kafka-0-10_2.13-",
+    "kafka-tools": "kafka-tools-",
+    "streams": "kafka-streams-",
+    "connect": "connect-runtime-",
 }
+
+
+def _is_marker(name: str, marker: str) -> bool:
+    return name.startswith(marker) and name[len(marker):len(marker) + 1].isdigit()
 
 
 class JvmUnavailable(Exception):
@@ -44,7 +54,7 @@ def resolve_command() -> list[str]:
 
 def _complete(module: str) -> bool:
     folder = JVM_DIR / module
-    return folder.is_dir() and any(p.name.startswith(_MARKERS[module]) for p in folder.glob("*.jar"))
+    return folder.is_dir() and any(_is_marker(p.name, _MARKERS[module]) for p in folder.glob("*.jar"))
 
 
 def resolve() -> None:
@@ -82,8 +92,10 @@ def classpath_string(module: str, *extra: Path | str) -> str:
 
 
 def jar(module: str, prefix: str) -> Path:
-    """The one jar of `module` whose file name starts with `prefix`."""
-    found = [p for p in classpath(module) if p.name.startswith(prefix)]
+    """The one jar of `module` whose file name is `prefix` and a version (kafka-tools- finds
+    kafka-tools-4.4.0.jar, not kafka-tools-api-4.4.0.jar); else the one it starts with."""
+    jars = classpath(module)
+    found = [p for p in jars if _is_marker(p.name, prefix)] or [p for p in jars if p.name.startswith(prefix)]
     if not found:
         raise JvmUnavailable(f"no {prefix}*.jar in .cache/jvm/{module}")
     return found[-1]
