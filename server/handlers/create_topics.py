@@ -43,7 +43,7 @@ def _plan(ctx: RequestContext, topic: dict) -> tuple[int, dict[str, str]]:
     name = topic["name"]
     validate_topic_name(name)
     if name in broker.topics:
-        raise KafkaError(f"topic {name} already exists", ErrorCode.TOPIC_ALREADY_EXISTS)
+        raise KafkaError(f"Topic '{name}' already exists.", ErrorCode.TOPIC_ALREADY_EXISTS)
     if name in INTERNAL_TOPICS:
         raise KafkaError(f"{name} is an internal topic", ErrorCode.INVALID_REQUEST)
     assignments = topic.get("assignments") or []
@@ -89,7 +89,7 @@ async def _cluster_create(ctx: RequestContext, topic: dict, validate_only: bool,
     name = topic["name"]
     validate_topic_name(name)
     if name in node.cache.topics:
-        raise KafkaError(f"topic {name} already exists", ErrorCode.TOPIC_ALREADY_EXISTS)
+        raise KafkaError(f"Topic '{name}' already exists.", ErrorCode.TOPIC_ALREADY_EXISTS)
     if name in INTERNAL_TOPICS:
         raise KafkaError(f"{name} is an internal topic", ErrorCode.INVALID_REQUEST)
     assignments = topic.get("assignments") or []
