@@ -9,6 +9,10 @@ answers too); a topic named twice in the request → INVALID_REQUEST for each; i
 topics → INVALID_REQUEST (their partition count is part of how groups are placed).
 validate_only runs every check and creates nothing. timeout_ms is not needed: the new
 partitions exist when the response is sent.
+
+The messages are Kafka's, which kafka-topics --alter prints: a single broker's those of a
+one-node Kafka 4.x (ReplicationControlManager), a cluster's those of Kafka's ZooKeeper mode
+(ZkAdminManager), the design it shares.
 """
 
 from __future__ import annotations
@@ -41,16 +45,17 @@ def _check(ctx: RequestContext, topic: dict) -> int:
     if name in INTERNAL_TOPICS:
         raise InvalidRequest(f"{name} is an internal topic; its partition count cannot change")
     current, count = meta.partitions, topic["count"]
-    if count < current:
-        raise InvalidPartitions(f"topic {name} has {current} partitions; {count} would not be an increase")
     if count == current:
-        raise InvalidPartitions(f"topic {name} already has {current} partitions")
+        raise InvalidPartitions(f"Topic already has {current} partition(s).")
+    if count < current:
+        raise InvalidPartitions(f"The topic {name} currently has {current} partition(s); {count} would not be an "
+                                f"increase.")
     added = count - current
     assignments = topic.get("assignments")
     if assignments is not None:
         if len(assignments) != added:
-            raise KafkaError(f"adding {added} partitions needs {added} assignments, got {len(assignments)}",
-                             ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+            raise KafkaError(f"Attempted to add {added} additional partition(s), but only {len(assignments)} "
+                             f"assignment(s) were specified.", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
         for index, assignment in enumerate(assignments):
             replicas = assignment["broker_ids"]
             if replicas != [broker.node_id]:
@@ -72,10 +77,13 @@ async def _cluster_create(ctx: RequestContext, topic: dict, validate_only: bool,
         raise InvalidRequest(f"{name} is an internal topic; its partition count cannot change")
     known = node.cache.topics.get(name)
     if known is None:
-        raise UnknownTopicOrPartition(f"topic {name} does not exist")
+        raise UnknownTopicOrPartition(f"The topic '{name}' does not exist.")
     current, count = len(known), topic["count"]
-    if count <= current:
-        raise InvalidPartitions(f"topic {name} has {current} partitions; {count} would not be an increase")
+    if count < current:
+        raise InvalidPartitions(f"Topic currently has {current} partitions, which is higher than the requested "
+                                f"{count}.")
+    if count == current:
+        raise InvalidPartitions(f"Topic already has {current} partitions.")
     plan = None
     assignments = topic.get("assignments")
     if assignments is not None:
