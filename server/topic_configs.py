@@ -83,10 +83,25 @@ def broker_synonyms(broker: "Broker", names: list[str]) -> list[dict]:
     return sorted(chain, key=lambda entry: entry["source"])  # stable: ids ascend with generality
 
 
+# Broker settings Kafka defines without a built-in value, deriving it from a coarser one
+# (log.retention.ms from log.retention.hours=168, log.roll.ms from log.roll.hours=168): Kafka
+# never lists a DEFAULT_CONFIG synonym for them, so neither does Trafka, whose settings give
+# the milliseconds directly.
+_NO_KAFKA_DEFAULT = frozenset({"log.retention.ms", "log.roll.ms", "log.roll.jitter.ms"})
+
+
 def _broker_chain(broker: "Broker", topic_name: str) -> list[dict]:
-    """Broker-level synonyms of a topic config, most specific first."""
-    names = [b for b, factor in BROKER_SYNONYMS.get(topic_name, ()) if b in SETTINGS and factor == 1]
-    return broker_synonyms(broker, names)
+    """Broker-level synonyms of a topic config, most specific first. As Kafka's
+    ConfigHelper.configSynonyms, the chain starts at the first value of the topic config's
+    own broker name (`log.retention.ms` for retention.ms): with none, there is no chain."""
+    synonyms = BROKER_SYNONYMS.get(topic_name, ())
+    names = [b for b, factor in synonyms if b in SETTINGS and factor == 1]
+    chain = [entry for entry in broker_synonyms(broker, names)
+             if not (entry["source"] == ConfigSource.DEFAULT_CONFIG and entry["name"] in _NO_KAFKA_DEFAULT)]
+    primary = synonyms[0][0] if synonyms else None
+    while chain and chain[0]["name"] != primary:
+        chain.pop(0)
+    return chain
 
 
 def describe_topic(
@@ -153,7 +168,7 @@ def validate(broker: "Broker", explicit: Mapping[str, str]) -> None:
         if value is None:
             raise InvalidConfig(name, "null values are not supported for topic configs")
         if name not in TOPIC_CONFIGS:
-            raise InvalidConfig(name, "unknown topic config")
+            raise InvalidConfig.unknown(name)
     LogConfig.from_kafka(explicit, broker.logs.defaults)
 
 

@@ -114,9 +114,10 @@ def test_describe_topic_sources_kafka_python(broker, kp, ck):
     chain = [(s["name"], s["value"], s["source"]) for s in configs["cleanup.policy"]["synonyms"]]
     assert chain == [("cleanup.policy", "compact", "DYNAMIC_TOPIC_CONFIG"),
                      ("log.cleanup.policy", "delete", "DEFAULT_CONFIG")]
+    # Kafka has no built-in log.retention.ms (it derives it from log.retention.hours), so
+    # no DEFAULT_CONFIG synonym of that name follows the static one.
     chain = [(s["name"], s["value"], s["source"]) for s in configs["retention.ms"]["synonyms"]]
-    assert chain == [("log.retention.ms", STATIC_RETENTION, "STATIC_BROKER_CONFIG"),
-                     ("log.retention.ms", "604800000", "DEFAULT_CONFIG")]
+    assert chain == [("log.retention.ms", STATIC_RETENTION, "STATIC_BROKER_CONFIG")]
     # The default filter ("modified") keeps only what was set on the topic.
     modified = kp.describe_configs([KPConfigResource(ConfigResourceType.TOPIC, name)])["topic"][name]
     assert set(modified) == {"cleanup.policy", "min.insync.replicas"}
