@@ -74,7 +74,7 @@ def new_topic_configs(current: dict[str, str], effective_defaults: dict[str, str
     configs = dict(current)
     for name, op, value in ops:
         if name not in TOPIC_CONFIGS:
-            raise InvalidConfig(name, "unknown topic config")
+            raise InvalidConfig.unknown(name)
         if op == AlterOp.DELETE:
             configs.pop(name, None)
             continue
