@@ -12,8 +12,9 @@ the callback per partition. A null `topic_partitions` means every partition, and
 partitions that needed no election are left out of the answer.
 
 On a single broker every replica is the preferred one and leads: each existing partition
-is ELECTION_NOT_NEEDED, others UNKNOWN_TOPIC_OR_PARTITION. No ACLs, so never
-CLUSTER_AUTHORIZATION_FAILED.
+is ELECTION_NOT_NEEDED, others UNKNOWN_TOPIC_OR_PARTITION with a one-node Kafka 4.x's
+message ("No such topic as T" / "No such partition as T-P", ReplicationControlManager), which
+kafka-leader-election prints.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ MAY_BLOCK = True
 log = logging.getLogger("trafka.admin")
 E = ErrorCode
 _NOT_NEEDED = "Leader election not needed for topic partition."
-_UNKNOWN = "The partition does not exist."
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
@@ -71,9 +71,12 @@ def _single_broker(ctx: RequestContext, tps: list[tuple[str, int]] | None) -> di
     out = {}
     for topic, index in tps:
         meta = topics.get(topic)
-        known = meta is not None and 0 <= index < meta.partitions
-        out[(topic, index)] = (E.ELECTION_NOT_NEEDED, _NOT_NEEDED) if known else (E.UNKNOWN_TOPIC_OR_PARTITION,
-                                                                                _UNKNOWN)
+        if meta is None:
+            out[(topic, index)] = (E.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {topic}")
+        elif not 0 <= index < meta.partitions:
+            out[(topic, index)] = (E.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {topic}-{index}")
+        else:
+            out[(topic, index)] = (E.ELECTION_NOT_NEEDED, _NOT_NEEDED)
     return out
 
 
