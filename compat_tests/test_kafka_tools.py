@@ -273,12 +273,14 @@ def reset(s: ToolScenario, group: str, topic: str, *spec, execute: bool = True, 
 
 
 def only_lines_with(*needles: str):
-    """stdout filter: the lines naming this scenario's topics or groups (a shared broker has
-    other tests' groups too), plus header lines."""
+    """stdout filter for a listing of the whole broker: the header and the lines naming this
+    scenario's topics or groups (a shared broker has other tests' too), in sorted order and
+    with single spaces (column widths follow the longest name on the broker)."""
     def keep(text: str) -> str:
-        lines = [line for line in text.splitlines()
-                 if any(n in line for n in needles) or line.startswith(("GROUP", "TOPIC"))]
-        return "".join(line + "\n" for line in lines)
+        lines = text.splitlines()
+        head = [" ".join(line.split()) for line in lines if line.startswith(("GROUP", "TOPIC"))]
+        rows = sorted(" ".join(line.split()) for line in lines if any(n in line for n in needles))
+        return "".join(line + "\n" for line in head + rows)
     return keep
 
 
