@@ -90,6 +90,12 @@ def broker_synonyms(broker: "Broker", names: list[str]) -> list[dict]:
 _NO_KAFKA_DEFAULT = frozenset({"log.retention.ms", "log.roll.ms", "log.roll.jitter.ms"})
 
 
+# Topic configs storage does not act on, so the log defaults (Broker.topic_defaults) do not
+# carry their broker-level value: a topic without its own takes the broker setting's (its
+# static or dynamic min.insync.replicas=2 is what the topic has, not the built-in 1).
+_BROKER_VALUED = frozenset({"min.insync.replicas", "unclean.leader.election.enable"})
+
+
 def _broker_chain(broker: "Broker", topic_name: str) -> list[dict]:
     """Broker-level synonyms of a topic config, most specific first. As Kafka's
     ConfigHelper.configSynonyms, the chain starts at the first value of the topic config's
@@ -129,6 +135,8 @@ def describe_topic(
         chain = _broker_chain(broker, name)
         if name in explicit:
             chain.insert(0, {"name": name, "value": values[name], "source": ConfigSource.DYNAMIC_TOPIC_CONFIG})
+        elif name in _BROKER_VALUED:
+            values[name] = broker.config.raw(name)  # the broker setting of the same name
         source = chain[0]["source"] if chain else ConfigSource.DEFAULT_CONFIG
         entries.append({
             "name": name,
