@@ -75,11 +75,18 @@ def broker_source(broker: "Broker", name: str) -> ConfigSource:
     return layer_source(broker.config.source(name))
 
 
+# Broker settings Kafka defines only as dynamic broker configs (DynamicConfig.Broker, the
+# replication quotas), outside KafkaConfig: no built-in value of theirs is ever a synonym.
+_DYNAMIC_ONLY = frozenset({"leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                           "replica.alter.log.dirs.io.max.bytes.per.second"})
+
+
 def broker_synonyms(broker: "Broker", names: list[str]) -> list[dict]:
     """Every value the broker settings `names` have, most specific first (Kafka's
     ConfigHelper.configSynonyms: all per-broker ones, then cluster defaults, static, built-in)."""
     chain = [{"name": b, "value": value, "source": layer_source(layer)}
-             for b in names for layer, value in broker.config.layers(b)]
+             for b in names for layer, value in broker.config.layers(b)
+             if not (layer == "default" and b in _DYNAMIC_ONLY)]
     return sorted(chain, key=lambda entry: entry["source"])  # stable: ids ascend with generality
 
 
