@@ -213,10 +213,15 @@ class KafkaBroker(JvmBroker):
 
 
 def kafka_cluster_id() -> str:
-    """A random cluster id as Kafka prints it (base64url of 16 bytes, no padding)."""
+    """A random cluster id as Kafka prints it (base64url of 16 bytes, no padding). Like
+    Kafka's Uuid.randomUuid, never one starting with "-": `kafka-storage format -t -abc...`
+    reads it as an option and refuses to format (one start in 32 failed so)."""
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        found = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not found.startswith("-"):
+            return found
 
 
 class Kafka39ZkBroker(JvmBroker):
