@@ -34,8 +34,8 @@ TANSU_CACHE = REPO / ".cache" / "tansu"
 #   (group.consumer.*, 45 s and 5 s by default): the suite's are short, as SESSION_TIMEOUT_MS /
 #   HEARTBEAT_MS are for classic members, so a killed member is noticed in seconds
 #   (test_groups_extended.py's *_kip848 scenarios).
-# - No initial rebalance delay (Kafka's default is 3 s) so a group's first join is as quick
-#   on Kafka as on Trafka, whose default is 0 (see docs: configuration).
+# - No initial rebalance delay (Kafka's and Trafka's default is 3 s) so a group's first join
+#   is quick; scenarios make a fresh group nearly every time.
 SUITE_SETTINGS = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
     "group.consumer.min.session.timeout.ms": "6000",
@@ -44,6 +44,10 @@ SUITE_SETTINGS = {
     "group.consumer.heartbeat.interval.ms": "1000",
     "group.initial.rebalance.delay.ms": "0",
 }
+
+# The base kinds (before any "-") whose brokers run with SUITE_SETTINGS: Kafka's and ours.
+# A peer broker (Tansu) keeps its own defaults.
+SUITE_SETTINGS_KINDS = ("kafka", "trafka")
 
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0

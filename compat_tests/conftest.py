@@ -1,7 +1,7 @@
 """Fixtures and parametrization of the compatibility suite.
 
 Every scenario that asks for `broker` (or `fresh_broker`) runs once per broker kind chosen
-with `--broker` / COMPAT_BROKERS (default "trafka,tansu"); every scenario that asks for
+with `--broker` / COMPAT_BROKERS (default "kafka,trafka"); every scenario that asks for
 `client` runs once per client library (`--clients` / COMPAT_CLIENTS, default all five:
 kafka-python, confluent-kafka, aiokafka, kcat, java).
 
@@ -25,6 +25,7 @@ from compat_tests import brokers as brokers_mod
 from compat_tests import peer_findings
 from compat_tests.clients import CLIENT_NAMES, NotSupportedByClient, make_client
 from compat_tests.helpers import unique_name
+from compat_tests.observe.plugin import ObservationPlugin
 from compat_tests.report import MatrixReport, scenario_of
 
 DEFAULT_BROKERS = "kafka,trafka"
@@ -78,6 +79,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("filterwarnings", f"ignore:{message}:DeprecationWarning")
     if not config.pluginmanager.has_plugin("compat-report"):
         config.pluginmanager.register(MatrixReport(config), "compat-report")
+    if not config.pluginmanager.has_plugin("compat-observe"):
+        config.pluginmanager.register(ObservationPlugin(config), "compat-observe")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

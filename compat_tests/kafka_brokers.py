@@ -213,15 +213,15 @@ class KafkaBroker(JvmBroker):
 
 
 def kafka_cluster_id() -> str:
-    """A random cluster id as Kafka prints it (base64url of 16 bytes, no padding). Like
-    Kafka's Uuid.randomUuid, never one starting with "-": `kafka-storage format -t -abc...`
-    reads it as an option and refuses to format (one start in 32 failed so)."""
+    """A random cluster id as Kafka prints it (base64url of 16 bytes, no padding). Never one
+    starting with "-", as Kafka's Uuid.randomUuid never makes: kafka-storage's argument
+    parser takes `-t -xyz` for an option and the format fails (one start in 64)."""
     import base64
 
     while True:
-        found = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        if not found.startswith("-"):
-            return found
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 class Kafka39ZkBroker(JvmBroker):

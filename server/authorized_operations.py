@@ -21,9 +21,13 @@ READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, 
 
 TOPIC_OPERATIONS = sum(1 << op for op in (READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS,
                                           ALTER_CONFIGS))
-CLUSTER_OPERATIONS = sum(1 << op for op in (WRITE, CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS,
+# Kafka's AclEntry.supportedOperations(CLUSTER): no READ, WRITE or DELETE on the cluster
+# (Kafka reports 8096).
+CLUSTER_OPERATIONS = sum(1 << op for op in (CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS,
                                             ALTER_CONFIGS, IDEMPOTENT_WRITE))
-GROUP_OPERATIONS = sum(1 << op for op in (READ, DELETE, DESCRIBE))
+# Kafka's AclEntry.supportedOperations(GROUP): groups have configs since KIP-848 (Kafka
+# reports 3400).
+GROUP_OPERATIONS = sum(1 << op for op in (READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS))
 # The field's value when the client did not ask (Integer.MIN_VALUE).
 NOT_REQUESTED = -(1 << 31)
 

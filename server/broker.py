@@ -34,6 +34,7 @@ from server.config import BrokerConfig
 from server.errors import KafkaError, NotLeaderOrFollower, UnknownTopicOrPartition
 from server.fetch_sessions import FetchSessionCache
 from server.groups import GroupCoordinator
+from server.groups.group_configs import GroupConfigs
 from server.groups.share import ShareCoordinator
 from server.purgatory_timer import PurgatoryTimer
 from server.partition import AppendOutcome, Partition
@@ -56,6 +57,7 @@ WARM_UP_CHUNK = 64
 
 
 SWEEP_CHUNK = 250  # partition logs per worker-thread call of a retention/compaction sweep
+RETENTION_FIRST_CHECK_S = 30.0  # Kafka's LogManager.InitialTaskDelayMs: the first retention check after start-up
 SWEEP_SWITCH_INTERVAL_S = 0.001
 
 
@@ -101,6 +103,8 @@ class Broker:
         self._configs: dict[str, LogConfig] = {}
         self.started_ms = now_ms()
         self.shutting_down = False
+        # Every group's own configs (GROUP config resources), read by both coordinators.
+        self.group_configs = GroupConfigs(self)
         self.groups = GroupCoordinator(self)
         self.txn = TransactionCoordinator(self)
         self.share = ShareCoordinator(self)  # share groups (KIP-932)
@@ -129,6 +133,12 @@ class Broker:
             from server.cluster.node import ClusterNode
 
             self.cluster = ClusterNode(self)
+            self.dynamic_configs = self.cluster.broker_configs  # in ZooKeeper
+        else:
+            from server.broker_configs import ConfigFiles, DynamicBrokerConfigs
+
+            # KIP-226 dynamic broker configs, kept in the data directory (server/broker_configs.py)
+            self.dynamic_configs = DynamicBrokerConfigs(self, ConfigFiles(self.data_dir))
 
     # ---- lifecycle ----------------------------------------------------------------
     def topic_defaults(self, config: BrokerConfig | None = None) -> LogConfig:
@@ -182,6 +192,10 @@ class Broker:
         says who leads (LeaderAndIsr), and the coordinators load what this broker leads."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._load_cluster_id()
+        if self.cluster is None:
+            # before any log opens: topics start under the changed defaults (a cluster
+            # member reads ZooKeeper's before it registers: server/cluster/node.py)
+            self.dynamic_configs.load_files()
         self.logs.open()
         self.topics.load()
         hosted = [(name, p) for name, meta in self.topics.items() for p in range(meta.partitions)
@@ -430,7 +444,10 @@ class Broker:
     async def _run_duties(self) -> None:
         retention_every = max(self.config.get("log.retention.check.interval.ms"), 100) / 1000
         tick = 0.5
-        next_retention = trio.current_time() + retention_every
+        # Kafka's LogManager runs its first retention check 30 s after start-up
+        # (InitialTaskDelayMs), then every interval: what expired while the broker was down
+        # goes within half a minute, not after a whole interval (5 minutes by default).
+        next_retention = trio.current_time() + min(retention_every, RETENTION_FIRST_CHECK_S)
         next_sweep = trio.current_time() + 1.0
         checkpoint_every = max(self.config.get("log.flush.offset.checkpoint.interval.ms"), 100) / 1000
         next_checkpoint = trio.current_time() + checkpoint_every
@@ -454,8 +471,18 @@ class Broker:
 
     def _retain_and_clean(self, plogs: list, now: int) -> None:
         """Retention, then compaction, of one chunk of a sweep (in a worker thread)."""
-        self.logs.run_retention(now, plogs)
+        self.logs.run_retention(now, plogs, high_watermark=self._high_watermark_of)
         self.logs.run_compaction(now, logs=plogs)
+
+    def _high_watermark_of(self, plog) -> int | None:
+        """The high watermark of the partition whose log is `plog`: retention deletes nothing
+        past it, and the active segment once it reaches the log end (Kafka's rule). None for
+        a log no partition of this broker serves (then only closed segments go)."""
+        topic, _, index = plog.name.rpartition("-")
+        partition = self.partitions.get((topic, int(index))) if index.isdigit() else None
+        if partition is None or not partition.is_open or partition.log is not plog:
+            return None
+        return partition.high_watermark
 
     async def _sweep_logs(self, duty: Callable[[list, int], None], now: int) -> None:
         """Run `duty` over every partition log, SWEEP_CHUNK logs per worker-thread call,

@@ -1,5 +1,6 @@
 """`trafka` command line: `trafka serve` runs the broker; `trafka dev cluster` a ZooKeeper
-and N brokers on loopback for a try-out (server/cluster/dev.py); `trafka topic|group|acl|
+and N brokers on loopback for a try-out, `trafka dev zookeeper` only the ZooKeeper
+(server/cluster/dev.py); `trafka topic|group|acl|
 user|cluster ...` are the operator's commands, Kafka clients of their own (server/tools/).
 
 SIGTERM / SIGINT: stop accepting, wake waiting fetches, give in-flight requests up to
@@ -34,13 +35,18 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", metavar="FILE", help="Kafka-style server.properties file")
     serve.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
                        help="any broker setting, e.g. --set num.partitions=3 (repeatable)")
+    serve.add_argument("--default", metavar="KEY=VALUE", action="append", default=[],
+                       help="replace a setting's built-in default, keeping its standing as a default (what "
+                            "`trafka dev cluster` gives each broker's HTTP ports: a default port that is taken "
+                            "is left off with a warning, a port set with --set stops the start) (repeatable)")
     serve.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING, ERROR (default INFO; env TRAFKA_LOG_LEVEL)")
     from server.cluster import dev
 
-    dev.add_parser(sub)
+    commands = {"serve": serve, "dev": dev.add_parser(sub)}
     from server import tools
 
     tools.add_parsers(sub)
+    parser.set_defaults(command_parsers=commands)
     return parser
 
 
@@ -54,10 +60,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"trafka {args.command} {args.verb}: error: unrecognized arguments: {' '.join(extra)} "
                   f"(see trafka {args.command} {args.verb} --help)", file=sys.stderr)
             return 2
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        # argparse would print the top-level usage: the command's own is what helps
+        command_parser = args.command_parsers.get(args.command, parser)
+        if args.command == "dev":
+            command_parser = command_parser.get(args.dev_command, parser)
+        command_parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "serve":
         return serve(args)
-    if args.command == "dev" and args.dev_command == "cluster":
+    if args.command == "dev":
         from server.cluster import dev
 
         return dev.run(args)
@@ -113,7 +123,7 @@ def serve(args: argparse.Namespace) -> int:
         overrides["cluster.id"] = args.cluster_id
     try:
         overrides.update(parse_set_options(args.set))
-        config = load_config(config_file=args.config, overrides=overrides)
+        config = load_config(config_file=args.config, overrides=overrides, defaults=parse_set_options(args.default))
         from server.security.tls import check_listeners
 
         check_listeners(config)  # keystores, truststores, mapping rules: fail here, not at a connection
@@ -121,17 +131,20 @@ def serve(args: argparse.Namespace) -> int:
         print(f"trafka: configuration error: {exc}", file=sys.stderr)
         return 2
     from server.http.listen import BindError
+    from server.startup import StartupError, check_data_dir, startup_errors
 
     refused: list[BaseException] = []
     try:
+        check_data_dir(config.data_dir)
         try:
             trio.run(run_broker, config)
-        except* BindError as group:  # a taken HTTP or registry port, alone or inside the nursery's group
-            refused.extend(group.exceptions)
+        except* (StartupError, BindError) as group:  # alone or inside the nurseries' groups
+            refused.extend(startup_errors(group, (StartupError, BindError)))
+    except StartupError as exc:
+        refused.append(exc)
     except KeyboardInterrupt:  # pragma: no cover - trio turns SIGINT into this outside our receiver
         pass
-    if refused:
-        log.error("%s", refused[0])
+    if refused:  # one line, on stderr (where the log goes too)
         print(f"trafka: {refused[0]}", file=sys.stderr)
         return 1
     return 0
@@ -143,10 +156,17 @@ async def run_broker(config, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
     if not config.get("http.listeners"):
         await _run_broker(config, None, task_status=task_status)
         return
-    from server.http.server import HttpEndpoint
+    from server.http.server import HttpBindError, HttpEndpoint
 
     http = HttpEndpoint(config)
-    http.bind()
+    try:
+        http.bind()
+    except HttpBindError as exc:
+        if config.explicit("http.listeners"):
+            raise
+        _default_port_taken("http.listeners", config, exc, "no console, /metrics, /healthz or /readyz")
+        await _run_broker(config, None, task_status=task_status)
+        return
     async with trio.open_nursery() as nursery:
         await nursery.start(http.serve)
         await _run_broker(config, http, task_status=task_status)
@@ -156,6 +176,8 @@ async def run_broker(config, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
 async def _run_broker(config, http, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
     from server.broker import Broker
     from server.network import Server
+    from server.startup import StartupError
+    from storage import DirectoryInUse
 
     broker = Broker(config)
     if http is not None:
@@ -169,7 +191,11 @@ async def _run_broker(config, http, *, task_status=trio.TASK_STATUS_IGNORED) -> 
     # with that heap frozen out of its full passes.
     gc.disable()
     try:
-        await trio.to_thread.run_sync(broker.open)
+        try:
+            await trio.to_thread.run_sync(broker.open)
+        except DirectoryInUse:
+            raise StartupError("log.dirs", config.raw("log.dirs"), "in use by another broker process (the lock on "
+                               "its .lock file is held); each broker needs a data directory of its own") from None
         if registry is not None:
             await trio.to_thread.run_sync(registry.load)
     finally:
@@ -232,15 +258,32 @@ async def _run_broker(config, http, *, task_status=trio.TASK_STATUS_IGNORED) -> 
         log.info("stopped; logs flushed")
 
 
+def _default_port_taken(setting: str, config, exc: BaseException, without: str) -> None:
+    """An HTTP side left off because its default address cannot be had: the user never
+    asked for that port, so it must not stop the broker (several brokers on one host, or
+    another program on 8080). One warning says what is missing and how to get it."""
+    cause = str(exc).rpartition("): ")[2] or str(exc)  # the bind errors end with "(<setting>): <cause>"
+    log.warning("%s: the default %s cannot be bound (%s): %s on this broker; set %s=HOST:PORT to serve it "
+                "(a port set explicitly that cannot be bound stops the start)", setting, config.raw(setting), cause,
+                without, setting)
+
+
 def _schema_registry(broker, config):
     """The Schema Registry (server/schema_registry/) when schema.registry.listeners is set,
-    its port bound; a port that cannot be bound ends the start (serve() logs it, exit 1)."""
+    its port bound; a port set explicitly that cannot be bound ends the start (serve()
+    logs it, exit 1), a default one leaves the registry off."""
     listener = config.get("schema.registry.listeners")
     if not listener:
         return None
-    from server.schema_registry import RegistryServer
+    from server.schema_registry import RegistryBindError, RegistryServer
 
-    return RegistryServer(broker, listener)  # a taken port: RegistryBindError, reported by serve()
+    try:
+        return RegistryServer(broker, listener)
+    except RegistryBindError as exc:
+        if config.explicit("schema.registry.listeners"):
+            raise  # reported by serve()
+        _default_port_taken("schema.registry.listeners", config, exc, "no Schema Registry")
+        return None
 
 
 def _rest_proxy(config):
@@ -264,9 +307,15 @@ def _rest_proxy(config):
         log.warning("rest proxy: off: every Kafka listener uses TLS and the proxy connects to a PLAINTEXT or "
                     "SASL_PLAINTEXT one; rest.proxy.listeners=%s is not served", listener)
         return None
-    from server.rest_proxy import RestProxyServer
+    from server.rest_proxy import RestProxyBindError, RestProxyServer
 
-    return RestProxyServer(config, listener)  # a taken port: RestProxyBindError, reported by serve()
+    try:
+        return RestProxyServer(config, listener)
+    except RestProxyBindError as exc:
+        if config.explicit("rest.proxy.listeners"):
+            raise  # reported by serve()
+        _default_port_taken("rest.proxy.listeners", config, exc, "no REST Proxy")
+        return None
 
 
 class _ConnectionNursery:

@@ -5,9 +5,10 @@ variables (TRAFKA_NUM_PARTITIONS sets num.partitions: upper case, dots as unders
 then command-line flags. Each value remembers where it came from, because DescribeConfigs
 reports it (DEFAULT_CONFIG vs STATIC_BROKER_CONFIG).
 
-In a cluster two more layers sit on top (KIP-226 dynamic broker configs, Kafka's
-DynamicBrokerConfig): the cluster-wide defaults of `/config/brokers/<default>`, then this
-broker's own `/config/brokers/<id>` (server/cluster/broker_configs.py fills them). `get`
+Two more layers sit on top (KIP-226 dynamic broker configs, Kafka's DynamicBrokerConfig):
+the cluster-wide defaults (`config/brokers/<default>`), then this broker's own
+(`config/brokers/<id>`), kept in ZooKeeper in a cluster and in the data directory of a
+single broker (server/broker_configs.py fills them). `get`
 and `raw` always answer the effective value, so code that reads a setting when it needs
 it (rather than once at start) follows a change without a restart; code that must act on
 a change registers with `add_listener`.
@@ -73,6 +74,29 @@ def _registry_listener(text: str) -> str:
     return text
 
 
+def _zookeeper_connect(text: str) -> str:
+    """zookeeper.connect: HOST:PORT[,HOST:PORT...][/chroot] (a host without a port is
+    ZooKeeper's 2181); empty: a single broker. Checked here so a typo is one line at
+    start-up, not a failure deep in the ZooKeeper client."""
+    text = text.strip()
+    if not text:
+        return text
+    hosts, _, _chroot = text.partition("/")
+    for item in hosts.split(","):
+        item = item.strip()
+        if item.startswith("["):  # [IPv6] or [IPv6]:PORT
+            host, _, rest = item[1:].partition("]")
+            malformed = bool(rest) and not rest.startswith(":")
+            port = rest[1:] if rest else None
+        else:
+            host, _, port = item.rpartition(":") if ":" in item else (item, "", None)
+            malformed = ":" in host  # an IPv6 address needs its brackets
+        bad_port = port is not None and not (port.isdigit() and 0 < int(port) <= 65535)
+        if not host or malformed or bad_port:
+            raise ValueError("must be HOST:PORT[,HOST:PORT...][/chroot]")
+    return text
+
+
 def _fsync(text: str) -> str:
     if text not in ("never", "interval", "always"):
         raise ValueError("must be never, interval or always")
@@ -121,7 +145,7 @@ SETTINGS: dict[str, Setting] = {
         _s("log.dirs", str, "./data", "The data directory (one)."),
         _s("num.partitions", int, "1", "Partitions of auto-created topics."),
         _s("default.replication.factor", int, "1", "Replication factor of auto-created topics (must be 1 on a single broker)."),
-        _s("zookeeper.connect", str, "", "ZooKeeper of the cluster (host:port[,host:port][/chroot]); empty: a single broker."),
+        _s("zookeeper.connect", _zookeeper_connect, "", "ZooKeeper of the cluster (host:port[,host:port][/chroot]); empty: a single broker."),
         _s("zookeeper.session.timeout.ms", int, "18000", "ZooKeeper session timeout: how soon a dead broker is noticed."),
         _s("broker.rack", str, "", "Rack of this broker, for rack-aware replica assignment."),
         Setting("replica.selector.class", _replica_selector, "",
@@ -159,7 +183,7 @@ SETTINGS: dict[str, Setting] = {
         _s("log.segment.bytes", int, "1073741824", "Default segment.bytes."),
         _s("log.roll.ms", int, "604800000", "Default segment.ms."),
         _s("log.cleanup.policy", str, "delete", "Default cleanup.policy."),
-        _s("log.retention.check.interval.ms", int, "300000", "How often retention and compaction run."),
+        _s("log.retention.check.interval.ms", int, "300000", "How often retention and compaction run (the first run 30 s after start-up, as Kafka's)."),
         _s("log.flush.interval.messages", int, "9223372036854775807", "fsync after this many messages (interval policy)."),
         _s("log.flush.interval.ms", int, "1000", "fsync at least this often (interval policy)."),
         _s("log.open.files.max", int, "-1", "Segment files open at once; idle ones are closed and reopened when used (-1: half the soft RLIMIT_NOFILE at start)."),
@@ -183,7 +207,7 @@ SETTINGS: dict[str, Setting] = {
            "REST Proxy: consumer instances at once (each is a librdkafka consumer with its threads); more are refused with 429."),
         _s("group.min.session.timeout.ms", int, "6000", "Smallest session.timeout.ms a group member may ask for."),
         _s("group.max.session.timeout.ms", int, "1800000", "Largest session.timeout.ms a group member may ask for."),
-        _s("group.initial.rebalance.delay.ms", int, "0", "Wait for more members before the first rebalance of an empty group."),
+        _s("group.initial.rebalance.delay.ms", int, "3000", "Wait for more members before the first rebalance of an empty group (KIP-134; Kafka's default)."),
         _s("group.max.size", int, "2147483647", "Members a group may hold."),
         _s("group.share.session.timeout.ms", int, "45000", "KIP-932: a share-group member not heard from this long is removed."),
         _s("group.share.heartbeat.interval.ms", int, "5000", "KIP-932: how often share-group members are told to heartbeat."),
@@ -202,6 +226,47 @@ SETTINGS: dict[str, Setting] = {
         _s("group.consumer.max.heartbeat.interval.ms", int, "15000", "Upper bound of group.consumer.heartbeat.interval.ms."),
         _s("group.consumer.assignors", str, "uniform,range", "Server-side assignors of consumer groups; the first is the default."),
         _s("group.consumer.max.size", int, "2147483647", "Members a KIP-848 consumer group may hold."),
+        # The bounds and defaults of the group configs (GROUP config resources,
+        # server/groups/group_config.py): a group's own value must lie within its min/max
+        # settings; a group without one takes the setting itself. Kafka 4.4's names and defaults.
+        _s("group.consumer.assignment.interval.ms", int, "1000", "Default consumer.assignment.interval.ms of KIP-848 consumer groups."),
+        _s("group.consumer.min.assignment.interval.ms", int, "0", "Lower bound of a group's consumer.assignment.interval.ms."),
+        _s("group.consumer.max.assignment.interval.ms", int, "15000", "Upper bound of a group's consumer.assignment.interval.ms."),
+        _s("group.consumer.assignor.offload.enable", _bool, "true", "Default of the internal group config consumer.assignor.offload.enable."),
+        _s("group.share.min.session.timeout.ms", int, "45000", "Lower bound of a share group's share.session.timeout.ms."),
+        _s("group.share.max.session.timeout.ms", int, "60000", "Upper bound of a share group's share.session.timeout.ms."),
+        _s("group.share.min.heartbeat.interval.ms", int, "5000", "Lower bound of a share group's share.heartbeat.interval.ms."),
+        _s("group.share.max.heartbeat.interval.ms", int, "15000", "Upper bound of a share group's share.heartbeat.interval.ms."),
+        _s("group.share.min.record.lock.duration.ms", int, "15000", "Lower bound of a share group's share.record.lock.duration.ms."),
+        _s("group.share.max.record.lock.duration.ms", int, "60000", "Upper bound of a share group's share.record.lock.duration.ms."),
+        _s("group.share.min.delivery.count.limit", int, "2", "Lower bound of a share group's share.delivery.count.limit."),
+        _s("group.share.max.delivery.count.limit", int, "10", "Upper bound of a share group's share.delivery.count.limit."),
+        _s("group.share.min.partition.max.record.locks", int, "100", "Lower bound of a share group's share.partition.max.record.locks."),
+        _s("group.share.max.partition.max.record.locks", int, "4000", "Upper bound of a share group's share.partition.max.record.locks."),
+        _s("group.share.assignment.interval.ms", int, "1000", "Default share.assignment.interval.ms of share groups."),
+        _s("group.share.min.assignment.interval.ms", int, "0", "Lower bound of a share group's share.assignment.interval.ms."),
+        _s("group.share.max.assignment.interval.ms", int, "15000", "Upper bound of a share group's share.assignment.interval.ms."),
+        _s("group.share.assignor.offload.enable", _bool, "true", "Default of the internal group config share.assignor.offload.enable."),
+        _s("group.streams.session.timeout.ms", int, "45000", "Default streams.session.timeout.ms of streams groups (KIP-1071; Trafka has no streams groups: a group config's default and bound only)."),
+        _s("group.streams.min.session.timeout.ms", int, "45000", "Lower bound of a group's streams.session.timeout.ms."),
+        _s("group.streams.max.session.timeout.ms", int, "60000", "Upper bound of a group's streams.session.timeout.ms."),
+        _s("group.streams.heartbeat.interval.ms", int, "5000", "Default streams.heartbeat.interval.ms of streams groups."),
+        _s("group.streams.min.heartbeat.interval.ms", int, "5000", "Lower bound of a group's streams.heartbeat.interval.ms."),
+        _s("group.streams.max.heartbeat.interval.ms", int, "15000", "Upper bound of a group's streams.heartbeat.interval.ms."),
+        _s("group.streams.num.standby.replicas", int, "0", "Default streams.num.standby.replicas of streams groups."),
+        _s("group.streams.max.standby.replicas", int, "2", "Upper bound of a group's streams.num.standby.replicas."),
+        _s("group.streams.initial.rebalance.delay.ms", int, "3000", "Default streams.initial.rebalance.delay.ms of streams groups."),
+        _s("group.streams.assignment.interval.ms", int, "1000", "Default streams.assignment.interval.ms of streams groups."),
+        _s("group.streams.min.assignment.interval.ms", int, "0", "Lower bound of a group's streams.assignment.interval.ms."),
+        _s("group.streams.max.assignment.interval.ms", int, "15000", "Upper bound of a group's streams.assignment.interval.ms."),
+        _s("group.streams.assignors", str, "sticky", "Task assignors of streams groups; a group's streams.assignor.name must be one of them."),
+        _s("group.streams.rack.aware.assignment.tags", str, "", "Default streams.rack.aware.assignment.tags of streams groups."),
+        _s("group.streams.assignor.offload.enable", _bool, "true", "Default of the internal group config streams.assignor.offload.enable."),
+        _s("group.streams.task.offset.interval.ms", int, "60000", "Default of the internal group config streams.task.offset.interval.ms."),
+        _s("group.streams.min.task.offset.interval.ms", int, "15000", "Lower bound of a group's streams.task.offset.interval.ms."),
+        _s("group.streams.num.warmup.replicas", int, "2", "Default of the internal group config streams.num.warmup.replicas."),
+        _s("group.streams.max.warmup.replicas", int, "20", "Upper bound of a group's streams.num.warmup.replicas."),
+        _s("group.streams.acceptable.recovery.lag", int, "10000", "Default of the internal group config streams.acceptable.recovery.lag."),
         _s("share.coordinator.snapshot.update.records.per.snapshot", int, "500",
            "ShareUpdate records written after a share partition's ShareSnapshot before the next snapshot."),
         _s("group.consumer.migration.policy", str, "bidirectional", "Classic and consumer members in one group (KIP-848 online upgrade/downgrade): bidirectional (Kafka 4.0's default), upgrade, downgrade or disabled (Kafka 3.9's default)."),
@@ -270,8 +335,8 @@ class BrokerConfig:
 
     values: dict[str, str] = field(default_factory=dict)  # the static layer: file, env, flags
     sources: dict[str, str] = field(default_factory=dict)  # name -> "default" | "file" | "env" | "flag"
-    dynamic_default: dict[str, str] = field(default_factory=dict)  # /config/brokers/<default>
-    dynamic_broker: dict[str, str] = field(default_factory=dict)  # /config/brokers/<this id>
+    dynamic_default: dict[str, str] = field(default_factory=dict)  # config/brokers/<default>
+    dynamic_broker: dict[str, str] = field(default_factory=dict)  # config/brokers/<this id>
     listeners: list[Callable[[set[str]], None]] = field(default_factory=list)
     listen_host: str = "0.0.0.0"
     listen_port: int = 9092
@@ -299,6 +364,11 @@ class BrokerConfig:
                 return value
         return SETTINGS[name].default
 
+    def explicit(self, name: str) -> bool:
+        """Whether the user set `name` (file, environment, flag, dynamic), rather than
+        leaving it at its default."""
+        return self.source(name) != "default"
+
     def source(self, name: str) -> str:
         """Where the effective value comes from: DYNAMIC_BROKER, DYNAMIC_DEFAULT, "file",
         "env", "flag" or "default"."""
@@ -318,7 +388,7 @@ class BrokerConfig:
             chain.append((DYNAMIC_DEFAULT, self.dynamic_default[name]))
         if name in self.values:
             chain.append((self.sources.get(name, "file"), self.values[name]))
-        if name in SETTINGS:
+        if name in SETTINGS and self.sources.get(name) != "default":  # a launcher's default replaces the built-in
             chain.append(("default", SETTINGS[name].default))
         return chain
 
@@ -474,9 +544,17 @@ def load_config(
     config_file: str | None = None,
     environ: Mapping[str, str] | None = None,
     overrides: Mapping[str, str] | None = None,
+    defaults: Mapping[str, str] | None = None,
 ) -> BrokerConfig:
-    """Resolve settings from file, environment (TRAFKA_*) and flags, in that order."""
+    """Resolve settings from file, environment (TRAFKA_*) and flags, in that order.
+    `defaults` (`trafka serve --default`, what a launcher of several brokers on one host
+    passes) replace built-in defaults and keep their standing: DescribeConfigs shows them
+    as DEFAULT_CONFIG, and an HTTP side on a taken default port is left off, not fatal."""
     cfg = BrokerConfig()
+    for key, value in (defaults or {}).items():
+        if key not in SETTINGS:
+            raise ConfigError(f"--default {key}: not a known setting")
+        cfg.set(key, value, "default")
     if config_file:
         try:
             text = pathlib.Path(config_file).read_text()

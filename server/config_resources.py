@@ -60,9 +60,6 @@ def loggers() -> dict[str, logging.Logger]:
     return found
 
 
-BROKER_CONFIGS_STATIC = "dynamic broker configs are not supported: broker settings are read at start-up"
-
-
 def duplicated_resources(resources: list[dict]) -> set[tuple[int, str]]:
     keys = [(r["resource_type"], r["resource_name"]) for r in resources]
     return {k for k in keys if keys.count(k) > 1}

@@ -1,10 +1,10 @@
 """Dynamic broker configs (KIP-226): which settings may change without a restart, and the
 checks an update gets before it is stored.
 
-Why a module of its own: the alter handlers validate a change, the cluster side
-(server/cluster/broker_configs.py) filters what it reads back from ZooKeeper, and
+Why a module of its own: the alter handlers validate a change, the layers' keeper
+(server/broker_configs.py, whichever store it writes to) filters what it reads back, and
 DescribeConfigs reports `read_only`; all three need the same rules, and none of them is
-about ZooKeeper or sockets, so the rules are pure functions here.
+about ZooKeeper, files or sockets, so the rules are pure functions here.
 
 The reconfigurable set is Kafka's DynamicBrokerConfig.AllDynamicConfigs restricted to the
 settings Trafka has: the broker defaults of topic configs (DynamicLogConfig: every
@@ -16,11 +16,13 @@ transaction.partition.verification.enable (DynamicProducerStateManagerConfig) an
 replication throttles (KIP-73's broker quota configs). Every other Trafka setting is
 static: Kafka answers "Cannot update these configs dynamically: Set(...)".
 
-Error codes follow Kafka 3.9's ConfigAdminManager, which checks BROKER resources before
+Error codes follow Kafka's ConfigAdminManager, which checks BROKER resources before
 anything is written: a static setting or a bad value is INVALID_REQUEST (KAFKA-13609 keeps
-it so for compatibility), an unknown name INVALID_CONFIG ("Unknown config name: x").
-Kafka itself stores unknown names as custom configs; Trafka has no plugins that could read
-them, so it refuses them instead of storing settings that would do nothing.
+it so for compatibility). A name Kafka's broker does not know is kept as a custom config
+(Kafka stores it for plugins such as metric reporters; Kafka 4.4 answers SET of
+`foo.bar.unknown` with NONE and describes it read-only, its value hidden), and so is one
+Trafka does not know: it is stored and described as Kafka does, and changes nothing here.
+Only APPEND / SUBTRACT need a known LIST setting ("Unknown config name: x", INVALID_CONFIG).
 """
 
 from __future__ import annotations
@@ -58,25 +60,38 @@ def _scala_set(names) -> str:
     return "Set(" + ", ".join(names) + ")"
 
 
+def is_custom(name: str) -> bool:
+    """A name the broker has no setting for: kept as given, as Kafka keeps custom configs."""
+    return name not in SETTINGS
+
+
 def check_names(props: Mapping[str, str | None]) -> None:
-    """Unknown names → INVALID_CONFIG; static ones → INVALID_REQUEST with Kafka's message."""
-    for name in props:
-        if name not in SETTINGS:
-            raise KafkaError(f"Unknown config name: {name}", ErrorCode.INVALID_CONFIG)
-    static = [name for name in props if not is_dynamic(name)]
+    """Static settings → INVALID_REQUEST with Kafka's message; custom names pass."""
+    static = [name for name in props if not is_custom(name) and not is_dynamic(name)]
     if static:
         raise InvalidRequest(f"Cannot update these configs dynamically: {_scala_set(static)}")
 
 
 def check_values(props: Mapping[str, str]) -> None:
-    """Each value must parse as its setting's type (Kafka's ConfigDef.parse message)."""
+    """Each value must parse as its setting's type (Kafka's ConfigDef.parse message); a
+    custom config's value is any string."""
     for name, value in props.items():
         if value is None:
             raise InvalidRequest(f"Null value not supported for : {name}")
+        if is_custom(name):
+            continue
+        setting = SETTINGS[name]
         try:
-            SETTINGS[name].parse(value)
+            setting.parse(value)
         except ValueError as exc:
-            raise InvalidRequest(f"Invalid value {value} for configuration {name}: {exc}") from None
+            reason = _KAFKA_PARSE_ERRORS.get(setting.kafka_type, str(exc))
+            raise InvalidRequest(f"Invalid value {value} for configuration {name}: {reason}") from None
+
+
+# Kafka's ConfigDef.parseType messages, for the types whose wording it fixes.
+_KAFKA_PARSE_ERRORS = {"INT": "Not a number of type INT", "LONG": "Not a number of type LONG",
+                       "SHORT": "Not a number of type SHORT", "DOUBLE": "Not a number of type DOUBLE",
+                       "BOOLEAN": "Expected value to be either true or false"}
 
 
 def check_thread_counts(current: BrokerConfig, proposed: BrokerConfig) -> None:
@@ -124,19 +139,19 @@ def validate_update(config: BrokerConfig, props: Mapping[str, str], per_broker: 
 
 
 def usable(props: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
-    """What a broker keeps of a layer read from ZooKeeper (Kafka's fromPersistentProps:
-    non-dynamic, unknown and unparsable entries are dropped with an error log), and the
+    """What a broker keeps of a stored layer (Kafka's fromPersistentProps: static settings
+    and unparsable values are dropped with an error log; custom names are kept), and the
     names dropped."""
     kept, dropped = {}, []
     for name, value in props.items():
-        setting = SETTINGS.get(name)
-        try:
-            if setting is None or not is_dynamic(name):
-                raise ValueError
-            setting.parse(value)
-        except ValueError:
-            dropped.append(name)
-            continue
+        if not is_custom(name):
+            try:
+                if not is_dynamic(name):
+                    raise ValueError
+                SETTINGS[name].parse(value)
+            except ValueError:
+                dropped.append(name)
+                continue
         kept[name] = value
     return kept, dropped
 

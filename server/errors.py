@@ -33,6 +33,12 @@ class InvalidRequest(KafkaError):
     code = ErrorCode.INVALID_REQUEST
 
 
+class InvalidConfiguration(KafkaError):
+    """A config name or value the resource cannot take (Kafka's InvalidConfigurationException)."""
+
+    code = ErrorCode.INVALID_CONFIG
+
+
 class PolicyViolation(KafkaError):
     code = ErrorCode.POLICY_VIOLATION
 

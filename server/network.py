@@ -69,6 +69,7 @@ from server.security.tls import principal_mapper, server_context, tls_session_in
 from server.security.sasl.settings import SASL_PROTOCOLS
 from server.security.sasl.state import SaslState, admit
 from server.session import Session
+from server.startup import StartupError
 
 log = logging.getLogger("trafka.network")
 
@@ -125,7 +126,14 @@ class Server:
                 self.mappers[listener.name] = principal_mapper(self.broker.config, listener.name)
         bound = []
         for listener in listeners:
-            sockets = await trio.open_tcp_listeners(listener.port, host=listener.host)
+            try:
+                sockets = await trio.open_tcp_listeners(listener.port, host=listener.host)
+            except OSError as exc:  # taken, not this host's address, a name that does not resolve
+                for bound_listener in self.listeners:
+                    await bound_listener.aclose()
+                self.listeners.clear()
+                raise StartupError("listeners", self.broker.config.raw("listeners"),
+                                   f"cannot listen on {listener.host}:{listener.port}: {exc.strerror or exc}") from None
             self.listeners += sockets
             if listener.port == 0:  # an ephemeral port (tests): advertise the one we got
                 port = sockets[0].socket.getsockname()[1]

@@ -511,7 +511,7 @@ class Partition:
                 cached = dup.cached
                 log.info("duplicate batch from producer %d seq %d on %s: answered with offset %d",
                          header.producer_id, header.base_sequence, self.name, cached.base_offset)
-                return AppendOutcome(cached.base_offset, cached.log_append_time, self.log.log_start_offset, True)
+                return AppendOutcome(cached.base_offset, cached.timestamp, self.log.log_start_offset, True)
             return None
         for _pos, header in headers:
             if header.producer_id >= 0:

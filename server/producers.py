@@ -46,7 +46,9 @@ class CachedBatch:
     last_sequence: int
     base_offset: int
     last_offset: int
-    log_append_time: int
+    # Kafka's BatchMetadata.timestamp: the batch's max timestamp (its append time on a
+    # LogAppendTime topic). A retried batch is answered with it as log_append_time_ms.
+    timestamp: int
 
 
 @dataclass(slots=True)
@@ -54,9 +56,6 @@ class PartitionProducerState:
     epoch: int
     batches: collections.deque = field(default_factory=lambda: collections.deque(maxlen=MAX_CACHED_BATCHES))
     coordinator_epoch: int = -1  # of the last transaction marker seen for this producer here
-    # The last batch's timestamp (its max timestamp, or the append time on LogAppendTime
-    # topics), as Kafka's ProducerStateEntry.lastTimestamp: DescribeProducers shows it.
-    last_timestamp: int = -1
 
 
 class DuplicateBatch(Exception):
@@ -219,17 +218,16 @@ class PartitionProducers:
             if self.first_unstable is None or base_offset < self.first_unstable:
                 self.first_unstable = base_offset
         self._remember(pid, header.producer_epoch, header.base_sequence, header.last_sequence, base_offset,
-                       base_offset + header.last_offset_delta, log_append_time,
+                       base_offset + header.last_offset_delta,
                        log_append_time if log_append_time >= 0 else header.max_timestamp)
 
     def _remember(self, pid: int, epoch: int, first_sequence: int, last_sequence: int, base_offset: int,
-                  last_offset: int, log_append_time: int, timestamp: int = -1) -> None:
+                  last_offset: int, timestamp: int) -> None:
         state = self._states.get(pid)
         if state is None or epoch > state.epoch:
             state = PartitionProducerState(epoch)
             self._states[pid] = state
-        state.batches.append(CachedBatch(first_sequence, last_sequence, base_offset, last_offset, log_append_time))
-        state.last_timestamp = timestamp
+        state.batches.append(CachedBatch(first_sequence, last_sequence, base_offset, last_offset, timestamp))
         self.ids.saw_epoch(pid, epoch)
 
     def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
@@ -275,7 +273,8 @@ class PartitionProducers:
         where its open transaction began (-1: none)."""
         return [{"producer_id": pid, "producer_epoch": s.epoch,
                  "last_sequence": s.batches[-1].last_sequence if s.batches else -1,
-                 "last_timestamp": s.last_timestamp, "coordinator_epoch": s.coordinator_epoch,
+                 "last_timestamp": s.batches[-1].timestamp if s.batches else -1,
+                 "coordinator_epoch": s.coordinator_epoch,
                  "current_txn_start_offset": self.ongoing.get(pid, -1)}
                 for pid, s in sorted(self._states.items())]
 
@@ -287,7 +286,7 @@ class PartitionProducers:
             if state.batches:
                 last = state.batches[-1]
                 entries.append(SnapshotEntry(pid, state.epoch, last.last_sequence, last.last_offset,
-                                             last.last_offset - last.base_offset, last.log_append_time,
+                                             last.last_offset - last.base_offset, last.timestamp,
                                              state.coordinator_epoch, txn_first))
             else:  # known only by a marker: its epoch and coordinator epoch still matter
                 entries.append(SnapshotEntry(pid, state.epoch, -1, -1, 0, -1, state.coordinator_epoch, txn_first))
@@ -300,7 +299,7 @@ class PartitionProducers:
                 count = e.offset_delta + 1
                 first = (e.last_sequence - e.offset_delta) % SEQUENCE_WRAP if e.last_sequence >= 0 else -1
                 self._remember(e.producer_id, e.epoch, first, e.last_sequence, e.last_offset - count + 1,
-                               e.last_offset, e.timestamp, e.timestamp)
+                               e.last_offset, e.timestamp)
             else:
                 self._states[e.producer_id] = PartitionProducerState(e.epoch)
                 self.ids.saw_epoch(e.producer_id, e.epoch)

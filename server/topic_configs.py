@@ -8,7 +8,7 @@ the handlers agree with each other.
 Sources follow Kafka's ConfigHelper: a name set on the topic is DYNAMIC_TOPIC_CONFIG; an
 inherited value is DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG when the broker
 setting it derives from (`log.retention.ms` for `retention.ms`, ...) is a dynamic broker
-config of this broker / of the cluster default (server/cluster/broker_configs.py),
+config of this broker / of the cluster default (server/broker_configs.py),
 STATIC_BROKER_CONFIG when it was given in the file, the environment or a flag,
 DEFAULT_CONFIG otherwise. Synonyms list the same chain, most specific first.
 Only broker names that Trafka's broker settings actually read count as synonyms, so a
@@ -36,7 +36,7 @@ class ResourceType(enum.IntEnum):
     TOPIC = 2
     BROKER = 4
     BROKER_LOGGER = 8
-    GROUP = 32  # group configs (share.auto.offset.reset of a share group)
+    GROUP = 32  # group configs (server/groups/group_config.py)
 
 
 class ConfigSource(enum.IntEnum):
@@ -49,6 +49,8 @@ class ConfigSource(enum.IntEnum):
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8  # set on the group itself (GROUP resources)
 
 
 class AlterOp(enum.IntEnum):

@@ -2,8 +2,7 @@
 
 Why per record: a topic rule can reject some records of a batch and not others — a missing
 key on a compacted topic, a CreateTime timestamp outside message.timestamp.before.max.ms /
-after.max.ms (KIP-937; the deprecated message.timestamp.difference.max.ms stands in for
-both when they are unset). Kafka rejects the whole batch but names each offending record
+after.max.ms (KIP-937; after.max.ms is an hour by default since Kafka 4.0). Kafka rejects the whole batch but names each offending record
 (its index in the batch and why) so a client fails exactly those records and the others
 with "a different record in the batch was invalid", instead of every message with the same
 error.
@@ -28,13 +27,7 @@ NO_TIMESTAMP = -1
 
 
 def _timestamp_bounds(config: LogConfig) -> tuple[int, int]:
-    before, after = config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms
-    difference = config.extras.get("message.timestamp.difference.max.ms")
-    if difference is not None:
-        legacy = int(difference)
-        before = legacy if before == LONG_MAX else before
-        after = legacy if after == LONG_MAX else after
-    return before, after
+    return config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms
 
 
 def validate_records(records: bytes | bytearray | memoryview, headers: list[tuple[int, BatchHeader]],

@@ -19,6 +19,7 @@ files), open_files (the bounded LRU of open segment files, log.open.files.max), 
 from storage.compaction import CleanerStats
 from storage.config import BROKER_SYNONYMS, CONFIG_TYPE_IDS, TOPIC_CONFIGS, ConfigDef, LogConfig
 from storage.errors import (
+    DirectoryInUse,
     InvalidConfig,
     InvalidPartitions,
     InvalidTopicName,
@@ -48,6 +49,7 @@ __all__ = [
     "CONFIG_TYPE_IDS",
     "CleanerStats",
     "ConfigDef",
+    "DirectoryInUse",
     "EpochEntry",
     "InvalidConfig",
     "InvalidPartitions",

@@ -1,7 +1,11 @@
 """Per-topic log configuration under Kafka's topic config names.
 
-`TOPIC_CONFIGS` is the table DescribeConfigs reads: every topic config a Kafka 3.x broker
-knows, with its built-in default, its DescribeConfigs type, whether it is sensitive, and a
+`TOPIC_CONFIGS` is the table DescribeConfigs reads: every topic config Apache Kafka 4.4 knows
+(message.format.version and message.timestamp.difference.max.ms, which Kafka 4.0 removed, are
+unknown as they are to Kafka: INVALID_CONFIG), plus message.downconversion.enable, which Kafka
+4.0 removed with the Fetch versions it governs: Trafka still serves Fetch v0-3 as Kafka 3.9
+does (docs/protocol-versions.md), so it keeps 3.9's switch for them. Each entry has
+its built-in default, its DescribeConfigs type, whether it is sensitive, and a
 line of documentation. `LogConfig` is the typed, validated, effective configuration of one
 topic: the broker defaults (`LogConfig.from_broker`) overlaid with the topic's explicit
 settings (`LogConfig.from_kafka`). Names that storage does not act on (min.insync.replicas,
@@ -26,6 +30,8 @@ from storage.errors import InvalidConfig
 LONG_MAX = (1 << 63) - 1
 INT_MAX = (1 << 31) - 1
 LONG_MIN = -(1 << 63)
+# Kafka's default max.decompressed.message.bytes: the largest array a JVM allocates, i.e. no cap.
+MAX_DECOMPRESSED_DEFAULT = INT_MAX - 8
 
 FSYNC_POLICY = "trafka.fsync.policy"
 PREALLOCATE_BYTES = "trafka.preallocate.bytes"
@@ -65,6 +71,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "compression.gzip.level": _d("-1", "INT", "gzip level when the broker compresses (KIP-390); recorded only."),
     "compression.lz4.level": _d("9", "INT", "lz4 level when the broker compresses (KIP-390); recorded only."),
     "compression.zstd.level": _d("3", "INT", "zstd level when the broker compresses (KIP-390); recorded only."),
+    "errors.deadletterqueue.group.enable": _d("false", "BOOLEAN", "Whether share groups may use this topic as a dead-letter queue (KIP-1191); recorded only: Trafka's share groups write no dead-letter records."),
     "delete.retention.ms": _d("86400000", "LONG", "How long a compacted topic keeps tombstones after the cleaner first sees them."),
     "file.delete.delay.ms": _d("60000", "LONG", "How long a deleted segment's file handle stays open for readers already using it."),
     "flush.messages": _d(_L, "LONG", "fsync after this many messages (selects trafka.fsync.policy=interval when set)."),
@@ -76,16 +83,17 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "local.retention.ms": _d("-2", "LONG", "Tiered storage local retention; recorded only."),
     "max.compaction.lag.ms": _d(_L, "LONG", "A closed segment older than this is compacted whatever min.cleanable.dirty.ratio says."),
     "max.message.bytes": _d("1048588", "INT", "Largest record batch the log accepts."),
-    "message.downconversion.enable": _d("true", "BOOLEAN", "Down-convert for old fetch versions; recorded only."),
-    "message.format.version": _d("3.0-IV1", "STRING", "Deprecated; every stored batch is magic 2."),
-    "message.timestamp.after.max.ms": _d(_L, "LONG", "Largest allowed gap of a record timestamp ahead of the broker clock (CreateTime)."),
+    "max.decompressed.message.bytes": _d(str(MAX_DECOMPRESSED_DEFAULT), "INT", "Largest decompressed record Kafka accepts where it decompresses; only the default (no cap) is accepted, as Trafka does not decompress records to measure them."),
+    "message.downconversion.enable": _d("true", "BOOLEAN", "Kafka 3.9's switch for the Fetch v0-3 down-conversion Trafka still serves: false answers those versions UNSUPPORTED_VERSION."),
+    "message.timestamp.after.max.ms": _d("3600000", "LONG", "Largest allowed gap of a record timestamp ahead of the broker clock (CreateTime); an hour by default since Kafka 4.0."),
     "message.timestamp.before.max.ms": _d(_L, "LONG", "Largest allowed gap of a record timestamp behind the broker clock (CreateTime)."),
-    "message.timestamp.difference.max.ms": _d(_L, "LONG", "Deprecated predecessor of the two settings above."),
     "message.timestamp.type": _d("CreateTime", "STRING", "CreateTime keeps the producer's timestamps; LogAppendTime stamps batches with the broker clock."),
     "min.cleanable.dirty.ratio": _d("0.5", "DOUBLE", "Share of uncleaned bytes in closed segments that triggers compaction."),
     "min.compaction.lag.ms": _d("0", "LONG", "A record stays uncompacted at least this long."),
     "min.insync.replicas": _d("1", "INT", "Replicas that must acknowledge acks=all; a single broker always has one."),
     "preallocate": _d("false", "BOOLEAN", "Reserve disk blocks for a whole segment when it starts taking appends (file size unchanged)."),
+    "remote.copy.lag.bytes": _d("-1", "LONG", "Tiered storage upload eligibility by size; recorded only."),
+    "remote.copy.lag.ms": _d("0", "LONG", "Tiered storage upload eligibility by time; recorded only."),
     "remote.log.copy.disable": _d("false", "BOOLEAN", "Tiered storage; recorded only."),
     "remote.log.delete.on.disable": _d("false", "BOOLEAN", "Tiered storage; recorded only."),
     "remote.storage.enable": _d("false", "BOOLEAN", "Tiered storage; recorded only (must stay false)."),
@@ -203,10 +211,6 @@ def _cleanup_policy(text: str) -> frozenset[str]:
     return frozenset(items)
 
 
-def _string(text: str) -> str:
-    return text
-
-
 def _throttled_replicas(text: str) -> str:
     """Kafka's ThrottledReplicaListValidator: "*", or [partition]:[broker] pairs, comma separated."""
     items = [item.strip() for item in text.split(",") if item.strip()]
@@ -218,6 +222,16 @@ def _throttled_replicas(text: str) -> str:
             raise ValueError("must be the literal '*' or a list of replicas in the following format: "
                              "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
     return text
+
+
+def _only(value: str, why: str) -> Callable[[str], str]:
+    """A setting Trafka accepts at its default only (a feature it does not have)."""
+    def parse(text: str) -> str:
+        if text.strip() != value:
+            raise ValueError(f"{why}; only the default {value} is accepted")
+        return value
+
+    return parse
 
 
 def _long(lo: int = LONG_MIN) -> Callable[[str], int]:
@@ -247,16 +261,19 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "local.retention.ms": _long(-2),
     "max.compaction.lag.ms": _long(1),
     "max.message.bytes": _int(0),
+    "errors.deadletterqueue.group.enable": _boolean,
+    "max.decompressed.message.bytes": _only(str(MAX_DECOMPRESSED_DEFAULT), "a per-record "
+                                            "decompressed size cap is not supported"),
     "message.downconversion.enable": _boolean,
-    "message.format.version": _string,
     "message.timestamp.after.max.ms": _long(0),
     "message.timestamp.before.max.ms": _long(0),
-    "message.timestamp.difference.max.ms": _long(0),
     "message.timestamp.type": _choice(TIMESTAMP_TYPES),
     "min.cleanable.dirty.ratio": _double(0.0, 1.0),
     "min.compaction.lag.ms": _long(0),
     "min.insync.replicas": _int(1),
     "preallocate": _boolean,
+    "remote.copy.lag.bytes": _long(-1),
+    "remote.copy.lag.ms": _long(-1),
     "remote.log.copy.disable": _boolean,
     "remote.log.delete.on.disable": _boolean,
     "remote.storage.enable": _boolean,
@@ -340,7 +357,7 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = 0.5
     message_timestamp_type: str = "CreateTime"
     message_timestamp_before_max_ms: int = LONG_MAX
-    message_timestamp_after_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = 3_600_000  # Kafka 4.0's default (was Long.MAX_VALUE)
     max_message_bytes: int = 1048588
     compression_type: str = "producer"
     file_delete_delay_ms: int = 60_000

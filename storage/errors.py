@@ -12,6 +12,11 @@ class StorageError(Exception):
     """Anything storage refuses or fails at (KAFKA_STORAGE_ERROR unless a subclass says otherwise)."""
 
 
+class DirectoryInUse(StorageError):
+    """Another process holds the data directory's lock (Kafka: "Failed to acquire lock on
+    file .lock ... A Kafka instance in another process or thread is using this directory")."""
+
+
 class TopicExists(StorageError):
     """create_topic for a name that already exists (TOPIC_ALREADY_EXISTS)."""
 

@@ -1012,6 +1012,33 @@ class PartitionLog:
                 return record.offset, record.timestamp
         return None
 
+    def offsets_before(self, timestamp: int, max_count: int) -> list[int]:
+        """ListOffsets v0's answer for this log (Kafka's UnifiedLog.legacyFetchOffsetsBefore):
+        up to `max_count` segment boundaries, newest first.
+
+        The candidates are each segment's base offset (the log start offset for the first)
+        paired with its file's modification time, and the log end offset paired with now
+        when the active segment holds anything. -1 (latest) starts from the newest
+        candidate, -2 (earliest) from the oldest, any other timestamp from the newest one
+        whose time is at or before it; the answer is that candidate and the older ones
+        before it, in descending order. Times are file times, not record timestamps: old
+        clients asked which segment files predate a time."""
+        segments, _ = self._view
+        start = self.log_start_offset
+        candidates = [(max(segment.base_offset, start), segment.mtime_ms()) for segment in segments]
+        if segments[-1].size > 0:
+            candidates.append((self.log_end_offset, _now_ms()))
+        if timestamp == -1:
+            index = len(candidates) - 1
+        elif timestamp == -2:
+            index = 0
+        else:
+            index = len(candidates) - 1
+            while index >= 0 and candidates[index][1] > timestamp:
+                index -= 1
+        found = [candidates[i][0] for i in range(index, max(index - max(max_count, 0), -1), -1)]
+        return sorted(found, reverse=True)
+
     def max_timestamp(self) -> tuple[int, int]:
         """(offset, timestamp) of the first record holding the largest timestamp at or after
         the log start offset, for ListOffsets MAX_TIMESTAMP (KIP-734); (-1, -1) if none."""
@@ -1102,14 +1129,30 @@ class PartitionLog:
             count += 1
         return self._drop_oldest(count, reason)
 
-    def delete_oldest_segments(self, predicate: Callable[[LogSegment, int], bool], reason: str) -> int:
-        """Delete closed segments from the front while ``predicate(segment, index)`` holds;
-        the log start offset moves to the first survivor. Returns how many went."""
+    def delete_oldest_segments(self, predicate: Callable[[LogSegment, int], bool], reason: str,
+                               high_watermark: int | None = None, now_ms: int | None = None) -> int:
+        """Delete segments from the front while ``predicate(segment, index)`` holds; the log
+        start offset moves to the first survivor. Returns how many went.
+
+        Without ``high_watermark`` only closed segments go. With it, Kafka's rule
+        (UnifiedLog.deletableSegments): a segment goes only once the high watermark has
+        passed it (reached the next segment's base offset, or the log end offset for the
+        active one), and the active segment goes too when it holds records, a new empty
+        segment at the log end offset being rolled first (a log always has one). So a topic
+        whose every record is past retention.ms is emptied, as Kafka empties it, instead of
+        keeping its last segment forever."""
         with self._lock:
             self._check_open()
             segments = self._segments
+            closed = len(segments) - 1
             count = 0
-            while count < len(segments) - 1 and predicate(segments[count], count):
+            while count < closed and predicate(segments[count], count):
+                if high_watermark is not None and high_watermark < segments[count + 1].base_offset:
+                    break
+                count += 1
+            if (count == closed and high_watermark is not None and segments[-1].size
+                    and high_watermark >= self.log_end_offset and predicate(segments[-1], count)):
+                self._roll(_now_ms() if now_ms is None else now_ms)
                 count += 1
             return self._drop_oldest(count, reason)
 

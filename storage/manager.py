@@ -42,11 +42,11 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from storage.compaction import CleanerStats, clean_log
 from storage.config import LogConfig
-from storage.errors import LogClosed, StorageError, UnknownTopicOrPartition
+from storage.errors import DirectoryInUse, LogClosed, StorageError, UnknownTopicOrPartition
 from storage.files import fsync_dir, read_offset_checkpoint, write_checkpoint_entries
 from storage.log import PartitionLog
 from storage.log_summary import LOG_SUMMARY_CHECKPOINT, LogSummary, read_log_summary, write_log_summary
@@ -178,7 +178,8 @@ class LogManager:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise StorageError(f"{self.data_dir} is in use by another process") from None
+            raise DirectoryInUse(f"{self.data_dir} is in use by another process (the lock on its {LOCK_FILE} "
+                                 "is held)") from None
         self._lock_fd = fd
 
     def _release_lock(self) -> None:
@@ -376,14 +377,16 @@ class LogManager:
 
     # ------------------------------------------------------------------ duties
 
-    def run_retention(self, now_ms: int | None = None, logs: Iterable[PartitionLog] | None = None) -> int:
+    def run_retention(self, now_ms: int | None = None, logs: Iterable[PartitionLog] | None = None,
+                      high_watermark: Callable[[PartitionLog], int | None] | None = None) -> int:
         """Delete expired, oversized or DeleteRecords-ed whole segments of every log (or of
-        `logs`, a chunk of a sweep); returns how many."""
+        `logs`, a chunk of a sweep); returns how many. `high_watermark(plog)`, from the
+        broker, bounds what may go and lets the active segment go (storage/retention.py)."""
         now_ms = _now_ms() if now_ms is None else now_ms
         deleted = 0
         for plog in list(self._logs.values()) if logs is None else logs:
             try:
-                deleted += apply_retention(plog, now_ms)
+                deleted += apply_retention(plog, now_ms, None if high_watermark is None else high_watermark(plog))
             except LogClosed:
                 continue
             except (OSError, StorageError):

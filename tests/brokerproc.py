@@ -29,7 +29,9 @@ class BrokerProcess:
         """`http`: serve the HTTP listener (/metrics, /healthz, /readyz) on a free port of its
         own (`http_url`); off by default, so brokers of a test never compete for 8080.
         `rest_proxy`: serve the REST Proxy on a free port of its own (`rest_url`).
-        `preexec_fn`: run in the child before the broker starts (resource limits)."""
+        `preexec_fn`: run in the child before the broker starts (resource limits).
+        `env`: added to the environment; a None value removes that variable (a test of a
+        built-in default the suite's environment overrides, see conftest.py)."""
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         self.http_port = free_port() if http else None
@@ -61,6 +63,7 @@ class BrokerProcess:
         # (--set schema.registry.listeners=... or this env): brokers share the host.
         env = {**os.environ, "PYTHONPATH": str(REPO), "TRAFKA_SCHEMA_REGISTRY_LISTENERS": "",
                "TRAFKA_REST_PROXY_LISTENERS": f"127.0.0.1:{self.rest_port}" if self.rest_port else "", **self.env}
+        env = {k: v for k, v in env.items() if v is not None}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "server", "serve", "--listen", self.bootstrap, "--data-dir", str(self.data_dir),
              "--set", f"http.listeners=127.0.0.1:{self.http_port}" if self.http_port else "http.listeners=",

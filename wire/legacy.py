@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from wire import compression as _compression
 from wire.errors import CorruptRecords
-from wire.records import NO_TIMESTAMP, Record, build_batch
+from wire.records import HEADER_SIZE, NO_TIMESTAMP, Record, build_batch, iter_records, parse_header
 
 _V0 = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 _V1 = struct.Struct(">qiIbbq")  # ... timestamp
@@ -232,3 +232,168 @@ def legacy_to_batches(
                 f"legacy message set cannot become a batch ({exc}); pass base_offset to renumber"
             ) from None
     return out
+
+
+# ---------------------------------------------------------------- down-conversion
+#
+# Fetch v0-3 readers understand only magic 0 (v0-1) or magic 1 (v2-3). The log holds magic
+# 2, so every such fetch converts what it read, as Kafka 3.9 does (RecordsUtil.downConvert
+# inside LazyDownConversionRecords and its Send); docs/protocol-versions.md describes the
+# rules, which `down_convert` follows literally, quirks included.
+
+MAX_READ_SIZE = 128 * 1024  # Kafka's LazyDownConversionRecordsSend: bytes converted per chunk
+MIN_OVERFLOW_MESSAGE_LENGTH = LOG_OVERHEAD  # an offset and a size: what a reader needs to stop
+RECORD_BATCH_OVERHEAD = 61  # a magic-2 batch header: the smallest size an overflow entry declares
+
+
+class UnsupportedDownConversion(CorruptRecords):
+    """A batch old message formats cannot express (zstd: KIP-110 gave it no magic 0/1 form)."""
+
+
+def encode_message(offset: int, magic: int, attributes: int, timestamp: int,
+                   key: bytes | None, value: bytes | None) -> bytes:
+    """One magic-0/1 message with its offset and size header and CRC32 (LegacyRecord.write)."""
+    body = bytearray([magic, attributes])
+    if magic > 0:
+        body += struct.pack(">q", timestamp)
+    for field in (key, value):
+        if field is None:
+            body += _I32.pack(-1)
+        else:
+            body += _I32.pack(len(field))
+            body += field
+    crc = zlib.crc32(body)
+    return struct.pack(">qiI", offset, len(body) + 4, crc) + bytes(body)
+
+
+def _compress_legacy(codec: int, data: bytes, magic: int) -> bytes:
+    """The wrapper's value: Kafka's streams for magic 0/1. LZ4 under magic 0 gets the frame
+    descriptor checksum Kafka 0.8/0.9 computed, over the magic number too (KAFKA-3160),
+    as Kafka still writes it for magic 0 (its useBrokenFlagDescriptorChecksum)."""
+    if codec == _compression.LZ4:
+        frame = bytearray(_compression.lz4_compress(data))
+        if magic == 0:
+            flg = frame[4]
+            hc_pos = 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
+            frame[hc_pos] = (_compression.xxh32(memoryview(frame)[:hc_pos]) >> 8) & 0xFF
+        return bytes(frame)
+    if codec == _compression.SNAPPY:
+        return _compression.snappy_compress(data, xerial=True)
+    return _compression.compress(codec, data)
+
+
+def _convert_batch(header, records: list[Record], magic: int) -> bytes:
+    """Kafka's RecordsUtil.convertRecordBatch: one magic-2 batch's kept records as magic 0/1.
+
+    Uncompressed: one message per record. Compressed: one wrapper holding the inner set,
+    compressed with the batch's codec; in magic 1 inner offsets count from the first
+    record and the wrapper carries the last record's offset, in magic 0 inner offsets are
+    absolute. LogAppendTime batches give every message the batch's max timestamp and set
+    the timestamp-type bit on each (magic 1 only: magic 0 has no timestamp)."""
+    append_time = header.is_log_append_time
+    type_bit = TIMESTAMP_TYPE_MASK if magic > 0 and append_time else 0
+    codec = header.compression
+    out = bytearray()
+    if codec == _compression.NONE:
+        for r in records:
+            ts = header.max_timestamp if append_time else r.timestamp
+            out += encode_message(r.offset, magic, type_bit, ts, r.key, r.value)
+        return bytes(out)
+    base = records[0].offset
+    max_ts = NO_TIMESTAMP
+    inner = bytearray()
+    for r in records:
+        ts = header.max_timestamp if append_time else r.timestamp
+        max_ts = max(max_ts, ts)
+        inner += encode_message(r.offset - base if magic > 0 else r.offset, magic, type_bit, ts, r.key, r.value)
+    wrapper_ts = header.max_timestamp if append_time else max_ts
+    return encode_message(records[-1].offset, magic, codec | type_bit, wrapper_ts, None,
+                          _compress_legacy(codec, bytes(inner), magic))
+
+
+def _convert_chunk(batches: list[tuple[object, bytes]], magic: int, first_offset: int) -> bytes:
+    """Kafka's RecordsUtil.downConvert for magic 0/1: control batches dropped, zstd refused,
+    records of an uncompressed batch before `first_offset` dropped (a reader asking from the
+    middle of a batch must not get the records before it: old messages are not batched)."""
+    out = bytearray()
+    for header, data in batches:
+        if header.is_control:
+            continue
+        if header.compression == _compression.ZSTD:
+            raise UnsupportedDownConversion("down-conversion of zstandard-compressed batches is not supported")
+        if header.magic <= magic:
+            out += data
+            continue
+        kept = [r for r in iter_records(data) if header.compression or r.offset >= first_offset]
+        if kept:
+            out += _convert_batch(header, kept, magic)
+    return bytes(out)
+
+
+def _whole_batches(data: bytes) -> list[tuple[object, bytes]]:
+    batches = []
+    pos = 0
+    while len(data) - pos >= HEADER_SIZE:
+        header = parse_header(data, pos)
+        if pos + header.size > len(data):
+            break  # a partial batch at the end of a read: no reader gets it
+        batches.append((header, data[pos:pos + header.size]))
+        pos += header.size
+    return batches
+
+
+def _overflow(remaining: int) -> bytes:
+    """Kafka's overflow entry: offset -1 and a size past the end, so the reader stops there."""
+    size = max(MIN_OVERFLOW_MESSAGE_LENGTH, min(remaining + 1, MAX_READ_SIZE))
+    entry = struct.pack(">qi", -1, max(remaining + 1, RECORD_BATCH_OVERHEAD)) + bytes(size - LOG_OVERHEAD)
+    return entry[:remaining]
+
+
+def down_convert(data: bytes | bytearray | memoryview, magic: int, first_offset: int) -> bytes:
+    """A fetch's magic-2 read as the magic-0/1 message set Kafka 3.9 sends (its
+    LazyDownConversionRecords and LazyDownConversionRecordsSend).
+
+    - The answer's size is fixed before sending: the larger of the read's size and the
+      first converted chunk's (so one whole converted batch always fits), or 12 bytes when
+      the read had batches but none converts (an overflow entry: the reader asks again or
+      reports a too-large message), or 0 for an empty read.
+    - The first chunk is the first batch that converts to something; the rest is converted
+      in chunks of batches up to 128 KiB of stored bytes. Kafka starts those chunks one
+      batch after the start of the read whichever batch the first chunk came from, so a
+      first chunk found past a batch that converted to nothing is sent twice: so here.
+    - Converted bytes past the fixed size are cut (the reader sees a partial message at the
+      end, as with any old fetch), and a shortfall is filled with overflow entries. A zstd
+      batch after the first chunk ends the conversion there (overflow entries follow: the
+      reader's next fetch starts at that batch and gets UNSUPPORTED_COMPRESSION_TYPE); one
+      before it raises `UnsupportedDownConversion`.
+    """
+    raw = bytes(data)
+    batches = _whole_batches(raw)
+    first = b""
+    for header, batch in batches:
+        first = _convert_chunk([(header, batch)], magic, first_offset)
+        if first:
+            break
+    if not first:
+        return _overflow(MIN_OVERFLOW_MESSAGE_LENGTH) if batches else b""
+    total = max(len(raw), len(first))
+    out = bytearray(first[:total])
+    i = 1
+    while len(out) < total:
+        remaining = total - len(out)
+        chunk = b""
+        try:
+            while i < len(batches) and not chunk:
+                group = [batches[i]]
+                size = batches[i][0].size
+                i += 1
+                while i < len(batches) and size + batches[i][0].size <= MAX_READ_SIZE:
+                    group.append(batches[i])
+                    size += batches[i][0].size
+                    i += 1
+                chunk = _convert_chunk(group, magic, first_offset)
+        except UnsupportedDownConversion:
+            i = len(batches)
+            chunk = b""
+        out += chunk[:remaining] if chunk else _overflow(remaining)
+    return bytes(out)

@@ -1,10 +1,15 @@
 """The APIs Trafka serves, and at which versions: what ApiVersions advertises.
 
-The ranges follow ../shared/CLIENTS.md §10 ("what the broker should advertise"):
-- minimums as in Kafka 4.x (KIP-896) except Produce 0 and JoinGroup 0, which librdkafka
-  before 2.11.1 needs inside the range to turn on compression and groups (§9.2);
-- every minimum at or below aiokafka's maximum, which has no flexible versions;
-- Produce v0-2 are advertised but refused at request time, as Kafka 4 does (KAFKA-18659);
+The ranges (docs/protocol-versions.md says why, per API):
+- every version Kafka 3.9 serves for the APIs Trafka implements, from v0: clients and
+  tools written before Kafka 4 (Burrow, Sarama, kafka-go, kafka-python with an old
+  api_version) still send the versions Kafka 4.0 removed (KIP-896), and a 3.9 broker
+  answers them. Old versions keep 3.9's semantics: Produce v0-2 carry magic 0/1 message
+  sets, converted to magic 2 when stored; Fetch v0-3 get the stored batches down-converted
+  to magic 0 (v0-1) or 1 (v2-3); ListOffsets v0 answers old-style offset lists;
+  OffsetCommit/OffsetFetch v0 use ZooKeeper's /consumers znodes in a cluster and are
+  unsupported without ZooKeeper, as on a KRaft broker;
+- maximums as Kafka 3.9, except where a stock client needs a later version:
 - no telemetry (71/72): advertising it makes clients use it;
 - KIP-848 consumer groups: ConsumerGroupHeartbeat (68) at v0-1 and ConsumerGroupDescribe (69);
 - the share-group APIs (76-79) at v0-1: v1 is Kafka 4.1's stable version (confluent-kafka's
@@ -15,7 +20,7 @@ The ranges follow ../shared/CLIENTS.md §10 ("what the broker should advertise")
   share group is deleted (Kafka's broker listener APIs).
 
 `INTER_BROKER_VERSIONS` holds the APIs brokers of a cluster send each other (controller to
-broker, leader to controller; ../shared/CLUSTER.md §3) at Kafka 3.9's full ranges. They
+broker, leader to controller) at Kafka 3.9's full ranges. They
 are generated, encoded and decoded like the rest, but not advertised: ApiVersions lists
 only `API_VERSIONS`, and every key there must have a handler (a test keeps it so). The
 controller and the brokers need the codecs before the handlers exist, so a key lives here
@@ -98,11 +103,11 @@ class ApiKey(enum.IntEnum):
 # api key -> (min version, max version) advertised and decoded.
 API_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.PRODUCE: (0, 11),
-    ApiKey.FETCH: (4, 17),
-    ApiKey.LIST_OFFSETS: (1, 9),
+    ApiKey.FETCH: (0, 17),
+    ApiKey.LIST_OFFSETS: (0, 9),
     ApiKey.METADATA: (0, 12),
-    ApiKey.OFFSET_COMMIT: (2, 9),
-    ApiKey.OFFSET_FETCH: (1, 9),
+    ApiKey.OFFSET_COMMIT: (0, 9),
+    ApiKey.OFFSET_FETCH: (0, 9),
     ApiKey.FIND_COORDINATOR: (0, 6),
     ApiKey.JOIN_GROUP: (0, 9),
     ApiKey.HEARTBEAT: (0, 4),
@@ -112,15 +117,15 @@ API_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.LIST_GROUPS: (0, 5),
     ApiKey.SASL_HANDSHAKE: (0, 1),
     ApiKey.API_VERSIONS: (0, 4),
-    ApiKey.CREATE_TOPICS: (2, 7),
-    ApiKey.DELETE_TOPICS: (1, 6),
+    ApiKey.CREATE_TOPICS: (0, 7),
+    ApiKey.DELETE_TOPICS: (0, 6),
     ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.INIT_PRODUCER_ID: (0, 5),
     ApiKey.LEADER_AND_ISR: (0, 7),
     ApiKey.STOP_REPLICA: (0, 4),
     ApiKey.UPDATE_METADATA: (0, 8),
     ApiKey.CONTROLLED_SHUTDOWN: (0, 3),
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 4),
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
     ApiKey.END_TXN: (0, 4),
@@ -129,9 +134,9 @@ API_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_ACLS: (0, 3),
     ApiKey.CREATE_ACLS: (0, 3),
     ApiKey.DELETE_ACLS: (0, 3),
-    ApiKey.DESCRIBE_CONFIGS: (1, 4),
+    ApiKey.DESCRIBE_CONFIGS: (0, 4),
     ApiKey.ALTER_CONFIGS: (0, 2),
-    ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
+    ApiKey.DESCRIBE_LOG_DIRS: (0, 4),
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.DELETE_GROUPS: (0, 2),

@@ -13,7 +13,13 @@ CLIENT_NAMES = ("kafka-python", "confluent-kafka", "aiokafka", "kcat", "java")
 
 
 def make_client(name: str, bootstrap: str) -> Client:
-    """A fresh adapter; imports lazily so a missing library only affects its own column."""
+    """A fresh adapter, recording its verbs while a compat test runs (compat_tests.observe)."""
+    from compat_tests.observe.record import recording
+    return recording(_adapter(name, bootstrap), name)
+
+
+def _adapter(name: str, bootstrap: str) -> Client:
+    """Imports lazily so a missing library only affects its own column."""
     if name == "kafka-python":
         from compat_tests.clients.kafka_python import KafkaPythonClient
         return KafkaPythonClient(bootstrap)

@@ -22,7 +22,7 @@ from compat_tests.clients.base import (
     FETCH_WAIT_MS, HEARTBEAT_MS, LARGE_LIMIT, SESSION_TIMEOUT_MS, TXN_BLOCK_MS, Client,
     ClientError, ClusterMetadata, Delivery, GroupInfo, GroupMember, GroupMemberInfo, Message,
     ThreadedGroupMember, OffsetOutOfRange, Record, TopicMetadata, TxnProducer,
-    decode_consumer_assignment, normalize_state)
+    decode_consumer_assignment, normalize_state, retry_coordinator)
 
 TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
 TIMEOUT_S = 20.0
@@ -211,8 +211,8 @@ class AiokafkaClient(Client):
         _run(go())
 
     def committed(self, group, topic, partitions) -> dict[int, int | None]:
-        offsets = _run(self._with_admin(lambda a: a.list_consumer_group_offsets(
-            group, partitions=[TopicPartition(topic, p) for p in partitions])))
+        offsets = retry_coordinator(lambda: _run(self._with_admin(lambda a: a.list_consumer_group_offsets(
+            group, partitions=[TopicPartition(topic, p) for p in partitions]))))
         out = {}
         for p in partitions:
             om = offsets.get(TopicPartition(topic, p))

@@ -18,9 +18,10 @@ import base64
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, TypeVar
 
 Headers = tuple[tuple[str, bytes | None], ...]
+T = TypeVar("T")
 
 ERROR_NAMES = {
     0: "NONE",
@@ -87,6 +88,28 @@ def error_code_by_name(name: str) -> int | None:
         if known == name:
             return code
     return None
+
+
+# What a group coordinator answers while it is being found, created or loaded: Kafka creates
+# __consumer_offsets at a fresh broker's first group request and loads each of its partitions
+# in the background, answering COORDINATOR_LOAD_IN_PROGRESS (14), COORDINATOR_NOT_AVAILABLE
+# (15) or NOT_COORDINATOR (16) meanwhile. All three are retriable: Kafka's own Admin client
+# retries them until its default.api.timeout.ms (60 s); the adapters' admin verbs whose
+# library gives up at once retry them the same way (retry_coordinator).
+COORDINATOR_RETRIABLE = frozenset({14, 15, 16})
+COORDINATOR_RETRY_S = 60.0
+
+
+def retry_coordinator(call: Callable[[], T], timeout_s: float = COORDINATOR_RETRY_S) -> T:
+    """`call()`, again while it fails with a retriable coordinator error, for `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return call()
+        except ClientError as exc:
+            if exc.code not in COORDINATOR_RETRIABLE or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.2)
 
 
 class OffsetOutOfRange(ClientError):

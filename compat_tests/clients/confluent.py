@@ -15,7 +15,7 @@ from compat_tests.clients.base import (
     FETCH_WAIT_MS, HEARTBEAT_MS, LARGE_LIMIT, SESSION_TIMEOUT_MS, TXN_BLOCK_MS, Client,
     ClientError, ClusterMetadata, Delivery, GroupInfo, GroupMember, GroupMemberInfo, Message,
     ThreadedGroupMember, NotSupportedByClient, OffsetOutOfRange, Record, TopicDescription,
-    TopicMetadata, TxnProducer, normalize_state)
+    TopicMetadata, TxnProducer, normalize_state, retry_coordinator)
 
 TIMESTAMP_TYPES = {ck.TIMESTAMP_CREATE_TIME: "CreateTime",
                    ck.TIMESTAMP_LOG_APPEND_TIME: "LogAppendTime"}
@@ -257,14 +257,16 @@ class ConfluentClient(Client):
             consumer.close()
 
     def committed(self, group, topic, partitions) -> dict[int, int | None]:
-        consumer = self._consumer(group)
-        try:
-            tps = consumer.committed([ck.TopicPartition(topic, p) for p in partitions],
-                                     timeout=ADMIN_TIMEOUT_S)
-        except ck.KafkaException as exc:
-            raise _error(exc) from exc
-        finally:
-            consumer.close()
+        def fetch():
+            consumer = self._consumer(group)
+            try:
+                return consumer.committed([ck.TopicPartition(topic, p) for p in partitions],
+                                          timeout=ADMIN_TIMEOUT_S)
+            except ck.KafkaException as exc:
+                raise _error(exc) from exc
+            finally:
+                consumer.close()
+        tps = retry_coordinator(fetch)
         return {tp.partition: tp.offset if tp.offset >= 0 else None for tp in tps}
 
     def list_offsets(self, topic, partition, spec, isolation_level="read_uncommitted"

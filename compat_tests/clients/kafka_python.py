@@ -18,7 +18,7 @@ from compat_tests.clients.base import (
     FETCH_WAIT_MS, HEARTBEAT_MS, LARGE_LIMIT, SESSION_TIMEOUT_MS, TXN_BLOCK_MS, Client, ClientError,
     ClusterMetadata, Delivery, GroupInfo, GroupMember, GroupMemberInfo, Message, ThreadedGroupMember,
     NotSupportedByClient, TxnProducer, OffsetOutOfRange, Record, TopicDescription, TopicMetadata,
-    decode_consumer_assignment, kafka_uuid, normalize_state)
+    decode_consumer_assignment, kafka_uuid, normalize_state, retry_coordinator)
 
 TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
 
@@ -201,7 +201,13 @@ class KafkaPythonClient(Client):
                     consumer.seek(TopicPartition(topic, p), offset)
             deadline = time.monotonic() + timeout
             while len(out) < n and time.monotonic() < deadline:
-                batch = consumer.poll(timeout_ms=200, max_records=n - len(out))
+                # In a group, not 200 ms: kafka-python 3.0 can lose a SyncGroup answer that
+                # arrives after poll() gave up waiting mid-rebalance, and the member then
+                # never assigns nor heartbeats until it is expired (seen on Kafka and Trafka
+                # alike under load; test_groups_extended's worker polls 2 s for the same
+                # reason). poll() still returns as soon as records arrive.
+                wait_ms = 200 if group is None else max(200, min(2000, int((deadline - time.monotonic()) * 1000)))
+                batch = consumer.poll(timeout_ms=wait_ms, max_records=n - len(out))
                 for records in batch.values():
                     out.extend(_record(r) for r in records)
             if group is not None and commit and out:
@@ -225,11 +231,13 @@ class KafkaPythonClient(Client):
             consumer.close(autocommit=False)
 
     def committed(self, group, topic, partitions) -> dict[int, int | None]:
-        try:
-            result = self.admin.list_group_offsets(
-                {group: [TopicPartition(topic, p) for p in partitions]})
-        except kerr.KafkaError as exc:
-            raise _client_error(exc) from exc
+        def fetch():
+            try:
+                return self.admin.list_group_offsets(
+                    {group: [TopicPartition(topic, p) for p in partitions]})
+            except kerr.KafkaError as exc:
+                raise _client_error(exc) from exc
+        result = retry_coordinator(fetch)
         offsets = result.get(group, {})
         out = {}
         for p in partitions:

@@ -106,13 +106,15 @@ class ProcessMember(GroupMember):
 def spawn_member(client: str, bootstrap: str, topics: list[str], group: str) -> GroupMember:
     """A member that can be SIGKILLed: kcat is a process already, Java gets a JVM of its own,
     the others run in a child."""
-    if client == "java":
-        from compat_tests.clients import java_client
-        return java_client.killable_member(bootstrap, topics, group)
+    from compat_tests.observe.record import recording_member
+
     if client == "kcat":
         from compat_tests.clients import make_client
-        return make_client(client, bootstrap).group_member(topics, group)
-    return ProcessMember(client, bootstrap, topics, group)
+        return make_client(client, bootstrap).group_member(topics, group)  # recorded there
+    if client == "java":
+        from compat_tests.clients import java_client
+        return recording_member(java_client.killable_member(bootstrap, topics, group))
+    return recording_member(ProcessMember(client, bootstrap, topics, group))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from wire.errors import ErrorCode
 
 from server.cluster import znodes as zn
 from server.cluster.controller import assign_replicas
+from server.cluster.zk import BadVersion, NodeExists, NoNode
 from server.errors import KafkaError
 
 log = logging.getLogger("trafka.cluster.admin")
@@ -64,14 +65,13 @@ class ClusterAdmin:
             raise KafkaError(f"Topic '{name}' already exists.", E.TOPIC_ALREADY_EXISTS)
         if await self.zk.exists(zn.delete_topic_path(name)):
             raise KafkaError(f"Topic '{name}' is marked for deletion.", E.TOPIC_ALREADY_EXISTS)
-        config_path = zn.topic_config_path(name)
-        if await self.zk.exists(config_path):
-            await self.zk.set(config_path, zn.encode_entity_config(configs), -1)
-        else:
-            await self.zk.create(config_path, zn.encode_entity_config(configs), make_parents=True)
+        # Another broker may be creating the same topic right now (the internal topics and
+        # `_schemas` are created by whichever broker needs them first): the config znode is
+        # written whoever wins, and the assignment znode decides who created the topic.
+        await self.set_topic_configs(name, configs)
         try:
             await self.zk.create(zn.topic_path(name), zn.TopicAssignment(assignment, uuid.uuid4()).encode())
-        except self.zk.NodeExists:
+        except NodeExists:
             raise KafkaError(f"Topic '{name}' already exists.", E.TOPIC_ALREADY_EXISTS) from None
         log.info("created topic %s in ZooKeeper with assignment %s", name, assignment)
         await self.wait_for(lambda: self._has_leaders(name, len(assignment)), timeout_s,
@@ -104,7 +104,7 @@ class ClusterAdmin:
         merged = {**current.partitions, **added}
         try:
             await self.zk.set(zn.topic_path(name), zn.TopicAssignment(merged, current.topic_id).encode(), stat.version)
-        except self.zk.BadVersion:
+        except BadVersion:
             raise KafkaError(f"topic {name} changed meanwhile; retry", E.REASSIGNMENT_IN_PROGRESS) from None
         await self.wait_for(lambda: self._has_leaders(name, total), timeout_s, f"new partitions of {name} have no leaders")
 
@@ -113,16 +113,24 @@ class ClusterAdmin:
             raise KafkaError(f"topic {name} does not exist", E.UNKNOWN_TOPIC_OR_PARTITION)
         try:
             await self.zk.create(zn.delete_topic_path(name), b"")
-        except self.zk.NodeExists:
+        except NodeExists:
             pass
         await self.wait_for(lambda: name not in self.node.cache.topics, timeout_s, f"topic {name} is still being deleted")
 
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Kafka's setOrCreateEntityConfigs: set, else create, and if another broker created
+        it in between, set after all (never an error for a znode that appeared meanwhile)."""
         path = zn.topic_config_path(name)
-        if await self.zk.exists(path):
-            await self.zk.set(path, zn.encode_entity_config(configs), -1)
-        else:
-            await self.zk.create(path, zn.encode_entity_config(configs), make_parents=True)
+        data = zn.encode_entity_config(configs)
+        try:
+            await self.zk.set(path, data, -1)
+            return
+        except NoNode:
+            pass
+        try:
+            await self.zk.create(path, data, make_parents=True)
+        except NodeExists:
+            await self.zk.set(path, data, -1)
 
     async def topic_configs(self, name: str) -> dict[str, str]:
         found = await self.zk.get(zn.topic_config_path(name))

@@ -11,7 +11,9 @@ config and applies it to its local logs. Notices older than 15 minutes are delet
 whichever broker sees them (Kafka's ZkNodeChangeNotificationListener.purgeObsoleteNotifications).
 
 Broker entities (`brokers/<id>`, `brokers/<default>`) are handed to
-server/cluster/broker_configs.py, which re-reads this broker's dynamic config layers.
+server/cluster/broker_configs.py, which re-reads this broker's dynamic config layers;
+group entities (`groups/<group>`) to `broker.group_configs`, which re-reads that group's
+(server/cluster/group_configs.py).
 
 The controller is told too: a notice whose topic config now enables
 `unclean.leader.election.enable` makes the active controller re-run the elections of that
@@ -31,6 +33,7 @@ import time
 from typing import Callable, Mapping
 
 from server.cluster import znodes as zn
+from server.cluster.group_configs import group_of
 from server.errors import UnknownTopicOrPartition
 from server.security.sasl.scram_store import store_of as scram_store_of
 from server.topic_configs import validate
@@ -129,6 +132,9 @@ class TopicConfigManager:
             await self._tell_controller(name)
         elif entity_type == "brokers" and name:
             await self.node.broker_configs.on_notice(name)  # server/cluster/broker_configs.py
+        elif entity_type == "groups" and name:
+            # server/cluster/group_configs.py: the group's coordinator applies them from this copy
+            await self.broker.group_configs.refresh(group_of(name))
         elif entity_type in ("users", "clients", "ips") and name:
             # Kafka's UserConfigHandler: a user's znode holds both its SCRAM credentials and its quotas.
             if entity_type == "users" and "/" not in name:

@@ -48,15 +48,20 @@ def offset_listener(address: str, index: int) -> str:
 
 
 def start_broker(root: Path, node: int, listen: str, settings: dict[str, str],
-                 advertised: str | None = None, log_file: bool = True) -> subprocess.Popen:
+                 advertised: str | None = None, log_file: bool = True,
+                 defaults: dict[str, str] | None = None) -> subprocess.Popen:
     """`trafka serve` as broker `node` on `listen`, data in root/broker-<node>, its output
-    appended to root/broker-<node>.log (`log_file`) or to this process's (a container's log)."""
+    appended to root/broker-<node>.log (`log_file`) or to this process's (a container's log).
+    `settings` are passed as --set (the user's), `defaults` as --default (an HTTP side on a
+    taken default port is left off instead of stopping the broker)."""
     command = [sys.executable, "-m", "server", "serve", "--node-id", str(node), "--listen", listen,
                "--data-dir", str(root / f"broker-{node}")]
     if advertised:
         command += ["--advertised", advertised]
     for key, value in settings.items():
         command += ["--set", f"{key}={value}"]
+    for key, value in (defaults or {}).items():
+        command += ["--default", f"{key}={value}"]
     # The brokers import the same `server` package as this process, installed or not.
     env = dict(os.environ)
     package_root = str(Path(__file__).resolve().parents[2])

@@ -31,6 +31,7 @@ from server.cluster.metadata_cache import MetadataCache
 from server.security.tls import inter_broker_client_options
 from server.security.sasl.scram_store import store_of as scram_store_of
 from server.errors import KafkaError
+from server.startup import StartupError
 
 log = logging.getLogger("trafka.cluster")
 
@@ -48,7 +49,7 @@ class ClusterNode:
     def __init__(self, broker) -> None:
         from server.cluster.admin import ClusterAdmin
         from server.cluster.alter_partition import AlterPartitionManager
-        from server.cluster.broker_configs import DynamicBrokerConfigs
+        from server.cluster.broker_configs import ClusterBrokerConfigs
         from server.cluster.client_quota_configs import ClusterClientQuotas
         from server.cluster.client import BrokerChannels
         from server.cluster.config_manager import TopicConfigManager
@@ -77,7 +78,7 @@ class ClusterNode:
         self.producer_ids = ProducerIdBlocks(self.zk, self.node_id)
         broker.producers.blocks = self.producer_ids  # producer ids from ZooKeeper blocks
         self.configs = TopicConfigManager(self)
-        self.broker_configs = DynamicBrokerConfigs(self)  # /config/brokers (KIP-226)
+        self.broker_configs = ClusterBrokerConfigs(self)  # /config/brokers (KIP-226)
         self.client_quotas = ClusterClientQuotas(self)  # /config/users, /config/clients, /config/ips
         self.acls = ZkAcls(self) if broker.authorizer is not None else None  # /kafka-acl
         self.broker_epoch = -1
@@ -104,9 +105,14 @@ class ClusterNode:
             listener_security_protocol_map={l.name: l.security_protocol for l in listeners})
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        from server.cluster.zk import ConnectionLoss
+
         cfg = self.config
         async with self.zk:
-            await self.zk.start(cfg.raw("zookeeper.connect"), cfg.get("zookeeper.session.timeout.ms"))
+            try:
+                await self.zk.start(cfg.raw("zookeeper.connect"), cfg.get("zookeeper.session.timeout.ms"))
+            except ConnectionLoss as exc:  # Kafka: ZooKeeperClientTimeoutException, the broker exits
+                raise StartupError("zookeeper.connect", cfg.raw("zookeeper.connect"), str(exc)) from None
             await self._run_registered(task_status)
 
     async def _run_registered(self, task_status) -> None:
@@ -116,10 +122,14 @@ class ClusterNode:
             cluster_id = await self.zk.get_or_create_cluster_id(stored or _new_cluster_id())
             if stored and stored != cluster_id:
                 # Kafka's InconsistentClusterIdException: this data belongs to another cluster.
-                raise RuntimeError(f"the data directory belongs to cluster {stored}, ZooKeeper says {cluster_id}")
+                raise StartupError("zookeeper.connect", self.config.raw("zookeeper.connect"),
+                                   f"ZooKeeper holds cluster {cluster_id}, but log.dirs={self.broker.data_dir} "
+                                   f"belongs to cluster {stored} (meta.properties): the broker is trying to join "
+                                   "the wrong cluster")
             self.broker.adopt_cluster_id(cluster_id)
             await self.broker_configs.load()  # dynamic broker configs before serving, as Kafka
             await self.client_quotas.load()  # client quotas too
+            await self.broker.group_configs.load_cluster()  # and group configs (/config/groups)
             await scram_store_of(self.broker, self.zk).load_all()  # and SCRAM credentials: logins work at once
             if self.acls is not None:
                 await self.acls.run()  # the cluster's ACLs before serving, then follow changes
@@ -151,7 +161,9 @@ class ClusterNode:
                 return await self.zk.register_broker(self.registration())
             except NodeExists as exc:
                 if trio.current_time() > deadline:
-                    raise
+                    raise StartupError("node.id", self.node_id, "another live broker is registered with this id "
+                                       f"at {exc.path or '/brokers/ids'} (each broker needs a node.id of its own)"
+                                       ) from None
                 log.info("%s; waiting for the previous session to expire", exc)
                 await trio.sleep(0.5)
 

@@ -107,6 +107,12 @@ def delete_topic_path(topic: str) -> str:
     return f"{DELETE_TOPICS_PATH}/{topic}"
 
 
+def consumer_offset_path(group: str, topic: str, partition: int) -> str:
+    """Where OffsetCommit v0 keeps a group's offset (Kafka's ConsumerOffset znode; its data is
+    the offset in decimal)."""
+    return f"{CONSUMERS_PATH}/{group}/offsets/{topic}/{partition}"
+
+
 # --- JSON -------------------------------------------------------------------------------
 
 

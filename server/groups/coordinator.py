@@ -737,7 +737,8 @@ class GroupCoordinator(OffsetStore):
 
     async def _join_unknown_member(self, group: Group, instance_id: str | None, require_known_member_id: bool,
                                    args: _Join) -> JoinResult:
-        new_id = f"{args.client_id or 'member'}-{uuid.uuid4()}"
+        # Kafka's ClassicGroup.generateMemberId: a static member is named for its instance.
+        new_id = f"{instance_id if instance_id is not None else args.client_id or 'member'}-{uuid.uuid4()}"
         if instance_id is not None:
             old_id = group.static_member_id(instance_id)
             if old_id is not None:
@@ -875,11 +876,10 @@ class GroupCoordinator(OffsetStore):
             return SyncResult(E.UNKNOWN_MEMBER_ID)
         if group.is_(S.DEAD):
             return SyncResult(E.COORDINATOR_NOT_AVAILABLE)
-        if group.is_static_member_fenced(member_id, group_instance_id):
-            return SyncResult(E.FENCED_INSTANCE_ID)
-        member = group.members.get(member_id)
-        if member is None:
-            return SyncResult(E.UNKNOWN_MEMBER_ID)
+        refused = group.member_error(member_id, group_instance_id)
+        if refused is not None:
+            return SyncResult(refused)
+        member = group.members[member_id]
         if generation_id != group.generation_id:
             return SyncResult(E.ILLEGAL_GENERATION)
         if (protocol_type is not None and protocol_type != group.protocol_type) or (
@@ -934,10 +934,11 @@ class GroupCoordinator(OffsetStore):
             return E.UNKNOWN_MEMBER_ID
         if group.is_(S.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE
-        if group.is_static_member_fenced(member_id, group_instance_id):
-            return E.FENCED_INSTANCE_ID
-        member = group.members.get(member_id)
-        if member is None or group.is_(S.EMPTY):
+        refused = group.member_error(member_id, group_instance_id)
+        if refused is not None:
+            return refused
+        member = group.members[member_id]
+        if group.is_(S.EMPTY):
             return E.UNKNOWN_MEMBER_ID
         if generation_id != group.generation_id:
             return E.ILLEGAL_GENERATION
@@ -1073,13 +1074,12 @@ class GroupCoordinator(OffsetStore):
             return self.consumer.commit_check(group, generation_id, member_id, transactional=False)
         if group.is_(S.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE
-        if group.is_static_member_fenced(member_id, instance_id):
-            return E.FENCED_INSTANCE_ID
         if generation_id < 0 and group.is_(S.EMPTY):
             return E.NONE  # the group only stores offsets (simple consumer, kcat -C, Spark)
-        member = group.members.get(member_id)
-        if member is None:
-            return E.UNKNOWN_MEMBER_ID
+        refused = group.member_error(member_id, instance_id)
+        if refused is not None:
+            return refused
+        member = group.members[member_id]
         if generation_id != group.generation_id:
             return E.ILLEGAL_GENERATION
         if group.is_(S.COMPLETING_REBALANCE):

@@ -235,6 +235,17 @@ class Group(GroupOffsets):
     def static_member_id(self, instance_id: str | None) -> str | None:
         return None if instance_id is None else self.static_members.get(instance_id)
 
+    def member_error(self, member_id: str, instance_id: str | None) -> ErrorCode | None:
+        """Kafka's ClassicGroup.validateMember: a request naming an instance id (even "") is
+        from that static member, which must exist (else UNKNOWN_MEMBER_ID) and be this member
+        id (else FENCED_INSTANCE_ID, KIP-345); without one the member id must be known."""
+        if instance_id is not None:
+            current = self.static_member_id(instance_id)
+            if current is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            return ErrorCode.FENCED_INSTANCE_ID if current != member_id else None
+        return None if member_id in self.members else ErrorCode.UNKNOWN_MEMBER_ID
+
     def is_static_member_fenced(self, member_id: str, instance_id: str | None) -> bool:
         """A request that names a known instance id with some other member id comes from a
         zombie: the instance restarted and another process now holds its id (KIP-345)."""

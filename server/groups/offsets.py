@@ -48,7 +48,10 @@ class CommittedOffset:
     offset: int
     leader_epoch: int = -1
     metadata: str = ""
-    commit_timestamp: int = -1
+    commit_timestamp: int = -1  # -1 in a commit: stamped with the time it is written
+    # When it expires, if its commit said (OffsetCommit v2-4's retention_time_ms, written as
+    # an offset value v1); -1: offsets.retention.minutes decides (Kafka's expireTimestamp).
+    expire_timestamp: int = -1
     # Where in __consumer_offsets the batch that stored it starts (-1: not written yet).
     # A transactional commit becomes visible at its COMMIT marker, which may come after a
     # later plain commit of the same partition; the log position says which one is newer
@@ -140,7 +143,8 @@ class OffsetReplay:
         committed = None
         if record.value is not None:
             v = rec.decode_offset_value(record.value)
-            committed = CommittedOffset(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, header.base_offset)
+            committed = CommittedOffset(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp,
+                                        v.expire_timestamp, header.base_offset)
         if header.is_transactional:
             pending = self.pending.setdefault((partition, header.producer_id), {})
             if committed is None:
@@ -172,6 +176,15 @@ class OffsetReplay:
                 per_group[tp] = committed
 
 
+def _expired(committed: CommittedOffset, due: int, now: int) -> bool:
+    """Kafka's GroupMetadata.getExpiredOffsets: an offset whose commit gave it an expire
+    timestamp (OffsetCommit v2-4's retention_time_ms) goes then; any other when its group's
+    retention, counted from `due`'s base, has passed."""
+    if committed.expire_timestamp >= 0:
+        return now >= committed.expire_timestamp
+    return due <= now
+
+
 class OffsetStore:
     """The coordinator's offset operations (a mixin of `GroupCoordinator`)."""
 
@@ -199,14 +212,17 @@ class OffsetStore:
 
     def _offset_entries(self, group_id: str, valid: dict[tuple[str, int], CommittedOffset]
                         ) -> list[tuple[bytes, bytes]]:
-        """The records of a commit, stamped with the commit time."""
+        """The records of a commit, stamped with the commit time unless the commit gave one
+        (OffsetCommit v1's commit_timestamp, which Kafka keeps as given)."""
         now = self.now_ms()
         entries = []
         for (topic, p), committed in valid.items():
-            committed.commit_timestamp = now
+            if committed.commit_timestamp == -1:
+                committed.commit_timestamp = now
             entries.append((rec.encode_offset_key(rec.OffsetKey(group_id, topic, p)),
-                            rec.encode_offset_value(rec.OffsetValue(committed.offset, committed.leader_epoch,
-                                                                    committed.metadata or "", now))))
+                            rec.encode_offset_value(rec.OffsetValue(
+                                committed.offset, committed.leader_epoch, committed.metadata or "",
+                                committed.commit_timestamp, committed.expire_timestamp))))
         return entries
 
     def _is_share_group(self, group_id: str) -> bool:
@@ -218,8 +234,12 @@ class OffsetStore:
 
     async def commit_offsets(self, *, group_id: str, generation_id: int, member_id: str,
                              group_instance_id: str | None,
-                             offsets: dict[tuple[str, int], CommittedOffset]) -> dict[tuple[str, int], ErrorCode]:
-        """Validate and durably store committed offsets; one error code per partition."""
+                             offsets: dict[tuple[str, int], CommittedOffset],
+                             api_version: int = 0) -> dict[tuple[str, int], ErrorCode]:
+        """Validate and durably store committed offsets; one error code per partition.
+        `api_version`: OffsetCommit v9+ answers a member's commit to a group that does not
+        exist GROUP_ID_NOT_FOUND, older versions ILLEGAL_GENERATION (Kafka's
+        validateOffsetCommit)."""
         results, valid = self._valid_offsets(offsets)
         if not valid:
             return results
@@ -230,6 +250,8 @@ class OffsetStore:
                 return results
             group = self.groups.get(group_id)
             error = self._commit_check(group, generation_id, member_id, group_instance_id)
+            if group is None and error == E.ILLEGAL_GENERATION and api_version >= 9:
+                error = E.GROUP_ID_NOT_FOUND
             if group is None and self._is_share_group(group_id):
                 error = E.GROUP_ID_NOT_FOUND
             if error == E.NONE and group is None:
@@ -457,14 +479,16 @@ class OffsetStore:
                 if group.is_(S.EMPTY):
                     if group.protocol_type:
                         # Kafka 2.1+ (KIP-211): retention counts from when the group became Empty.
-                        expired = list(group.offsets) if group.state_timestamp + retention <= now else []
+                        expired = [tp for tp, o in group.offsets.items()
+                                   if _expired(o, group.state_timestamp + retention, now)]
                     else:
-                        expired = [tp for tp, o in group.offsets.items() if o.commit_timestamp + retention <= now]
+                        expired = [tp for tp, o in group.offsets.items()
+                                   if _expired(o, o.commit_timestamp + retention, now)]
                 elif group.is_(S.STABLE) and group.protocol_type == "consumer":
                     topics = group.subscribed_topics()
                     expired = [] if topics is None else [
                         tp for tp, o in group.offsets.items()
-                        if tp[0] not in topics and o.commit_timestamp + retention <= now]
+                        if tp[0] not in topics and _expired(o, o.commit_timestamp + retention, now)]
                 else:
                     expired = []
                 # An offset a transaction is about to replace is kept, and so is a group

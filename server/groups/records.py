@@ -8,6 +8,8 @@ with an int16 version; strings are int16 length + UTF-8 (-1: null), bytes int32 
     OffsetCommitKey    v1  group string, topic string, partition int32
     OffsetCommitValue  v3  offset int64, leader_epoch int32, metadata string,
                            commit_timestamp int64
+                       v1  offset int64, metadata string, commit_timestamp int64,
+                           expire_timestamp int64 (a commit that set its own retention)
     GroupMetadataKey   v2  group string
     GroupMetadataValue v3  protocol_type string, generation int32, protocol string?,
                            leader string?, current_state_timestamp int64,
@@ -131,6 +133,11 @@ def encode_group_key(key: GroupKey) -> bytes:
 
 
 def encode_offset_value(value: OffsetValue) -> bytes:
+    """v3, or v1 when the commit set an expire timestamp (Kafka's offsetCommitValueVersion:
+    only v1 has the field, and it has no leader epoch)."""
+    if value.expire_timestamp >= 0:
+        w = _Writer().i16(1).i64(value.offset).string(value.metadata or "").i64(value.commit_timestamp)
+        return bytes(w.i64(value.expire_timestamp).buf)
     w = _Writer().i16(OFFSET_VALUE_VERSION).i64(value.offset).i32(value.leader_epoch)
     return bytes(w.string(value.metadata or "").i64(value.commit_timestamp).buf)
 

@@ -31,8 +31,6 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
-    if not group_id:
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_GROUP_ID}
     tp = (OFFSETS_TOPIC, broker.groups.partition_for(group_id))
     code = await broker.txn.add_partitions(request["transactional_id"], request["producer_id"],
                                            request["producer_epoch"], {tp})

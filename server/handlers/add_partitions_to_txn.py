@@ -28,10 +28,12 @@ MAY_BLOCK = False
 log = logging.getLogger("trafka.txn")
 
 
-def _results(partitions: dict[str, list[int]], codes) -> list[dict]:
-    return [{"name": topic, "results_by_partition": [{"partition_index": p, "partition_error_code": codes(topic, p)}
-                                                     for p in indexes]}
-            for topic, indexes in partitions.items()]
+def _results(topics: list[dict], codes) -> list[dict]:
+    """The answer shaped as the request, entry by entry (a topic or partition named twice
+    is answered twice), as Kafka answers it."""
+    return [{"name": t["name"], "results_by_partition": [{"partition_index": p, "partition_error_code": codes(t["name"], p)}
+                                                         for p in t["partitions"]]}
+            for t in topics]
 
 
 async def _one(ctx: RequestContext, tid: str, pid: int, epoch: int, topics: list[dict], verify_only: bool) -> list[dict]:
@@ -40,7 +42,7 @@ async def _one(ctx: RequestContext, tid: str, pid: int, epoch: int, topics: list
     for t in topics:
         partitions.setdefault(t["name"], []).extend(t["partitions"])
     if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
-        return _results(partitions, lambda t, p: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        return _results(topics, lambda t, p: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     # Kafka: a client may never add an internal topic (__consumer_offsets goes in through
     # AddOffsetsToTxn): TOPIC_AUTHORIZATION_FAILED, with or without an authorizer.
     denied = {t for t in partitions
@@ -48,7 +50,7 @@ async def _one(ctx: RequestContext, tid: str, pid: int, epoch: int, topics: list
               or not ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, t)}
     if denied:
         # Kafka: the denied topics fail, the rest is not attempted.
-        return _results(partitions, lambda t, p: ErrorCode.TOPIC_AUTHORIZATION_FAILED if t in denied
+        return _results(topics, lambda t, p: ErrorCode.TOPIC_AUTHORIZATION_FAILED if t in denied
                         else ErrorCode.OPERATION_NOT_ATTEMPTED)
     unknown = set()
     for topic, indexes in partitions.items():
@@ -57,17 +59,17 @@ async def _one(ctx: RequestContext, tid: str, pid: int, epoch: int, topics: list
                 unknown.add((topic, p))
     if unknown:
         log.info("AddPartitionsToTxn from %s for %r: unknown partitions %s", ctx.client_id, tid, sorted(unknown))
-        return _results(partitions, lambda t, p: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if (t, p) in unknown
+        return _results(topics, lambda t, p: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if (t, p) in unknown
                         else ErrorCode.OPERATION_NOT_ATTEMPTED)
     txn = broker.txn
     if verify_only:
-        return _results(partitions, lambda t, p: txn.verify_partition(tid, pid, epoch, (t, p)))
+        return _results(topics, lambda t, p: txn.verify_partition(tid, pid, epoch, (t, p)))
     code = await txn.add_partitions(tid, pid, epoch, {(t, p) for t, ps in partitions.items() for p in ps})
     if code not in (ErrorCode.NONE, ErrorCode.CONCURRENT_TRANSACTIONS):
         log.info("AddPartitionsToTxn from %s for %r (producer %d epoch %d): %s", ctx.client_id, tid, pid, epoch,
                  code.name)
     code = for_version(code, ctx.api_version, 2)
-    return _results(partitions, lambda t, p: code)
+    return _results(topics, lambda t, p: code)
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:

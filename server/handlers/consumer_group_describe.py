@@ -24,8 +24,9 @@ MAY_BLOCK = False
 
 
 def _error(group_id: str, code: ErrorCode, message: str | None = None, operations: int = NOT_REQUESTED) -> dict:
+    # Kafka's error entries carry the schema's defaults: epochs 0.
     return {"error_code": code, "error_message": message, "group_id": group_id, "group_state": "",
-            "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": [],
+            "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
             "authorized_operations": operations}
 
 
@@ -39,6 +40,8 @@ def _partitions(ctx: RequestContext, parts) -> list[dict]:
 
 
 def _describe(ctx: RequestContext, group_id: str, with_operations: bool) -> dict:
+    if not group_id:
+        return _error(group_id, ErrorCode.INVALID_GROUP_ID)  # Kafka checks this first
     if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
         return _error(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     operations = group_operations(ctx, group_id) if with_operations else NOT_REQUESTED
@@ -63,7 +66,7 @@ def _describe(ctx: RequestContext, group_id: str, with_operations: bool) -> dict
             "member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
             "member_epoch": m.member_epoch, "client_id": m.client_id, "client_host": m.client_host,
             "subscribed_topic_names": list(m.subscribed_topic_names),
-            "subscribed_topic_regex": m.subscribed_topic_regex,
+            "subscribed_topic_regex": m.subscribed_topic_regex or "",  # Kafka: "" when none
             "assignment": {"topic_partitions": current}, "target_assignment": {"topic_partitions": target},
         })
     if ctx.broker.authorizer is not None:

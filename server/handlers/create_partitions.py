@@ -4,11 +4,13 @@ Implements v0-3, with Kafka's (KRaft ReplicationControlManager) checks in its or
 unknown topic → UNKNOWN_TOPIC_OR_PARTITION; a count that is not above the current one →
 INVALID_PARTITIONS; assignments whose number differs from the partitions added, or that
 name any broker but this one, or more than one replica → INVALID_REPLICA_ASSIGNMENT;
-more partitions in total than trafka.max.partitions → POLICY_VIOLATION (what CreateTopics
-answers too); a topic named twice in the request → INVALID_REQUEST for each; internal
-topics → INVALID_REQUEST (their partition count is part of how groups are placed).
-validate_only runs every check and creates nothing. timeout_ms is not needed: the new
-partitions exist when the response is sent.
+more than 10 000 partitions added to a topic, or more partitions in total than
+trafka.max.partitions → POLICY_VIOLATION (what CreateTopics answers too); a topic named
+twice in the request → INVALID_REQUEST, answered once; internal topics → INVALID_REQUEST
+(their partition count is part of how groups are placed). validate_only runs every check
+and creates nothing. The new partitions exist when the response is sent; as Kafka 4's
+KRaft controller, a single broker answers timeout_ms <= 0 with REQUEST_TIMED_OUT and adds
+nothing.
 
 The messages are Kafka's, which kafka-topics --alter prints: a single broker's those of a
 one-node Kafka 4.x (ReplicationControlManager), a cluster's those of Kafka's ZooKeeper mode
@@ -24,13 +26,16 @@ from wire.registry import ApiKey
 
 from server.context import RequestContext
 from server.errors import TopicAuthorizationFailed
-from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from server.security.acls import AclOperation, ResourceType
 from server.topics import INTERNAL_TOPICS
 from server.errors import (InvalidPartitions, InvalidRequest, KafkaError, PolicyViolation, UnknownTopicOrPartition,
                            logged_error_code)
 
 API_KEY = ApiKey.CREATE_PARTITIONS
 MAY_BLOCK = False
+
+# Kafka's KRaft controller adds at most this many partitions to a topic per request.
+REQUEST_PARTITION_LIMIT = 10_000
 
 log = logging.getLogger("trafka.admin")
 
@@ -62,6 +67,8 @@ def _check(ctx: RequestContext, topic: dict) -> int:
                 raise KafkaError(f"assignment of new partition {current + index} is {replicas}; the only broker "
                                  f"is {broker.node_id} and the replication factor is 1",
                                  ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+    if added > REQUEST_PARTITION_LIMIT:
+        raise PolicyViolation("Excessively large number of additional partitions per request.")
     limit = broker.config.get("trafka.max.partitions")
     if broker.total_partitions() + added > limit:
         raise PolicyViolation(f"{added} more partitions would exceed trafka.max.partitions={limit}")
@@ -104,8 +111,13 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     validate_only = bool(request.get("validate_only"))
     names = [t["name"] for t in request["topics"]]
     duplicated = {n for n in names if names.count(n) > 1}
-    results = []
+    first: dict[str, dict] = {}  # Kafka answers each name once (its results are a map by name)
     for topic in request["topics"]:
+        first.setdefault(topic["name"], topic)
+    # A single broker answers as Kafka 4's KRaft controller: no time left changes nothing.
+    timed_out = broker.cluster is None and request.get("timeout_ms", 30000) <= 0
+    results = []
+    for topic in first.values():
         name = topic["name"]
         result = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
         try:
@@ -113,6 +125,9 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                 raise InvalidRequest(f"topic {name} appears more than once in the request")
             if not ctx.authorize(AclOperation.ALTER, ResourceType.TOPIC, name):
                 raise TopicAuthorizationFailed(f"not authorized to alter topic {name}")
+            if timed_out:
+                raise KafkaError(f"timeout_ms {request['timeout_ms']} left no time to add partitions to {name}",
+                                 ErrorCode.REQUEST_TIMED_OUT)
             if broker.cluster is not None:
                 await _cluster_create(ctx, topic, validate_only, request.get("timeout_ms", 30000))
                 results.append(result)

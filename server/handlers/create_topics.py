@@ -1,11 +1,15 @@
 """CreateTopics (19): new topics with partitions, configs, and validate_only.
 
-Implements v2-7. Replication factor must be 1 (or -1, the broker default) on a single
+Implements v0-7 (v0-1 as v2, without their later fields: Kafka 3.9 has no other rule
+for them). Replication factor must be 1 (or -1, the broker default) on a single
 broker → INVALID_REPLICATION_FACTOR; manual assignments must name this broker →
 INVALID_REPLICA_ASSIGNMENT; partitions ≤ 0 (other than -1, the default) →
 INVALID_PARTITIONS; bad names → INVALID_TOPIC_EXCEPTION; unknown or invalid configs →
 INVALID_CONFIG; an existing topic → TOPIC_ALREADY_EXISTS; a name twice in one request →
-INVALID_REQUEST for each. validate_only runs every check and creates nothing. With an
+INVALID_REQUEST, answered once. validate_only runs every check and creates nothing (the
+answer carries a fresh topic id, as Kafka 4's). As Kafka 4's KRaft controller, a single
+broker answers timeout_ms <= 0 with REQUEST_TIMED_OUT (nothing created) and more than
+10 000 partitions in one request with POLICY_VIOLATION. With an
 authorizer: CREATE on the cluster or the topic (else TOPIC_AUTHORIZATION_FAILED), and, as
 Kafka, a topic's configs, partitions and replication factor only with DESCRIBE_CONFIGS on it
 (else -1s, no configs and v5+ topic_config_error_code TOPIC_AUTHORIZATION_FAILED).
@@ -20,6 +24,7 @@ a leader (REQUEST_TIMED_OUT after timeout_ms).
 from __future__ import annotations
 
 import logging
+import uuid
 
 from storage import LogConfig
 from wire.errors import ErrorCode
@@ -34,6 +39,10 @@ from server.topic_configs import creatable_topic_configs
 
 API_KEY = ApiKey.CREATE_TOPICS
 MAY_BLOCK = False
+
+# Kafka's KRaft controller creates at most this many partitions per request
+# (ReplicationControlManager: "Excessively large number of partitions per request.").
+REQUEST_PARTITION_LIMIT = 10_000
 
 log = logging.getLogger("trafka.admin")
 
@@ -132,12 +141,31 @@ def _hide_configs(result: dict) -> dict:
     return result
 
 
+def _partitions_asked(ctx: RequestContext, topic: dict) -> int:
+    if topic.get("assignments"):
+        return len(topic["assignments"])
+    count = topic["num_partitions"]
+    return ctx.broker.config.get("num.partitions") if count == -1 else max(count, 0)
+
+
 async def handle(ctx: RequestContext, request: dict) -> dict:
     broker = ctx.broker
     names = [t["name"] for t in request["topics"]]
     duplicated = {n for n in names if names.count(n) > 1}
-    results = []
+    # Kafka answers each name once (its results are a map by name).
+    first: dict[str, dict] = {}
     for topic in request["topics"]:
+        first.setdefault(topic["name"], topic)
+    topics = list(first.values())
+    single = broker.cluster is None
+    # A single broker answers as Kafka 4's KRaft controller does: no time left (timeout_ms
+    # <= 0) is REQUEST_TIMED_OUT and nothing is created; more than REQUEST_PARTITION_LIMIT
+    # partitions in one request is POLICY_VIOLATION for every topic.
+    timed_out = single and request.get("timeout_ms", 30000) <= 0
+    too_many = single and sum(_partitions_asked(ctx, t) for t in topics
+                              if t["name"] not in duplicated) > REQUEST_PARTITION_LIMIT
+    results = []
+    for topic in topics:
         name = topic["name"]
         result = {"name": name, "error_code": ErrorCode.NONE, "error_message": None, "num_partitions": -1,
                   "replication_factor": -1, "configs": []}
@@ -152,6 +180,11 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             if not ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False) \
                     and not ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, name):
                 raise TopicAuthorizationFailed(f"not authorized to create topic {name}")
+            if timed_out:
+                raise KafkaError(f"timeout_ms {request['timeout_ms']} left no time to create {name}",
+                                 ErrorCode.REQUEST_TIMED_OUT)
+            if too_many:
+                raise KafkaError("Excessively large number of partitions per request.", ErrorCode.POLICY_VIOLATION)
             if broker.cluster is not None:
                 extra, partitions, replication, configs = await _cluster_create(
                     ctx, topic, bool(request.get("validate_only")), request.get("timeout_ms", 30000))
@@ -163,6 +196,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             if not request.get("validate_only"):
                 meta = broker.create_topic(name, partitions, configs)
                 result["topic_id"] = meta.topic_id
+            else:
+                result["topic_id"] = uuid.uuid4()  # Kafka 4 answers a validated topic with a fresh id too
             result.update(num_partitions=partitions, replication_factor=1,
                           configs=creatable_topic_configs(broker, configs))
             if hidden:

@@ -8,8 +8,10 @@ the log start offset afterwards (-1 with an error).
 Errors per partition, as Kafka's ReplicaManager: unknown topic or partition →
 UNKNOWN_TOPIC_OR_PARTITION; internal topics → INVALID_TOPIC_EXCEPTION; a topic whose
 cleanup.policy lacks delete (compact only) → POLICY_VIOLATION; an offset above the high
-watermark or negative other than -1 → OFFSET_OUT_OF_RANGE. timeout_ms is not needed with
-one replica: the answer is sent when the log start offset has moved (and is checkpointed).
+watermark or negative other than -1 → OFFSET_OUT_OF_RANGE. A partition named twice is
+answered once, with its last offset, and a topic without partitions not at all (Kafka
+reads the request into a map). timeout_ms is not needed with one replica: the answer is
+sent when the log start offset has moved (and is checkpointed).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from wire.registry import ApiKey
 
 from server.context import RequestContext
 from server.errors import TopicAuthorizationFailed
-from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from server.security.acls import AclOperation, ResourceType
 from server.topics import INTERNAL_TOPICS
 from server.errors import InvalidTopic, PolicyViolation, logged_error_code
 
@@ -59,12 +61,21 @@ async def _delete(ctx: RequestContext, topic: str, index: int, offset: int) -> i
     return start
 
 
+def _merged(topics: list[dict]) -> list[tuple[str, list[dict]]]:
+    """The request as Kafka reads it, into a map by partition: a partition named twice is
+    answered once, with its last offset; a topic without partitions is not answered."""
+    merged: dict[str, dict[int, dict]] = {}
+    for topic in topics:
+        for item in topic["partitions"]:
+            merged.setdefault(topic["name"], {})[item["partition_index"]] = item
+    return [(name, list(parts.values())) for name, parts in merged.items()]
+
+
 async def handle(ctx: RequestContext, request: dict) -> dict:
     topics = []
-    for topic in request["topics"]:
-        name = topic["name"]
+    for name, items in _merged(request["topics"]):
         partitions = []
-        for item in topic["partitions"]:
+        for item in items:
             index = item["partition_index"]
             answer = {"partition_index": index, "low_watermark": -1, "error_code": ErrorCode.NONE}
             try:

@@ -7,8 +7,8 @@ more types than the filter names match too; with it, only entities with exactly 
 filter's types. An empty filter without `strict` lists every entity. Errors, in the
 top-level error_code with null entries: an empty or repeated entity type, a match string
 where the match type takes none (or none where EXACT needs one), ip combined with user or
-client-id → INVALID_REQUEST; an unknown entity type or match type → UNSUPPORTED_VERSION,
-as Kafka answers them.
+client-id, an unknown match type → INVALID_REQUEST; an unknown entity type →
+UNSUPPORTED_VERSION, as Kafka answers them.
 """
 
 from __future__ import annotations
@@ -41,4 +41,5 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     entries = [{"entity": entity_list(entity),
                 "values": [{"key": key, "value": value} for key, value in sorted(config.items())]}
                for entity, config in found]
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "entries": entries}
+    # Kafka answers success with error_message "" (not null).
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": "", "entries": entries}

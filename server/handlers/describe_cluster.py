@@ -3,7 +3,7 @@
 Implements v0-1. This broker is the whole cluster and answers as its controller too.
 endpoint_type (v1, KIP-919): 1 (brokers) is answered; 2 (controllers) →
 MISMATCHED_ENDPOINT_TYPE, as a Kafka broker endpoint does; anything else →
-UNSUPPORTED_ENDPOINT_TYPE. Authorized operations (KIP-430): the authorizer's answer for the principal, when asked.
+UNSUPPORTED_ENDPOINT_TYPE; both with an empty cluster id, as Kafka answers them. Authorized operations (KIP-430): the authorizer's answer for the principal, when asked.
 Not implemented: v2 include_fenced_brokers (no fenced brokers exist to include).
 """
 
@@ -28,6 +28,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     answer = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
               "endpoint_type": ENDPOINT_BROKERS, "cluster_id": broker.cluster_id, "controller_id": -1,
               "brokers": [], "cluster_authorized_operations": NOT_REQUESTED}
+    if endpoint != ENDPOINT_BROKERS:
+        answer["cluster_id"] = ""  # Kafka's error answers carry no cluster id
     if endpoint == ENDPOINT_CONTROLLERS:
         answer.update(error_code=ErrorCode.MISMATCHED_ENDPOINT_TYPE,
                       error_message="the request was sent to a broker endpoint, but asked for controllers")

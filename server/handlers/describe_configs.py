@@ -1,6 +1,7 @@
 """DescribeConfigs (32): topic, broker and broker-logger configs with sources and defaults.
 
-Implements v1-4: configuration_keys (null = all; unknown names are skipped),
+Implements v0-4 (v0 has neither synonyms nor config_source but an is_default flag, which
+Kafka 3.9 never sets: it answers false, and so do we): configuration_keys (null = all; unknown names are skipped),
 include_synonyms (v1+), include_documentation (v3+) and config_type (v3+).
 
 - TOPIC: every topic config with its effective value; sources DYNAMIC_TOPIC_CONFIG (set
@@ -11,15 +12,22 @@ include_synonyms (v1+), include_documentation (v3+) and config_type (v3+).
   ZooKeeper (`/config/topics/<t>`); a hosted one from the config its logs run under, which
   follows ZooKeeper through the change notices (server/cluster/config_manager.py).
 - BROKER: this broker's settings (server/config.py) plus unknown keys from its file with
-  their effective values; sources DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG
-  (dynamic broker configs, cluster only: server/cluster/broker_configs.py),
-  STATIC_BROKER_CONFIG or DEFAULT_CONFIG, synonyms the whole chain most specific first.
-  In a cluster read_only is false for the settings that may change at runtime
-  (server/dynamic_config.py); on a single broker everything is read-only. The name ""
-  means the cluster-wide dynamic defaults: just those set (an empty list on a single
-  broker), as in Kafka. Another broker id or a non-number → INVALID_REQUEST.
+  their effective values, and the custom configs of its dynamic layers; sources
+  DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG (dynamic broker configs,
+  server/broker_configs.py), STATIC_BROKER_CONFIG or DEFAULT_CONFIG, synonyms the whole
+  chain most specific first. read_only is false for the settings that may change at
+  runtime (server/dynamic_config.py). A dynamic custom config (a name the broker has no
+  setting for) is described as Kafka describes one: read-only, sensitive, value hidden.
+  The name "" means the cluster-wide dynamic defaults: just those set, as in Kafka.
+  Another broker id or a non-number → INVALID_REQUEST.
 - BROKER_LOGGER: the process's loggers and their levels in log4j words (Kafka lists its
   log4j loggers); "" or another broker id → INVALID_REQUEST.
+- GROUP (Kafka 4's group configs, server/groups/group_config.py): every group config but
+  the internal ones, with source GROUP_CONFIG (8) for those the group set, else the source
+  of the broker setting it falls back to (group.consumer.session.timeout.ms for
+  consumer.session.timeout.ms, ...) or DEFAULT_CONFIG; synonyms the group's value then that
+  broker setting's chain. Any group id, existing or not, of any type; "" →
+  INVALID_REQUEST "Group name must not be empty".
 - Any other resource type → INVALID_REQUEST.
 """
 
@@ -38,6 +46,7 @@ from server.context import RequestContext
 from server.errors import InvalidRequest, UnknownTopicOrPartition, logged_error_code
 from server.config_resources import broker_id_of, log4j_level, loggers
 from server.dynamic_config import is_dynamic
+from server.groups import group_config
 from server.topic_configs import (ConfigSource, ResourceType, broker_source, broker_synonyms, describe_topic,
                                   explicit_configs)
 
@@ -51,14 +60,16 @@ _SENSITIVE_MARKERS = ("password", "secret", "sasl.jaas.config", "ssl.keystore.ke
 def _broker_entry(broker, name: str, value: str | None, source: ConfigSource, chain: list[dict],
                   synonyms: bool, documentation: bool) -> dict:
     setting = SETTINGS.get(name)
-    sensitive = any(marker in name for marker in _SENSITIVE_MARKERS)
+    # Kafka hides the value of a config whose type it does not know (KafkaConfig.maybeSensitive):
+    # the dynamic custom configs
+    sensitive = any(marker in name for marker in _SENSITIVE_MARKERS) or (
+        setting is None and source in (ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
     if sensitive:
         chain = [{**entry, "value": None} for entry in chain]
     return {
         "name": name,
         "value": None if sensitive else value,
-        # Kafka: read-only unless a dynamic broker config; those need a cluster here
-        "read_only": broker.cluster is None or not is_dynamic(name),
+        "read_only": not is_dynamic(name),  # Kafka: read-only unless a dynamic broker config
         "config_source": source,
         "is_sensitive": sensitive,
         "synonyms": chain if synonyms else [],
@@ -71,7 +82,7 @@ def _broker_entries(broker, keys: list[str] | None, synonyms: bool, documentatio
     cfg = broker.config
     effective = {"node.id": str(broker.node_id), "broker.id": str(broker.node_id), "cluster.id": broker.cluster_id,
                  "log.dirs": str(broker.data_dir)}
-    names = list(SETTINGS) + [n for n in cfg.values if n not in SETTINGS]
+    names = list(dict.fromkeys([*SETTINGS, *cfg.values, *cfg.dynamic_default, *cfg.dynamic_broker]))
     if keys is not None:
         wanted = set(keys)
         names = [n for n in names if n in wanted]
@@ -126,11 +137,19 @@ async def describe(ctx: RequestContext, resource: dict, synonyms: bool, document
                               documentation=documentation, effective=broker.topic_config(name))
     if kind == ResourceType.BROKER:
         if broker_id_of(broker, name, allow_empty=True) is None:
-            return _default_entries(broker, keys, synonyms, documentation)  # [] on a single broker
+            return _default_entries(broker, keys, synonyms, documentation)
         return _broker_entries(broker, keys, synonyms, documentation)
     if kind == ResourceType.BROKER_LOGGER:
         broker_id_of(broker, name, allow_empty=False)
         return _logger_entries(keys)
+    if kind == ResourceType.GROUP:
+        if not name:
+            raise InvalidRequest("Group name must not be empty")
+        if broker.cluster is not None:
+            await broker.group_configs.refresh(name)
+        return group_config.describe(broker.config, broker.group_configs.own(name), keys, synonyms=synonyms,
+                                     documentation=documentation,
+                                     broker_chain=lambda setting: broker_synonyms(broker, [setting]))
     raise InvalidRequest(f"unsupported resource type {kind}")
 
 
@@ -139,11 +158,16 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     documentation = bool(request.get("include_documentation"))
     results = []
     for resource in request["resources"]:
-        result = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": resource["resource_type"],
+        # Kafka answers a described resource with error_message "" (not null).
+        result = {"error_code": ErrorCode.NONE, "error_message": "", "resource_type": resource["resource_type"],
                   "resource_name": resource["resource_name"], "configs": []}
         try:
             check_access(ctx, resource["resource_type"], resource["resource_name"], alter=False)
             result["configs"] = await describe(ctx, resource, synonyms, documentation)
+            if ctx.api_version == 0:
+                # v0's is_default: Kafka 3.9 never sets it (its answers carry config_source,
+                # which v0 lacks), so every v0 entry says false.
+                result["configs"] = [{**c, "is_default": False} for c in result["configs"]]
         except Exception as exc:
             code = logged_error_code(exc, log, f"DescribeConfigs {resource['resource_type']}/"
                                                f"{resource['resource_name']}", ctx.client_id)

@@ -1,6 +1,6 @@
 """DescribeLogDirs (35): the data directory and the size of each partition in it.
 
-Implements v1-4. One log dir (the data dir, as an absolute path). topics null means
+Implements v0-4 (v0 is v1's layout). One log dir (the data dir, as an absolute path). topics null means
 every partition; otherwise only the requested partitions that exist are listed (Kafka
 leaves unknown ones out rather than failing). In a cluster every replica this broker
 hosts is listed, followers as well as leaders (kafka-log-dirs and kafka-reassign-partitions

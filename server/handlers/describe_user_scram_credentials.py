@@ -45,4 +45,5 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             infos = [{"mechanism": NUMBERS[m], "iterations": it} for m, it in sorted(users[name].items())]
             results.append({"user": name, "error_code": ErrorCode.NONE, "error_message": None,
                             "credential_infos": infos})
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "results": results}
+    # Kafka answers success with error_message "" (not null).
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": "", "results": results}

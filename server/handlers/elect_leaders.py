@@ -14,7 +14,10 @@ partitions that needed no election are left out of the answer.
 On a single broker every replica is the preferred one and leads: each existing partition
 is ELECTION_NOT_NEEDED, others UNKNOWN_TOPIC_OR_PARTITION with a one-node Kafka 4.x's
 message ("No such topic as T" / "No such partition as T-P", ReplicationControlManager), which
-kafka-leader-election prints.
+kafka-leader-election prints; answered as Kafka 4's KRaft controller does (`_single_broker`:
+entry by entry; every topic, without results, for a null `topic_partitions`;
+REQUEST_TIMED_OUT for timeout_ms <= 0). Without ALTER on the cluster:
+CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -47,11 +50,13 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     if election_type not in (0, 1):
         log.info("ElectLeaders from %s: election type %d is not PREFERRED (0) or UNCLEAN (1)", ctx.client_id,
                  election_type)
-        return _answer({}, E.INVALID_REQUEST)
+        # Kafka: INVALID_REQUEST at the top and for every partition asked for.
+        invalid = (E.INVALID_REQUEST, f"Unknown election type {election_type}")
+        return _answer({tp: invalid for tp in tps or []}, E.INVALID_REQUEST)
     node = ctx.broker.cluster
     if node is None:
-        results = _single_broker(ctx, tps)
-    elif not node.controller.active:
+        return _single_broker(ctx, asked, request.get("timeout_ms", 60000))
+    if not node.controller.active:
         if tps is None:
             tps = [(t, p) for t, parts in node.cache.topics.items() for p in parts]
         log.info("ElectLeaders from %s on broker %d, which is not the controller: NOT_CONTROLLER", ctx.client_id,
@@ -64,20 +69,34 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     return _answer(results, E.NONE)
 
 
-def _single_broker(ctx: RequestContext, tps: list[tuple[str, int]] | None) -> dict:
+def _single_broker(ctx: RequestContext, asked: list[dict] | None, timeout_ms: int) -> dict:
+    """As Kafka 4's KRaft controller answers: the topics as asked, entry by entry (a
+    partition named twice is answered twice); for every partition (null), every topic, its
+    partitions all needing no election left out; no time left (timeout_ms <= 0):
+    REQUEST_TIMED_OUT for the request and each partition."""
     topics = ctx.broker.topics
-    if tps is None:
-        tps = [(name, p) for name, meta in topics.items() for p in range(meta.partitions)]
-    out = {}
-    for topic, index in tps:
-        meta = topics.get(topic)
-        if meta is None:
-            out[(topic, index)] = (E.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {topic}")
-        elif not 0 <= index < meta.partitions:
-            out[(topic, index)] = (E.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {topic}-{index}")
-        else:
-            out[(topic, index)] = (E.ELECTION_NOT_NEEDED, _NOT_NEEDED)
-    return out
+    if asked is None:
+        return {"throttle_time_ms": 0, "error_code": E.NONE,
+                "replica_election_results": [{"topic": name, "partition_result": []} for name in topics]}
+    if timeout_ms <= 0:
+        return {"throttle_time_ms": 0, "error_code": E.REQUEST_TIMED_OUT, "replica_election_results": [
+            {"topic": t["topic"], "partition_result": [
+                {"partition_id": p, "error_code": E.REQUEST_TIMED_OUT, "error_message": None} for p in t["partitions"]]}
+            for t in asked]}
+    results = []
+    for entry in asked:
+        meta = topics.get(entry["topic"])
+        partitions = []
+        for index in entry["partitions"]:
+            if meta is None:
+                code, message = E.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {entry['topic']}"
+            elif not 0 <= index < meta.partitions:
+                code, message = E.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {entry['topic']}-{index}"
+            else:
+                code, message = E.ELECTION_NOT_NEEDED, _NOT_NEEDED
+            partitions.append({"partition_id": index, "error_code": code, "error_message": message})
+        results.append({"topic": entry["topic"], "partition_result": partitions})
+    return {"throttle_time_ms": 0, "error_code": E.NONE, "replica_election_results": results}
 
 
 def _answer(results: dict, error_code: ErrorCode) -> dict:

@@ -1,9 +1,16 @@
 """Fetch (1): serve stored batches, long-polling until min_bytes arrive or max_wait passes.
 
-Implements v4-17 (topic ids from v13). Stored bytes go out as they are: no record is
-decoded. Rules kept here:
+Implements v0-17 (topic ids from v13). From v4 stored bytes go out as they are: no record
+is decoded. Before v4 the reader knows only magic 0/1 message sets, and the answer is
+converted as Kafka 3.9 converts it (`_down_convert`, wire.legacy.down_convert;
+docs/protocol-versions.md), with v0-2's hard size limit (a first batch over the limit is
+not sent). Rules kept here:
 - every requested partition is in the answer (full fetch responses must list them all,
-  CLIENTS.md §9.7), in request order;
+  CLIENTS.md §9.7), in request order; as Kafka reads them into a map, a partition named
+  twice is answered once and a topic without partitions not at all. An isolation level
+  other than 0 or 1 fails the request with UNKNOWN_SERVER_ERROR, as Kafka's does; a
+  consumer's partition whose read failed (OFFSET_OUT_OF_RANGE, ...) carries -1 for its
+  high watermark, last stable offset and log start, as Kafka's;
 - max_bytes caps the response and partition_max_bytes each partition, except that the
   first batch of the first partition with data is always sent whole (KIP-74) — only
   that one: librdkafka drops a response larger than it asked for;
@@ -68,6 +75,7 @@ import trio
 
 from storage import read_exact
 from wire.errors import ErrorCode
+from wire.legacy import UnsupportedDownConversion, down_convert
 from wire.primitives import ZERO_UUID
 from wire.registry import ApiKey
 
@@ -86,7 +94,11 @@ log = logging.getLogger("trafka.fetch")
 
 _EMPTY = b""
 _NONE = ErrorCode.NONE
+# What Kafka's KafkaApis answers itself, before the read (FetchResponse.partitionResponse).
+_REFUSED_BEFORE_READING = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID,
+                                     ErrorCode.TOPIC_AUTHORIZATION_FAILED})
 REGION_MIN_BYTES = 64 * 1024
+LAST_OLD_FORMAT_VERSION = 3  # v0-3 readers know magic 0/1 only (v4 brought magic 2, KIP-98)
 
 
 class _Regions:
@@ -125,6 +137,16 @@ def _partition(index: int, code: ErrorCode, hw: int = -1, log_start: int = -1, r
     }
 
 
+def _read_error(index: int, code: ErrorCode, hw: int, start: int, lso: int, replica_id: int) -> dict:
+    """A partition whose read failed. A consumer gets Kafka's answer (ReplicaManager's
+    failed LogReadResult): no high watermark, last stable offset or log start (-1). A
+    follower gets them: Trafka's fetcher starts over at the leader's log start when its own
+    log end fell below it (server/cluster/fetcher.py)."""
+    if replica_id < 0:
+        return _partition(index, code)
+    return _partition(index, code, hw, start, lso=lso)
+
+
 def _read(plog, offset: int, limit: int, zero_copy: bool, upto: int, min_one_batch: bool):
     """(records, size) for one partition: bytes, or a FileRegion when `zero_copy` allows.
     Only batches below `upto` (the high watermark) are read."""
@@ -150,8 +172,9 @@ def _now_ms() -> int:
 
 
 def _diverging(partition, part: dict) -> dict | None:
-    """A follower whose last fetched epoch ends earlier here than where it fetches (or is
-    unknown here) has a tail to cut: (epoch, end offset) it must truncate to."""
+    """A fetcher — a follower, or a consumer from v12, as Kafka's Partition.readRecords
+    checks any last_fetched_epoch — whose last fetched epoch ends earlier here than where it
+    fetches (or is unknown here) has a tail to cut: (epoch, end offset) it must truncate to."""
     last_epoch = part.get("last_fetched_epoch", -1)
     if last_epoch < 0:
         return None
@@ -183,6 +206,11 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
     quota = ctx.broker.cluster.leader_quota if replica_id >= 0 and ctx.broker.cluster is not None else None
     leader_only = not from_follower_ok
     by_id = ctx.api_version >= 13
+    # v0-2 have a hard size limit (Kafka's FetchParams.hardMaxBytesLimit): a first batch
+    # larger than the partition's limit is not sent whole. v0-3 answers are converted to an
+    # old message format afterwards, from bytes (`_down_convert`), so they are never regions.
+    min_one = ctx.api_version >= 3
+    zero_copy = regions is not None and ctx.api_version > LAST_OLD_FORMAT_VERSION
     budget = max_bytes
     total = 0
     errors = False
@@ -193,14 +221,16 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
         for part in partitions:
             index = part["partition"]
             if name in denied:
-                results.append(_partition(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                results.append(_partition(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED, aborted=[]))
                 errors = True
                 continue
             try:
                 partition = partition_for(name, index, part.get("current_leader_epoch", -1), leader_only=leader_only)
             except KafkaError as exc:
                 code = ErrorCode.UNKNOWN_TOPIC_ID if by_id and name is None else exc.code
-                results.append(_partition(index, code))
+                # Kafka refuses these before reading (an empty aborted list); a read that
+                # fails answers null.
+                results.append(_partition(index, code, aborted=[] if code in _REFUSED_BEFORE_READING else None))
                 errors = True
                 continue
             hw = partition.high_watermark
@@ -218,21 +248,21 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
                     results.append(entry)
                     errors = True  # answer at once: the consumer moves to that replica
                     continue
+            if replica_id >= 0 and replica_id not in partition.followers:
+                results.append(_partition(index, ErrorCode.NOT_LEADER_OR_FOLLOWER, hw, start, lso=lso))
+                errors = True
+                continue
+            diverging = _diverging(partition, part)
+            if diverging is not None:
+                if diverging["epoch"] < 0 or offset < start:
+                    results.append(_read_error(index, ErrorCode.OFFSET_OUT_OF_RANGE, hw, start, lso, replica_id))
+                else:
+                    entry = _partition(index, _NONE, hw, start, lso=lso)
+                    entry["diverging_epoch"] = diverging
+                    results.append(entry)
+                errors = True  # answer at once: the fetcher must truncate first
+                continue
             if replica_id >= 0:
-                if replica_id not in partition.followers:
-                    results.append(_partition(index, ErrorCode.NOT_LEADER_OR_FOLLOWER, hw, start, lso=lso))
-                    errors = True
-                    continue
-                diverging = _diverging(partition, part)
-                if diverging is not None:
-                    if diverging["epoch"] < 0 or offset < start:
-                        results.append(_partition(index, ErrorCode.OFFSET_OUT_OF_RANGE, hw, start, lso=lso))
-                    else:
-                        entry = _partition(index, _NONE, hw, start, lso=lso)
-                        entry["diverging_epoch"] = diverging
-                        results.append(entry)
-                    errors = True  # answer at once: the follower must truncate first
-                    continue
                 upto = partition.log_end_offset
                 if offset <= upto:
                     partition.update_follower(replica_id, offset, _now_ms())
@@ -256,7 +286,7 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
                                 "preferred_read_replica": -1, "records": _EMPTY})
                 continue
             if offset < start or offset > partition.log_end_offset:
-                results.append(_partition(index, ErrorCode.OFFSET_OUT_OF_RANGE, hw, start, lso=lso))
+                results.append(_read_error(index, ErrorCode.OFFSET_OUT_OF_RANGE, hw, start, lso, replica_id))
                 errors = True
                 continue
             records = _EMPTY
@@ -264,13 +294,13 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
             if budget > 0 and offset < upto:
                 limit = min(part["partition_max_bytes"], budget)
                 try:
-                    records, size = _read(partition.log, offset, limit, regions is not None, upto, first_data)
+                    records, size = _read(partition.log, offset, limit, zero_copy, upto, first_data and min_one)
                     if read_committed:
                         aborted = _aborted(partition.log, offset, upto)
                 except Exception as exc:
                     code = error_code_for(exc)
                     log.warning("fetch %s-%d at %d: %s (%s)", name, index, offset, code.name, exc)
-                    results.append(_partition(index, code, hw, start, lso=lso))
+                    results.append(_read_error(index, code, hw, start, lso, replica_id))
                     errors = True
                     continue
                 if size:
@@ -293,6 +323,42 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
             entry["topic"] = name
         out.append(entry)
     return out, total, errors
+
+
+def _down_convert(ctx: RequestContext, topics: list, responses: list[dict], from_follower: bool) -> None:
+    """What Kafka 3.9 does to an answer before v4 (KafkaApis.maybeConvertFetchedData), in
+    place: a partition of a topic with compression.type=zstd answers
+    UNSUPPORTED_COMPRESSION_TYPE (such readers cannot know zstd, KIP-110); the records read
+    are converted to magic 0 (v0-1) or 1 (v2-3) by `wire.legacy.down_convert`, unless the
+    topic's message.downconversion.enable is false (UNSUPPORTED_VERSION); a zstd batch among
+    the first ones converted answers UNSUPPORTED_COMPRESSION_TYPE. Kafka 3.9 converts every
+    old fetch whatever was stored (its log format is magic 2), and so does this. Errors
+    replace the whole partition answer, offsets -1 included, as Kafka's
+    FetchResponse.partitionResponse. (Kafka 3.9 also refuses v4-9 on a zstd topic; Kafka 4
+    serves them, and so does Trafka: those versions follow the current Kafka.)"""
+    magic = 0 if ctx.api_version <= 1 else 1
+    for (name, _id, parts), topic in zip(topics, responses):
+        by_index = {p["partition"]: p for p in parts}
+        for i, answer in enumerate(topic["partitions"]):
+            partition = ctx.broker.partitions.get((name, answer["partition_index"]))
+            if partition is None:
+                continue  # not a local partition: Kafka has no log config to act on either
+            config = partition.config
+            code = _NONE
+            if config.compression_type == "zstd":
+                code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+            elif not from_follower and config.extras.get("message.downconversion.enable", "true") == "false":
+                code = ErrorCode.UNSUPPORTED_VERSION
+            else:
+                try:
+                    answer["records"] = down_convert(answer["records"], magic,
+                                                     by_index[answer["partition_index"]]["fetch_offset"])
+                except UnsupportedDownConversion as exc:
+                    log.info("fetch v%d of %s-%d from %s: %s", ctx.api_version, name,
+                             answer["partition_index"], ctx.client_id, exc)
+                    code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+            if code != _NONE:
+                topic["partitions"][i] = _partition(answer["partition_index"], code, lso=-1, records=None)
 
 
 def _log_redirects(ctx: RequestContext, rack: str, topics: list, responses: list[dict]) -> None:
@@ -331,8 +397,37 @@ def _session_context(ctx: RequestContext, request: dict, session_id: int, epoch:
     return context, topics
 
 
+def _merged(items: list[dict], by_id: bool) -> list[tuple]:
+    """The topics of a sessionless fetch as Kafka reads them, into a map keyed by
+    topic-partition: a partition (or topic) named twice is read once, with its last entry,
+    at its first place; a topic without partitions is not answered."""
+    merged: dict = {}
+    for item in items:
+        key = item.get("topic_id", ZERO_UUID) if by_id else item["topic"]
+        partitions = merged.setdefault(key, {})
+        for part in item["partitions"]:
+            partitions[part["partition"]] = part
+    return [(key, list(partitions.values())) for key, partitions in merged.items() if partitions]
+
+
+def _failed(ctx: RequestContext, request: dict, code: ErrorCode) -> dict:
+    """Kafka's FetchRequest.getErrorResponse: the error at the top (v7+) and, below v13, for
+    every requested partition (an empty aborted list, no records)."""
+    topics = []
+    if ctx.api_version < 13:
+        topics = [{"topic": item.get("topic", ""), "topic_id": item.get("topic_id", ZERO_UUID),
+                   "partitions": [_partition(part["partition"], code, aborted=[]) for part in item["partitions"]]}
+                  for item in request["topics"]]
+    return {"throttle_time_ms": 0, "error_code": code, "session_id": request.get("session_id", 0),
+            "responses": topics}
+
+
 async def handle(ctx: RequestContext, request: dict) -> dict:
     broker = ctx.broker
+    if request.get("isolation_level", 0) not in (0, 1):
+        # Kafka's IsolationLevel.forId throws, and the request fails as a whole.
+        log.warning("fetch from %s: isolation level %d is unknown", ctx.client_id, request["isolation_level"])
+        return _failed(ctx, request, ErrorCode.UNKNOWN_SERVER_ERROR)
     if ctx.api_version >= 15:
         replica_id = (request.get("replica_state") or {}).get("replica_id", -1)
     else:
@@ -348,12 +443,11 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         incremental = session.kind == "incremental"
     else:  # sessionless (librdkafka, aiokafka, followers): the request is the whole story
         topics = []
-        for item in request["topics"]:
+        for key, partitions in _merged(request["topics"], ctx.api_version >= 13):
             if ctx.api_version >= 13:
-                topic_id = item.get("topic_id", ZERO_UUID)
-                topics.append((_name_for_id(broker, topic_id), topic_id, item["partitions"]))
+                topics.append((_name_for_id(broker, key), key, partitions))
             else:
-                topics.append((item["topic"], None, item["partitions"]))
+                topics.append((key, None, partitions))
     max_bytes = request.get("max_bytes", 0x7FFFFFFF)
     min_bytes = request.get("min_bytes", 1)
     wait_s = max(request.get("max_wait_ms", 0), 0) / 1000
@@ -398,6 +492,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             await broker.wait_for_data(waiting_on, remaining, appends_only=replica_id >= 0)
         if select_rack is not None and errors:
             _log_redirects(ctx, select_rack, topics, responses)
+        if ctx.api_version <= LAST_OLD_FORMAT_VERSION:
+            _down_convert(ctx, topics, responses, replica_id >= 0)
         error_code = _NONE
         answer_session = 0
         if session is not None:

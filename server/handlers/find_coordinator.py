@@ -91,9 +91,14 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         return await _cluster_answer(ctx, key, key_type) if clustered else _answer(ctx, key, key_type)
 
     if ctx.api_version >= 4:
-        return {"throttle_time_ms": 0,
-                "coordinators": [await answer_for(key) for key in request.get("coordinator_keys") or []]}
+        coordinators = [await answer_for(key) for key in request.get("coordinator_keys") or []]
+        for answer in coordinators:
+            if answer["error_code"] == ErrorCode.NONE:
+                answer["error_message"] = ""  # what Kafka sends with a found coordinator (v4+)
+        return {"throttle_time_ms": 0, "coordinators": coordinators}
     answer = await answer_for(request.get("key") or "")
     del answer["key"]
+    if answer["error_code"] == ErrorCode.NONE:
+        answer["error_message"] = "NONE"  # Kafka's Errors.NONE.message() (v1-3)
     answer["throttle_time_ms"] = 0
     return answer

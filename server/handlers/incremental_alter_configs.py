@@ -14,21 +14,28 @@ an unknown operation, or a resource named twice in one request → INVALID_REQUE
 In a cluster a topic's settings are read from and written to ZooKeeper
 (server/cluster/config_manager.py), so any broker may receive the request.
 
-BROKER in a cluster (KIP-226 dynamic broker configs, server/cluster/broker_configs.py):
-the resource name is this broker's id (its own overrides, `/config/brokers/<id>`) or ""
-(the cluster-wide defaults, `/config/brokers/<default>`); SET/DELETE/APPEND/SUBTRACT
-change the stored overrides, which every broker applies without a restart. A setting
-Kafka cannot change at runtime → INVALID_REQUEST "Cannot update these configs
-dynamically: Set(...)", a bad value → INVALID_REQUEST (Kafka's KAFKA-13609 choice), an
-unknown name → INVALID_CONFIG (server/dynamic_config.py). On a single broker (no
-ZooKeeper, where Kafka has nowhere to keep them either) BROKER → INVALID_REQUEST.
+BROKER (KIP-226 dynamic broker configs, server/broker_configs.py): the resource name is
+this broker's id (its own overrides, `config/brokers/<id>`) or "" (the cluster-wide
+defaults, `config/brokers/<default>`), kept in ZooKeeper in a cluster and in the data
+directory of a single broker; SET/DELETE/APPEND/SUBTRACT change the stored overrides,
+which the broker (every broker) applies without a restart. A setting Kafka cannot change
+at runtime → INVALID_REQUEST "Cannot update these configs dynamically: Set(...)", a bad
+value → INVALID_REQUEST (Kafka's KAFKA-13609 choice); a name the broker does not know is
+kept as a custom config, as Kafka keeps it (APPEND/SUBTRACT of one → INVALID_CONFIG)
+(server/dynamic_config.py).
 BROKER_LOGGER (Kafka's runtime log levels): SET a logger to OFF, FATAL, ERROR, WARN, INFO,
 DEBUG, TRACE or ALL, DELETE to inherit from the parent again; the resource name must be
 this broker's id (INVALID_REQUEST otherwise). Unknown logger or level → INVALID_CONFIG;
 DELETE of the root logger, APPEND or SUBTRACT → INVALID_REQUEST.
-GROUP (KIP-932 group configs): SET or DELETE a share group's share.auto.offset.reset
-(latest, earliest) or share.isolation.level (read_uncommitted, read_committed), kept in
-__share_group_state; other names or values → INVALID_CONFIG.
+GROUP (Kafka 4's group configs, server/groups/group_config.py): SET or DELETE a group's
+own consumer.*, share.*, streams.* and errors.deadletterqueue.* settings, checked as a
+whole against their definitions and the broker's bounds (INVALID_CONFIG with Kafka's
+messages), kept durably (server/groups/group_configs.py) and applied by the group's
+coordinator from its next heartbeat. Checks in Kafka's order: a value missing for
+SET/APPEND/SUBTRACT → INVALID_REQUEST "Null value not supported for : <name>"; APPEND or
+SUBTRACT → INVALID_CONFIG (Kafka treats no group config as a list); the empty group name →
+INVALID_REQUEST "Default group resources are not allowed.". Neither the group's existence
+nor its type is checked (Kafka sets configs of any group id).
 """
 
 from __future__ import annotations
@@ -41,9 +48,9 @@ from wire.registry import ApiKey
 
 from server.topics import validate_topic_name
 from server.context import RequestContext
-from server.errors import InvalidRequest, KafkaError, UnknownTopicOrPartition
+from server.errors import InvalidConfiguration, InvalidRequest, KafkaError, UnknownTopicOrPartition
 from server.dynamic_config import incremental
-from server.config_resources import BROKER_CONFIGS_STATIC, LOG4J_LEVELS, ROOT_LOGGER, answer_resources, broker_id_of, loggers
+from server.config_resources import LOG4J_LEVELS, ROOT_LOGGER, answer_resources, broker_id_of, loggers
 from server.topic_configs import AlterOp, ResourceType, apply, explicit_configs, is_list_config, split_list
 
 API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
@@ -58,7 +65,7 @@ def _operations(resource: dict) -> list[tuple[str, AlterOp, str | None]]:
     for entry in resource["configs"]:
         name = entry["name"]
         if name in seen:
-            raise InvalidRequest(f"config {name} appears more than once")
+            raise InvalidRequest("Error due to duplicate config keys")  # Kafka's ConfigAdminManager words
         seen.add(name)
         try:
             op = AlterOp(entry["config_operation"])
@@ -119,7 +126,7 @@ async def _alter_topic_in_cluster(ctx: RequestContext, name: str, ops, validate_
 
 
 async def _alter_broker(ctx: RequestContext, broker_id: int | None, ops, validate_only: bool) -> None:
-    await ctx.broker.cluster.broker_configs.alter(broker_id, lambda current: incremental(current, ops), validate_only)
+    await ctx.broker.dynamic_configs.alter(broker_id, lambda current: incremental(current, ops), validate_only)
     if not validate_only:
         log.info("IncrementalAlterConfigs broker %s from %s: %s", "<default>" if broker_id is None else broker_id,
                  ctx.client_id, [(n, op.name, v) for n, op, v in ops])
@@ -149,6 +156,28 @@ def _alter_loggers(ctx: RequestContext, ops, validate_only: bool) -> None:
             log.info("logger %s set to %s by %s", logger.name, logging.getLevelName(level), ctx.client_id)
 
 
+async def _alter_group(ctx: RequestContext, group_id: str, ops, validate_only: bool) -> None:
+    for name, op, value in ops:
+        if value is None and op != AlterOp.DELETE:
+            raise InvalidRequest(f"Null value not supported for : {name}")
+    for name, op, _value in ops:
+        if op in (AlterOp.APPEND, AlterOp.SUBTRACT):
+            raise InvalidConfiguration(f"Can't {op.name} to key {name} because its type is not LIST.")
+
+    def change(current: dict[str, str]) -> dict[str, str]:
+        for name, op, value in ops:
+            if op == AlterOp.DELETE:
+                current.pop(name, None)
+            else:
+                current[name] = value
+        return current
+
+    await ctx.broker.group_configs.alter(group_id, change, validate_only)
+    if not validate_only:
+        log.info("IncrementalAlterConfigs group %s from %s: %s", group_id, ctx.client_id,
+                 [(n, op.name, v) for n, op, v in ops])
+
+
 def _alter(ctx: RequestContext, resource: dict, validate_only: bool):
     kind = resource["resource_type"]
     name = resource["resource_name"]
@@ -157,15 +186,12 @@ def _alter(ctx: RequestContext, resource: dict, validate_only: bool):
         return _alter_topic(ctx, name, ops, validate_only)
     elif kind == ResourceType.BROKER:
         broker_id = broker_id_of(ctx.broker, name, allow_empty=True)
-        if ctx.broker.cluster is None:
-            raise InvalidRequest(BROKER_CONFIGS_STATIC)
         return _alter_broker(ctx, broker_id, ops, validate_only)
     elif kind == ResourceType.BROKER_LOGGER:
         broker_id_of(ctx.broker, name, allow_empty=False)
         _alter_loggers(ctx, ops, validate_only)
     elif kind == ResourceType.GROUP:
-        # Share group configs (KIP-932): share.auto.offset.reset, share.isolation.level.
-        return ctx.broker.share.alter_group_configs(name, [(n, int(op), v) for n, op, v in ops], validate_only)
+        return _alter_group(ctx, name, ops, validate_only)
     else:
         raise InvalidRequest(f"IncrementalAlterConfigs supports topics, brokers, broker loggers and groups, "
                              f"not resource type {kind}")

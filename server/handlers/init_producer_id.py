@@ -10,6 +10,8 @@ the transaction coordinator (server/txn/coordinator.py) keeps one producer id pe
 transactional.id and bumps its epoch on every call, fencing older instances; an ongoing
 transaction is aborted first (CONCURRENT_TRANSACTIONS, retried by clients);
 transaction_timeout_ms outside (0, transaction.max.timeout.ms] is INVALID_TRANSACTION_TIMEOUT.
+A producer id without an epoch, or an epoch without an id (v3+), is INVALID_REQUEST, as
+Kafka answers.
 """
 
 from __future__ import annotations
@@ -51,6 +53,10 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     denied = _denied(ctx, tid)
     if denied is not None:
         return {"throttle_time_ms": 0, "error_code": denied, "producer_id": -1, "producer_epoch": -1}
+    if (request.get("producer_id", -1) == -1) != (request.get("producer_epoch", -1) == -1):
+        # Kafka's KafkaApis: a producer id without an epoch, or an epoch without an id.
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST, "producer_id": -1,
+                "producer_epoch": -1}
     if tid is not None:
         result = await ctx.broker.txn.init_producer_id(tid, request["transaction_timeout_ms"],
                                                        request.get("producer_id", -1), request.get("producer_epoch", -1))

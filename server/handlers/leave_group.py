@@ -42,6 +42,9 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         top, errors = groups.leave_group(group_id, leaving)
     if ctx.api_version < 3:
         return {"throttle_time_ms": 0, "error_code": top if top != ErrorCode.NONE else errors[0]}
+    if top != ErrorCode.NONE:
+        # Kafka's group-level error answer (LeaveGroupRequest.getErrorResponse) lists no members.
+        return {"throttle_time_ms": 0, "error_code": top, "members": []}
     return {
         "throttle_time_ms": 0,
         "error_code": top,

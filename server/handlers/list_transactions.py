@@ -2,7 +2,8 @@
 
 Implements v0-1. Filters: states by Kafka's names (case-insensitive; names that are not a
 state come back in unknown_state_filters), producer ids, and (v1, KIP-994) transactions
-running longer than duration_filter ms (-1: no filter).
+running longer than duration_filter ms (-1: no filter) — as Kafka computes it, now minus
+the start time, so ids with no transaction running (start -1) pass any filter.
 """
 
 from __future__ import annotations

@@ -7,7 +7,10 @@ LEADER_NOT_AVAILABLE first and makes clients retry. Leader, leader epoch, replic
 are each partition's own (server/partition.py). Topic ids appear from v10; v10+ requests
 may name a topic by id with a null or empty name (the Java admin's
 describeTopics(TopicCollection.ofTopicIds(...))): it is answered by id, with its name, or
-UNKNOWN_TOPIC_ID. With an authorizer (authorizer.class.name): topics the principal may not
+UNKNOWN_TOPIC_ID. As Kafka's KafkaApis: before v12 a topic id or a null name refuses the
+whole request (every requested topic INVALID_REQUEST, no brokers, no cluster id); from v12,
+once any topic is named by id only the ids are answered; a topic named twice is answered
+once. With an authorizer (authorizer.class.name): topics the principal may not
 DESCRIBE are left out of an all-topics answer and answer TOPIC_AUTHORIZATION_FAILED when
 named; auto-creation needs CREATE on the cluster or the topic (else TOPIC_AUTHORIZATION_FAILED, as Kafka);
 KIP-430 authorized operations are the authorizer's answer when asked for.
@@ -91,6 +94,38 @@ def _cluster_brokers(cache, listener: str | None) -> list[dict]:
     return brokers
 
 
+def _refused(requested: list[dict]) -> dict:
+    """Kafka's MetadataRequest.getErrorResponse for an InvalidRequestException: each
+    requested topic (a null name as "") with INVALID_REQUEST, and nothing else."""
+    return {
+        "throttle_time_ms": 0, "brokers": [], "cluster_id": None, "controller_id": -1,
+        "topics": [{"error_code": ErrorCode.INVALID_REQUEST, "name": item.get("name") or "",
+                    "topic_id": item.get("topic_id") or ZERO_UUID, "is_internal": False, "partitions": []}
+                   for item in requested],
+    }
+
+
+def _requested(version: int, requested: list[dict]) -> list[dict] | None:
+    """The topics to answer, as Kafka's KafkaApis reads them; None: refuse the request.
+
+    Before v12 names only (a topic id, or a null name, is an invalid request); from v12,
+    when any topic is named by id, its ids (the names are ignored); each topic once."""
+    if version < 12:
+        if any(item.get("name") is None or (item.get("topic_id") or ZERO_UUID) != ZERO_UUID for item in requested):
+            return None
+    else:
+        ids = [item["topic_id"] for item in requested if (item.get("topic_id") or ZERO_UUID) != ZERO_UUID]
+        if ids:
+            return [{"name": None, "topic_id": topic_id} for topic_id in dict.fromkeys(ids)]
+    seen: set = set()
+    out = []
+    for item in requested:
+        if item.get("name") not in seen:
+            seen.add(item.get("name"))
+            out.append(item)
+    return out
+
+
 async def _cluster_handle(ctx: RequestContext, request: dict) -> dict:
     broker = ctx.broker
     node = broker.cluster
@@ -98,6 +133,10 @@ async def _cluster_handle(ctx: RequestContext, request: dict) -> dict:
     version = ctx.api_version
     with_ops = bool(request.get("include_topic_authorized_operations"))
     requested = request.get("topics")
+    if requested:
+        requested = _requested(version, requested)
+        if requested is None:
+            return _refused(request["topics"])
     if requested is None or (version == 0 and not requested):
         topics = [_cluster_topic_entry(ctx, cache, n, with_ops) for n in sorted(cache.topics) if _visible(ctx, n)]
     else:
@@ -155,6 +194,10 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     version = ctx.api_version
     with_ops = bool(request.get("include_topic_authorized_operations"))
     requested = request.get("topics")
+    if requested:
+        requested = _requested(version, requested)
+        if requested is None:
+            return _refused(request["topics"])
     if requested is None or (version == 0 and not requested):
         names = [n for n in broker.topics if _visible(ctx, n)]
         topics = [topic_entry(ctx, n, with_ops) for n in sorted(names)]

@@ -25,6 +25,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "throttle_time_ms": 0, "topics": []}
     if groups is None:
         return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "throttle_time_ms": 0, "topics": []}
+    if not request["group_id"]:
+        return {"error_code": ErrorCode.INVALID_GROUP_ID, "throttle_time_ms": 0, "topics": []}  # as Kafka
     errors: dict[tuple[str, int], ErrorCode] = {}
     asked = []
     for topic in request["topics"]:
@@ -50,5 +52,5 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                     "partitions": [{"partition_index": p["partition_index"],
                                     "error_code": errors.get((topic["name"], p["partition_index"]), ErrorCode.NONE)}
                                    for p in topic["partitions"]]}
-                   for topic in request["topics"]],
+                   for topic in request["topics"] if topic["partitions"]],  # Kafka: no answer for no partitions
     }

@@ -1,7 +1,8 @@
 """OffsetForLeaderEpoch (23): where a leader epoch ends, for KIP-320 position checks and
 (in a cluster) follower truncation.
 
-Implements v2-4. For the requested epoch, the answer is the largest epoch we know at or
+Implements v0-4 (v0 answers no leader epoch; v0-1 carry no current leader epoch, v0-2 no
+replica id; nothing else differs in Kafka 3.9). For the requested epoch, the answer is the largest epoch we know at or
 below it and the offset where that epoch ends: the log end offset for the current epoch,
 otherwise the start offset of the next higher epoch in the partition's leader-epoch
 checkpoint (Kafka's LeaderEpochFileCache.endOffsetFor). An epoch below every known one is

@@ -20,6 +20,8 @@ magic 2 before they are stored; v3+ carry magic 2 batches). Per partition:
   an unreachable coordinator is answered NOT_ENOUGH_REPLICAS, which every client retries,
   as Kafka does); control batches come
   only from the coordinator's markers, never from clients (INVALID_RECORD).
+A partition named twice is appended once, with its last records, and a topic entry
+without partitions is not answered: Kafka reads the request into a map.
 acks 0, 1 and -1 behave alike on one broker except that acks=0 gets no response — and,
 as Kafka does, an error under acks=0 closes the connection, the producer's only signal.
 In a cluster, acks=-1 on a replicated partition is refused with NOT_ENOUGH_REPLICAS before
@@ -223,7 +225,19 @@ def _has_transactional_records(request: dict) -> bool:
     return False
 
 
+def _merged(topic_data: list[dict]) -> list[dict]:
+    """The request's partitions as Kafka's KafkaApis reads them, into a map: a partition
+    named twice (in one topic entry or two) is appended once, with its last records, and
+    answered once; a topic entry without partitions is not answered."""
+    merged: dict[str, dict[int, dict]] = {}
+    for topic in topic_data:
+        for partition in topic["partition_data"]:
+            merged.setdefault(topic["name"], {})[partition["index"]] = partition
+    return [{"name": name, "partition_data": list(partitions.values())} for name, partitions in merged.items()]
+
+
 async def handle(ctx: RequestContext, request: dict) -> dict | None:
+    request = {**request, "topic_data": _merged(request["topic_data"])}
     acks = request["acks"]
     transactional_id = request.get("transactional_id")
     if acks not in (-1, 0, 1):

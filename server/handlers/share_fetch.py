@@ -105,7 +105,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         entry["acknowledge_error_code"], entry["acknowledge_error_message"] = code, message
     if epoch == FINAL_EPOCH:
         share.close_session(group_id, member_id)
-        return _answer(broker, entries)
+        return _answer(broker, group_id, entries)
     if epoch == INITIAL_EPOCH:
         for key in session.partitions:
             entries.setdefault(key, _entry(key[1]))
@@ -138,7 +138,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     while True:
         got = 0
         budget_records, budget_bytes = max_records, max_bytes
-        lock_deadline = share.lock_deadline()
+        lock_deadline = share.lock_deadline(group_id)
         for key, partition, sp, partition_max_bytes in sources:
             if budget_records <= 0 or budget_bytes <= 0:
                 break
@@ -168,14 +168,14 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         if got or remaining <= 0 or broker.shutting_down or not sources:
             break
         await broker.wait_for_data([p for _k, p, _s, _m in sources], remaining, purgatory="ShareFetch")
-    return _answer(broker, entries)
+    return _answer(broker, group_id, entries)
 
 
 def key_name(sp) -> tuple[str, int]:
     return (sp.topic, sp.index)
 
 
-def _answer(broker, entries: dict[tuple[uuid.UUID, int], dict]) -> dict:
+def _answer(broker, group_id: str, entries: dict[tuple[uuid.UUID, int], dict]) -> dict:
     by_topic: dict[uuid.UUID, list[dict]] = {}
     for (topic_id, _index), entry in entries.items():
         by_topic.setdefault(topic_id, []).append(entry)
@@ -186,5 +186,5 @@ def _answer(broker, entries: dict[tuple[uuid.UUID, int], dict]) -> dict:
         endpoints = add_hints(broker, responses, "partitions", FETCH_HINT_CODES,
                               lambda t: broker.share.topic_name(t["topic_id"]))
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
-            "acquisition_lock_timeout_ms": broker.share.lock_duration_ms, "responses": responses,
+            "acquisition_lock_timeout_ms": broker.share.lock_duration_ms(group_id), "responses": responses,
             "node_endpoints": endpoints}

@@ -20,6 +20,10 @@ MAY_BLOCK = True  # followers wait for the leader
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
     groups = ctx.broker.groups
+    if ctx.api_version >= 5 and (request.get("protocol_type") is None or request.get("protocol_name") is None):
+        # Kafka's SyncGroupRequest.areMandatoryProtocolTypeAndNamePresent, checked first.
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "protocol_type": None,
+                "protocol_name": None, "assignment": b""}
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request["group_id"]):
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "assignment": b""}
     if groups is None:

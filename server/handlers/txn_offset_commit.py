@@ -5,7 +5,8 @@ to the group's __consumer_offsets partition as one transactional batch and becom
 to OffsetFetch only when the transaction commits (see server/groups/coordinator.py).
 
 Per partition: an unknown topic or partition → UNKNOWN_TOPIC_OR_PARTITION; metadata over
-4096 bytes → OFFSET_METADATA_TOO_LARGE. Then the transaction coordinator is asked whether
+4096 bytes → OFFSET_METADATA_TOO_LARGE; an empty group id → INVALID_GROUP_ID (and no group
+"" is made). Then the transaction coordinator is asked whether
 the group's offsets partition was added to the producer's ongoing transaction by
 AddOffsetsToTxn (KIP-890 part 1, Kafka's verification); a refusal is the answer for every
 partition: INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING, CONCURRENT_TRANSACTIONS (the
@@ -62,6 +63,9 @@ async def _commit(ctx: RequestContext, request: dict,
     if not known:
         return results
     group_id = request["group_id"]
+    if not group_id:  # Kafka refuses an empty group id before anything else is looked at
+        results.update({tp: ErrorCode.INVALID_GROUP_ID for tp in known})
+        return results
     producer_id = request["producer_id"]
     producer_epoch = request["producer_epoch"]
     status = groups.group_status(group_id)
@@ -106,5 +110,5 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                     "partitions": [{"partition_index": p["partition_index"],
                                     "error_code": results[(topic["name"], p["partition_index"])]}
                                    for p in topic["partitions"]]}
-                   for topic in request["topics"]],
+                   for topic in request["topics"] if topic["partitions"]],  # Kafka: no answer for no partitions
     }

@@ -26,17 +26,17 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     # Kafka 3.9: ALTER on the cluster (a principal allowed to alter it) or else CLUSTER_ACTION.
     allowed = ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False) \
         or ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
-    markers = []
+    # Kafka keys its answer by producer id, then topic-partition: a producer (or partition)
+    # named twice is answered once (its last result), one without partitions not at all.
+    answers: dict[int, dict[str, dict[int, ErrorCode]]] = {}
     for marker in request["markers"]:
         pid, epoch = marker["producer_id"], marker["producer_epoch"]
         commit, coordinator_epoch = marker["transaction_result"], marker["coordinator_epoch"]
-        topics = []
         for topic in marker["topics"]:
-            partitions = []
             for index in topic["partition_indexes"]:
                 code = await write_marker(broker, topic["name"], index, pid, epoch, commit, coordinator_epoch) \
                     if allowed else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-                partitions.append({"partition_index": index, "error_code": code})
-            topics.append({"name": topic["name"], "partitions": partitions})
-        markers.append({"producer_id": pid, "topics": topics})
-    return {"markers": markers}
+                answers.setdefault(pid, {}).setdefault(topic["name"], {})[index] = code
+    return {"markers": [{"producer_id": pid, "topics": [
+        {"name": name, "partitions": [{"partition_index": i, "error_code": code} for i, code in parts.items()]}
+        for name, parts in topics.items()]} for pid, topics in answers.items()]}

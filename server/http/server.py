@@ -107,4 +107,5 @@ class HttpEndpoint:
         host, port = self.bound
         log.info("HTTP listener (/metrics, /healthz, /readyz%s) on http://%s:%d/",
                  ", console at /" if self.console else "", host, port)
+        print(f"trafka: {'console and ' if self.console else ''}/metrics on http://{host}:{port}/", flush=True)
         await serve(app, config, task_status=task_status)

@@ -3,10 +3,14 @@
 How this works: an instance is named by (group, name); its consumer is only ever called
 through the instance's own one-thread limiter, so calls to one instance run in order (as
 librdkafka wants) and a long `GET .../records` poll holds no other instance nor the
-producer pool. Records fetched beyond a request's `max_bytes` wait in the instance for the
-next request (librdkafka's position already moved past them). Each use stamps
-`last_used`; `expire` closes instances idle longer than consumer.instance.timeout.ms (the
-consumer leaves its group) and `close_all` closes the rest at shutdown.
+producer pool. Records fetched beyond a request's `max_bytes`, and those from a record its
+format cannot read on, wait in the instance for the next request (librdkafka's fetch
+position already moved past them). So what a commit (or auto commit) takes is not
+librdkafka's position: the consumer runs with enable.auto.offset.store=false and the
+offset after each record actually answered is stored (`settle`); a commit never passes a
+record the client has not seen. Each use stamps `last_used`; `expire` closes instances idle
+longer than consumer.instance.timeout.ms (the consumer leaves its group) and `close_all`
+closes the rest at shutdown.
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ class ConsumerInstance:
         self.consumer = consumer
         self.owner = owner
         self.limiter = trio.CapacityLimiter(1)
+        # held by a records request from its poll until its answer is settled, and by what
+        # drops pending records (seek, unsubscribe), so records given back stay in order
+        self.reading = trio.Lock()
         self.pending: collections.deque = collections.deque()
         self.subscribed: list[str] = []
         self.pattern: str | None = None
@@ -95,6 +102,22 @@ class ConsumerInstance:
                 return out
 
 
+    def settle(self, consumer: Consumer, answered: list, unread: list) -> None:
+        """After a records request: the records it could not answer go back to the head of
+        `pending` (in order: read first next time), and the offset after the last answered
+        record of each partition is stored for the next commit."""
+        self.pending.extendleft(reversed(unread))
+        after: dict[tuple[str, int], int] = {}
+        for msg in answered:
+            after[(msg.topic(), msg.partition())] = msg.offset() + 1
+        for (topic, partition), offset in after.items():
+            try:
+                consumer.store_offsets(offsets=[TopicPartition(topic, partition, offset)])
+            except KafkaException as exc:  # revoked meanwhile: its new owner reads from the commit
+                log.info("rest proxy: consumer %s/%s: offset %d of %s-%d not stored: %s", self.group, self.name,
+                         offset, topic, partition, exc.args[0])
+
+
 POLL_SLICE_S = 0.5  # longest single consume() of a records poll
 
 
@@ -135,7 +158,8 @@ class ConsumerInstances:
         if len(self.instances) + self._creating >= self.limit:
             raise errors.too_many_consumer_instances(self.limit)
         conf = self.clients.base_conf(owner) | {"group.id": group, "client.id": name,
-                                                 "enable.partition.eof": False}
+                                                 "enable.partition.eof": False,
+                                                 "enable.auto.offset.store": False}  # ConsumerInstance.settle
         reset = body.get("auto.offset.reset")
         if reset is not None:
             if str(reset).lower() not in OFFSET_RESET:

@@ -109,6 +109,15 @@ def forbidden(message: str) -> RestError:
     return RestError(403, 40301, message)
 
 
+def record_unreadable(part: str, topic: str, partition: int, offset: int, cause: str) -> RestError:
+    """A record the consumer's format cannot read: Confluent's REST Proxy answers Kafka's
+    SerializationException (the Java consumer's RecordDeserializationException) with 408
+    40801; the message is the Java consumer's, naming the record's partition and offset."""
+    return RestError(408, 40801, f"Error deserializing {part} for partition {topic}-{partition} at offset "
+                                 f"{offset}. If needed, please seek past the record to continue consumption. "
+                                 f"({cause})")
+
+
 def schema_registry_unavailable(message: str) -> RestError:
     return RestError(500, 50001, f"Schema Registry: {message}")
 

@@ -202,6 +202,17 @@ def to_bytes(fmt: str, value: Any, *, what: str) -> bytes | None:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+class UnreadableRecord(Exception):
+    """A record's key or value that the consumer's embedded format cannot read (Kafka's
+    RecordDeserializationException), and why; the records route answers it naming the
+    record."""
+
+    def __init__(self, cause: str, part: str = "value") -> None:
+        super().__init__(cause)
+        self.cause = cause
+        self.part = part
+
+
 def from_bytes(fmt: str, data: bytes | None) -> Any:
     if data is None:
         return None
@@ -209,8 +220,8 @@ def from_bytes(fmt: str, data: bytes | None) -> Any:
         return base64.b64encode(data).decode()
     try:
         return json.loads(data)
-    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
-        raise errors.kafka_error("a record's data is not JSON (consumer format json)") from None
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than the parser goes
+        raise UnreadableRecord(f"not JSON (consumer format json): {exc}") from None
 
 
 def schema_id_of(data: bytes | None) -> int | None:

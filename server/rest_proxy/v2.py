@@ -5,6 +5,9 @@ offsets).
 Routes take `application/vnd.kafka[.FORMAT].v2+json` (415 otherwise) and answer
 `application/vnd.kafka.v2+json`; records are answered in the consumer's own embedded
 format's media type, a different format asked in Accept is a 406 40601 as in Confluent's.
+Consumer routes take every embedded format's type as well as the generic one, whatever the
+instance's format (Confluent's consumers resource declares them all, so clients send the
+type of the format they read with on every call).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import logging
 import time
 from typing import Any
 
+import trio
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException
 from starlette.requests import Request
 from starlette.responses import Response
@@ -28,9 +32,9 @@ from server.rest_proxy.kafka import produce_sync
 
 log = logging.getLogger("trafka.rest_proxy")
 
-GENERIC = (V2, "application/json", "application/octet-stream")
-PRODUCE_TYPES = tuple(f"application/vnd.kafka.{f}.v2+json" for f in formats.FORMATS) + ("application/json",)
 RECORD_TYPES = {f: f"application/vnd.kafka.{f}.v2+json" for f in formats.FORMATS}
+PRODUCE_TYPES = tuple(RECORD_TYPES.values()) + ("application/json",)
+CONSUMER_TYPES = tuple(RECORD_TYPES.values()) + (V2, "application/json", "application/octet-stream")
 
 
 def routes(proxy) -> list[Route]:
@@ -156,7 +160,7 @@ def routes(proxy) -> list[Route]:
     # ---- consumer instances --------------------------------------------------------
     async def create_consumer(request: Request) -> Response:
         creds = await proxy.login(request)
-        check_v2_content_type(request, GENERIC)
+        check_v2_content_type(request, CONSUMER_TYPES)
         group = request.path_params["group"]
         instance = await proxy.consumers.create(group, await json_body(request, empty={}), creds)
         base = str(request.base_url).rstrip("/")
@@ -174,7 +178,7 @@ def routes(proxy) -> list[Route]:
 
     async def subscribe(request: Request) -> Response:
         instance = await _instance(request)
-        check_v2_content_type(request, GENERIC)
+        check_v2_content_type(request, CONSUMER_TYPES)
         body = await json_body(request)
         if not isinstance(body, dict):
             raise errors.unprocessable("the request body must be an object with 'topics' or 'topic_pattern'")
@@ -206,14 +210,15 @@ def routes(proxy) -> list[Route]:
 
     async def unsubscribe(request: Request) -> Response:
         instance = await _instance(request)
-        await instance.call(lambda consumer: consumer.unsubscribe())
-        instance.subscribed, instance.pattern = [], None
-        instance.pending.clear()
+        async with instance.reading:
+            await instance.call(lambda consumer: consumer.unsubscribe())
+            instance.subscribed, instance.pattern = [], None
+            instance.pending.clear()
         return no_content()
 
     async def assign(request: Request) -> Response:
         instance = await _instance(request)
-        check_v2_content_type(request, GENERIC)
+        check_v2_content_type(request, CONSUMER_TYPES)
         tps = topic_partitions(await json_body(request))
         if instance.subscribed or instance.pattern:
             raise errors.illegal_state("Subscription to topics, partitions and pattern are mutually exclusive")
@@ -227,9 +232,10 @@ def routes(proxy) -> list[Route]:
 
     async def seek(request: Request) -> Response:
         instance = await _instance(request)
-        check_v2_content_type(request, GENERIC)
+        check_v2_content_type(request, CONSUMER_TYPES)
         tps = topic_partitions(await json_body(request), "offsets", offsets=True)
-        await instance.call(_seek_all, instance, tps)
+        async with instance.reading:
+            await instance.call(_seek_all, instance, tps)
         return no_content()
 
     def _seek_all(consumer, instance: ConsumerInstance, tps) -> None:
@@ -261,7 +267,7 @@ def routes(proxy) -> list[Route]:
     def _seek_edge(edge: str):
         async def seek_edge(request: Request) -> Response:
             instance = await _instance(request)
-            check_v2_content_type(request, GENERIC)
+            check_v2_content_type(request, CONSUMER_TYPES)
             tps = topic_partitions(await json_body(request))
 
             def run(consumer) -> None:
@@ -287,7 +293,8 @@ def routes(proxy) -> list[Route]:
                             tp.offset = high
                 _seek_all(consumer, instance, tps)
 
-            await instance.call(run)
+            async with instance.reading:
+                await instance.call(run)
             return no_content()
         return seek_edge
 
@@ -301,34 +308,71 @@ def routes(proxy) -> list[Route]:
         check_accept(request, (RECORD_TYPES[instance.format], V2, "application/json"))
         timeout = int_param(request.query_params.get("timeout"), "timeout", instance.request_timeout_ms)
         max_bytes = int_param(request.query_params.get("max_bytes"), "max_bytes", 64 * 1024 * 1024, minimum=1)
-        msgs = await instance.call(lambda _consumer: instance.poll(min(timeout, 60000) / 1000, max_bytes))
-        out = []
-        for m in msgs:
-            entry = {"topic": m.topic(), "key": await _decode(instance.format, m.key()),
-                     "value": await _decode(instance.format, m.value()),
-                     "partition": m.partition(), "offset": m.offset()}
-            if instance.format in formats.SCHEMA_FORMATS:
-                entry["key_schema_id"] = formats.schema_id_of(m.key())
-                entry["value_schema_id"] = formats.schema_id_of(m.value())
-            headers = m.headers()
-            if headers:
-                entry["headers"] = [{"key": k, "value": base64.b64encode(v or b"").decode()} for k, v in headers]
-            out.append(entry)
+        # A record that cannot be read ends the answer before it: the records ahead of it are
+        # answered, it and those after it stay first in line, so the next request reports it
+        # (Confluent's 408 40801, naming partition and offset) until the client seeks past it.
+        # Nothing is skipped and no commit passes a record that was not answered.
+        async with instance.reading:
+            msgs = await instance.call(lambda _consumer: instance.poll(min(timeout, 60000) / 1000, max_bytes))
+            out: list[dict] = []
+            refusal: errors.RestError | None = None
+            try:
+                for m in msgs:
+                    try:
+                        out.append(await _entry(instance.format, m))
+                    except formats.UnreadableRecord as exc:
+                        refusal = errors.record_unreadable(exc.part, m.topic(), m.partition(), m.offset(), exc.cause)
+                        break
+                    except errors.RestError as exc:  # the Schema Registry cannot be asked: retried next time
+                        refusal = exc
+                        break
+            finally:
+                if msgs and not instance.closed:
+                    with trio.CancelScope(shield=True):  # a request cancelled mid-way still gives records back
+                        await instance.call(instance.settle, msgs[:len(out)], msgs[len(out):])
+        if refusal is not None:
+            log.info("rest proxy: consumer %s/%s: %s", instance.group, instance.name, refusal.message)
+            if not out:
+                raise refusal
         return JSONAnswer(out, media_type=RECORD_TYPES[instance.format])
 
+    async def _entry(fmt: str, m) -> dict:
+        entry: dict = {"topic": m.topic()}
+        for part, data in (("key", m.key()), ("value", m.value())):
+            try:
+                entry[part] = await _decode(fmt, data)
+            except formats.UnreadableRecord as exc:
+                raise formats.UnreadableRecord(exc.cause, part) from None
+        entry |= {"partition": m.partition(), "offset": m.offset()}
+        if fmt in formats.SCHEMA_FORMATS:
+            entry["key_schema_id"] = formats.schema_id_of(m.key())
+            entry["value_schema_id"] = formats.schema_id_of(m.value())
+        headers = m.headers()
+        if headers:
+            entry["headers"] = [{"key": k, "value": base64.b64encode(v or b"").decode()} for k, v in headers]
+        return entry
+
     async def _decode(fmt: str, data: bytes | None) -> Any:
+        """The key or value as the consumer's format answers it (UnreadableRecord when the
+        format cannot read it; a Schema Registry that cannot be asked is a RestError)."""
         if fmt in (BINARY, JSON):
             return formats.from_bytes(fmt, data)
         if data is None:
             return None
         schema_id = formats.schema_id_of(data)
         if schema_id is None:
-            raise errors.kafka_error(f"a record is not in the Schema Registry's wire format (consumer format {fmt})")
-        schema = await proxy.schemas.by_id(schema_id)
+            raise formats.UnreadableRecord(f"Unknown magic byte: not in the Schema Registry's wire format "
+                                           f"(consumer format {fmt})")
+        try:
+            schema = await proxy.schemas.by_id(schema_id)
+        except errors.RestError as exc:
+            if exc.status != 404:
+                raise
+            raise formats.UnreadableRecord(f"schema {schema_id} is not in the Schema Registry") from None
         try:
             return schema.decode(data)
         except Exception as exc:  # a record the schema cannot read: Confluent's SerializationException
-            raise errors.kafka_error(f"a record cannot be read with schema {schema_id}: {exc}") from None
+            raise formats.UnreadableRecord(f"a record cannot be read with schema {schema_id}: {exc}") from None
 
     async def commit(request: Request) -> Response:
         instance = await _instance(request)

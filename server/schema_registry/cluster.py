@@ -22,6 +22,7 @@ import logging
 import httpx
 import trio
 
+from server.cluster.zk import ZooKeeperError
 from server.errors import KafkaError
 from server.schema_registry import errors, records
 from server.schema_registry.registry import TOPIC, SchemaRegistry
@@ -86,7 +87,7 @@ class ClusterLink:
                 else:
                     await zk.create(path, self.url.encode(), make_parents=True)
                 return
-            except KafkaError as exc:
+            except (KafkaError, ZooKeeperError) as exc:  # ZooKeeper away for a moment: never the broker's end
                 log.warning("schema registry: publishing %s at %s: %s (retrying)", self.url, path, exc)
                 await trio.sleep(1)
 
@@ -106,7 +107,9 @@ class ClusterLink:
                     warned = True
                     log.warning("schema registry: not creating %s yet: %d live brokers do not meet "
                                 "offsets.topic.replication.factor=%d", TOPIC, live, rf)
-            except KafkaError as exc:
+            except (KafkaError, ZooKeeperError) as exc:
+                # Another broker's registry created it a moment before (TOPIC_ALREADY_EXISTS),
+                # or ZooKeeper is away for a moment: the next round sees the topic or retries.
                 log.info("schema registry: creating %s: %s (retrying)", TOPIC, exc)
             await trio.sleep(0.5)
 

@@ -40,10 +40,10 @@ class RegistryServer:
 
     def __init__(self, broker, listener: str) -> None:
         self.listener = listener
+        self.sock = bind(listener)  # first: a registry whose port cannot be had is no registry at all
+        self.address = self.sock.getsockname()[:2]
         self.registry = SchemaRegistry(broker)
         broker.schema_registry = self.registry  # produce checks schema ids against it (validation.py)
-        self.sock = bind(listener)
-        self.address = self.sock.getsockname()[:2]
 
         self.link = None
         if broker.cluster is not None:

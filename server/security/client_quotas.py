@@ -178,7 +178,7 @@ class QuotaConfigs:
                     raise InvalidRequest("Request specified MATCH_TYPE_SPECIFIED, but also specified a match string.")
                 specified.add(kind)
             else:
-                raise Unsupported(f"Unknown match type {match_type}")
+                raise InvalidRequest(f"Unknown match type {match_type}")  # what Kafka 4 answers
         kinds = set(exact) | specified
         if IP in kinds and kinds & {USER, CLIENT_ID}:
             raise InvalidRequest("Invalid entity filter component combination. IP filter component should not be "

@@ -104,6 +104,9 @@ def parse_listeners(config: BrokerConfig) -> tuple[Listener, ...]:
         if not any(b[0] == name for b in bound):
             raise ConfigError(f"advertised.listeners: {name} is not one of the listeners "
                               f"({', '.join(b[0] for b in bound)})")
+        if host in ("0.0.0.0", "::"):  # Kafka refuses it too: clients cannot connect to it
+            raise ConfigError(f"advertised.listeners={raw}: cannot advertise the non-routable meta-address {host}; "
+                              "give the address clients connect to")
         advertised[name] = (host, port)
     out = []
     for name, host, port in bound:

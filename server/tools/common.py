@@ -238,18 +238,84 @@ def describe_kafka_error(exc: BaseException) -> str:
     return str(exc)
 
 
+CONNECT_TIMEOUT_S = 5.0
+# librdkafka's errors for "could not talk to the cluster": the bootstrap servers tried are
+# named with them, since librdkafka's own message names none.
+_UNREACHABLE = ("_TRANSPORT", "_ALL_BROKERS_DOWN", "_TIMED_OUT", "_RESOLVE")
+
+
+def bootstrap_addresses(bootstrap: str) -> list[tuple[str, int]]:
+    """`-b` as (host, port) pairs: comma separated HOST:PORT, a PLAINTEXT:// (any scheme)
+    prefix allowed, IPv6 in brackets; a bad one is a bad argument."""
+    addresses = []
+    for item in filter(None, (i.strip() for i in bootstrap.split(","))):
+        text = item.split("://", 1)[1] if "://" in item else item
+        host, sep, port = text.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise CliError(f"-b/--bootstrap-server: expected HOST:PORT[,HOST:PORT...], got {item!r}", 2)
+        addresses.append((host.strip("[]"), int(port)))
+    if not addresses:
+        raise CliError("-b/--bootstrap-server: no address given", 2)
+    return addresses
+
+
+def check_reachable(bootstrap: str, seconds: float, tls: bool = False) -> None:
+    """Fail fast, naming what was tried, when no bootstrap server answers: librdkafka would
+    retry for the whole --timeout (30 s) and end with "Broker transport failure", naming no
+    address; rpk answers at once ("unable to dial"). One server that answers is enough.
+    Without TLS the probe is a Kafka ApiVersions v0 request (allowed before SASL too), so a
+    port that accepts connections but is no Kafka broker (an HTTP port) fails fast as well;
+    with TLS the TCP connection is all that is tried, the handshake is librdkafka's."""
+    import socket
+    import struct
+
+    request = struct.pack(">hhih", 18, 0, 1, len(b"trafka-cli")) + b"trafka-cli"  # ApiVersions v0, correlation 1
+    tried = []
+    for host, port in bootstrap_addresses(bootstrap):
+        try:
+            sock = socket.create_connection((host, port), timeout=seconds)
+        except OSError as exc:
+            reason = f"no connection within {seconds:g} s" if isinstance(exc, TimeoutError) else \
+                (exc.strerror or str(exc))
+            tried.append(f"{host}:{port} ({reason})")
+            continue
+        head = b""
+        with sock:
+            if tls:
+                return
+            try:
+                sock.sendall(struct.pack(">i", len(request)) + request)
+                while len(head) < 8:
+                    chunk = sock.recv(8 - len(head))
+                    if not chunk:
+                        break
+                    head += chunk
+            except OSError:  # reset, or silent past `seconds`: not a Kafka broker's answer either way
+                pass
+        if len(head) == 8 and struct.unpack(">ii", head)[1] == 1:
+            return
+        tried.append(f"{host}:{port} (accepts connections but answered no Kafka ApiVersions request)")
+    raise CliError(f"TRANSPORT: no Kafka broker at {', '.join(tried)}")
+
+
 def run_guarded(prog: str, handler: Callable[[argparse.Namespace], int | None], args: argparse.Namespace) -> int:
     """Run a command; Kafka errors and bad arguments become one stderr line and an exit code."""
     from confluent_kafka import KafkaError, KafkaException
 
     _timeout[0] = getattr(args, "timeout", TIMEOUT_S)
     try:
+        if getattr(args, "bootstrap_server", None):
+            protocol = client_config(args).get("security.protocol", "plaintext").upper()
+            check_reachable(args.bootstrap_server, min(CONNECT_TIMEOUT_S, timeout()), tls="SSL" in protocol)
         return handler(args) or 0
     except CliError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return exc.code
     except (KafkaException, KafkaError) as exc:
-        print(f"{prog}: error: {describe_kafka_error(exc)}", file=sys.stderr)
+        message = describe_kafka_error(exc)
+        if message.startswith(tuple(name.lstrip("_") for name in _UNREACHABLE)):
+            message += f" (bootstrap servers: {args.bootstrap_server})"
+        print(f"{prog}: error: {message}", file=sys.stderr)
         return 1
     except TimeoutError:
         print(f"{prog}: error: no answer from {args.bootstrap_server} within {timeout():g} s", file=sys.stderr)

@@ -39,7 +39,8 @@ def register(verbs: argparse._SubParsersAction, parent: argparse.ArgumentParser)
     start = consume.add_mutually_exclusive_group()
     start.add_argument("--from-beginning", action="store_true", help="same as -o start")
     start.add_argument("-o", "--offset", default=None,
-                       help="start at: start, end, N (an offset) or -N (N before the end); with a group, start/end "
+                       help="start at: start, end, N (an offset; one past the end starts at the end, one before "
+                            "the log start at the log start) or -N (N before the end); with a group, start/end "
                             "apply only where the group has no committed offset (default: end with --follow, "
                             "else start; a group's committed offsets first)")
     consume.add_argument("-p", "--partition", type=int, action="append", help="only this partition (repeatable)")
@@ -172,7 +173,11 @@ def _nullable(data: bytes | None) -> str | None:
 
 
 def start_offset(value: str | None, follow: bool, low: int, high: int) -> int:
-    """Where one partition starts for -o (without a group): an absolute offset."""
+    """Where one partition starts for -o (without a group): an absolute offset within the
+    partition's [log start, end]. An offset N out of that range starts at the nearer end,
+    as rpk does (franz-go: "the client chooses the nearest of either the log start offset or
+    the high watermark"); past the end is the end, as for Kafka's console consumer (its
+    --offset out of range resets to latest): never the start unasked."""
     if value is None:
         value = "end" if follow else "start"
     if value in ("start", "beginning", "earliest"):
@@ -183,7 +188,7 @@ def start_offset(value: str | None, follow: bool, low: int, high: int) -> int:
         number = int(value)
     except ValueError:
         raise CliError(f"-o/--offset: expected start, end, N or -N, got {value!r}", 2) from None
-    return max(low, high + number) if number < 0 else number
+    return max(low, high + number) if number < 0 else min(max(number, low), high)
 
 
 def consume_records(args: argparse.Namespace) -> int:
@@ -224,6 +229,10 @@ def consume_records(args: argparse.Namespace) -> int:
             for tp in parts:
                 low, high = consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=timeout())
                 tp.offset = start_offset(offset, args.follow, low, high)
+                if explicit and offset.isdigit() and int(offset) != tp.offset:
+                    where = "past the end" if int(offset) > high else "before the log start"
+                    print(f"{args.prog}: {tp.topic} partition {tp.partition}: offset {offset} is {where} "
+                          f"(offsets {low}..{high}): starting at {tp.offset}", file=sys.stderr)
             return parts
 
         if args.group and not args.partition:

@@ -397,9 +397,12 @@ class TransactionCoordinator:
                     return InitResult(exc.code)
             else:
                 new_id, new_epoch = m.producer_id, m.producer_epoch + 1
+            # Kafka's prepareIncrementProducerEpoch remembers the epoch it bumped from only for a
+            # KIP-360 bump (the request named its producer id and epoch): only that bump's
+            # lost answer may be asked for again. A plain InitProducerId leaves none (-1).
             code = await self._write(m, producer_id=new_id, producer_epoch=new_epoch, last_producer_id=m.producer_id,
-                                     last_producer_epoch=m.producer_epoch, timeout_ms=timeout_ms, state=S.EMPTY,
-                                     partitions=set(), start_ms=-1)
+                                     last_producer_epoch=m.producer_epoch if producer_id >= 0 else -1,
+                                     timeout_ms=timeout_ms, state=S.EMPTY, partitions=set(), start_ms=-1)
         finally:
             m.pending = False
         if code != E.NONE:
@@ -428,6 +431,8 @@ class TransactionCoordinator:
     # ------------------------------------------------------------------ checks
     def _check_producer(self, transactional_id: str, producer_id: int, producer_epoch: int
                         ) -> tuple[ErrorCode, TransactionMetadata | None]:
+        if not transactional_id:
+            return E.INVALID_REQUEST, None  # Kafka's TransactionCoordinator, before anything else
         if not self.loaded:
             return E.COORDINATOR_LOAD_IN_PROGRESS, None
         status = self.txn_status(transactional_id)
@@ -609,7 +614,9 @@ class TransactionCoordinator:
                 continue
             if producer_ids and m.producer_id not in producer_ids:
                 continue
-            if min_duration_ms >= 0 and (m.start_ms < 0 or now - m.start_ms <= min_duration_ms):
+            # Kafka's rule, now - start > filter: a transactional id with no transaction
+            # running (start -1) counts as running longer than any filter (KIP-994 as built).
+            if min_duration_ms >= 0 and now - m.start_ms <= min_duration_ms:
                 continue
             out.append(m)
         return E.NONE, out, unknown

@@ -58,3 +58,74 @@ def test_create_with_assignment_add_partitions_delete_everywhere(tmp_path, zk_co
         # TOPIC_ALREADY_EXISTS, "marked for deletion", as Kafka answers).
         cluster.wait_for(lambda: cluster.create_topic("placed", 1, 3)["error_code"] == E.NONE, 20, "recreated")
         assert cluster.wait_for(lambda: len(cluster.partition("placed", 0)["isr_nodes"]) == 3, 20, "recreated")
+
+
+def test_the_same_topic_created_on_every_broker_at_once(tmp_path, zk_connect):
+    """Creating a topic another broker created a moment before is normal in a cluster: each
+    topic is created once, every other broker answers TOPIC_ALREADY_EXISTS (Kafka's
+    AdminZkClient: the assignment znode is the arbiter), none fails with an unknown error
+    and no broker dies. Before the fix the loser of the race on `/config/topics/<t>` or
+    `/brokers/topics/<t>` raised (AttributeError for `self.zk.NodeExists`, or NodeExists)."""
+    import socket
+    import struct
+    import threading
+
+    from tests.brokerproc import recv_exact
+    from wire import decode_response, encode_request
+
+    topics = [f"raced-{i}" for i in range(12)]
+    with Cluster(tmp_path, zk_connect) as cluster:
+        answers: dict[str, list] = {t: [] for t in topics}
+
+        def call(node: int, key: ApiKey, version: int, body: dict) -> dict:
+            """One request to `node`, waiting as long as the broker may (the harness's 10 s
+            socket timeout is shorter than a CreateTopics on a loaded machine)."""
+            with socket.create_connection(("127.0.0.1", cluster.brokers[node].port), timeout=60) as sock:
+                sock.sendall(encode_request(key, version, 1, body, client_id="race"))
+                size = struct.unpack(">i", recv_exact(sock, 4))[0]
+                return decode_response(key, version, recv_exact(sock, size))[1]
+
+        def create(node: int, name: str, barrier: threading.Barrier) -> None:
+            body = {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [],
+                                "configs": [{"name": "retention.ms", "value": "3600000"}]}],
+                    "timeout_ms": 20000, "validate_only": False}
+            barrier.wait(30)
+            try:
+                answers[name].append(call(node, ApiKey.CREATE_TOPICS, 5, body)["topics"][0]["error_code"])
+            except Exception as exc:  # shown by the assertion below
+                answers[name].append(repr(exc))
+
+        for name in topics:
+            barrier = threading.Barrier(len(cluster.brokers))
+            threads = [threading.Thread(target=create, args=(node, name, barrier)) for node in cluster.brokers]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(90)
+        for name, codes in answers.items():
+            assert sorted(codes, key=str) == [E.NONE, E.TOPIC_ALREADY_EXISTS, E.TOPIC_ALREADY_EXISTS], (name, codes)
+        # Auto-creation (Metadata for an unknown topic, as producers send it) on every broker at once
+        auto = [f"auto-raced-{i}" for i in range(12)]
+        auto_answers: dict[str, list] = {t: [] for t in auto}
+
+        def metadata(node: int, name: str, barrier: threading.Barrier) -> None:
+            body = {"topics": [{"name": name}], "allow_auto_topic_creation": True}
+            barrier.wait(30)
+            try:
+                auto_answers[name].append(call(node, ApiKey.METADATA, 9, body)["topics"][0]["error_code"])
+            except Exception as exc:
+                auto_answers[name].append(repr(exc))
+
+        for name in auto:
+            barrier = threading.Barrier(len(cluster.brokers))
+            threads = [threading.Thread(target=metadata, args=(node, name, barrier)) for node in cluster.brokers]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(90)
+        for name, codes in auto_answers.items():
+            assert len(codes) == 3 and set(codes) <= {E.NONE, E.LEADER_NOT_AVAILABLE}, (name, codes)
+        assert all(b.proc.poll() is None for b in cluster.brokers.values()), "every broker still runs"
+        for name in topics + auto:
+            cluster.wait_for(lambda: (cluster.partition(name, 0) or {}).get("leader_id") in cluster.brokers, 20,
+                             f"{name} has a leader")

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.timeout(180)
 
 BROKER = ConfigResource.Type.BROKER
 TOPIC = ConfigResource.Type.TOPIC
-SET, DELETE = AlterConfigOpType.SET, AlterConfigOpType.DELETE
+SET, DELETE, APPEND = AlterConfigOpType.SET, AlterConfigOpType.DELETE, AlterConfigOpType.APPEND
 INVALID_CONFIG, INVALID_REQUEST = 40, 42
 
 
@@ -236,7 +236,12 @@ def test_per_broker_overrides_sources_and_errors(tmp_path, zk_connect):
         assert "Cannot update these configs dynamically: Set(broker.id)" in error.str()
         assert alter_default(cluster, [("log.dirs", SET, "/tmp/x")]) == (
             INVALID_REQUEST, "Cannot update these configs dynamically: Set(log.dirs)")
-        assert alter_default(cluster, [("no.such.config", SET, "1")]) == (
+        # a name the broker does not know is a custom config, kept as Kafka keeps it
+        # (described read-only, its value hidden), and deleted again
+        assert alter_default(cluster, [("no.such.config", SET, "1")]) == (0, None)
+        assert describe_default(cluster)["no.such.config"] == (None, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+        assert alter_default(cluster, [("no.such.config", DELETE, None)]) == (0, None)
+        assert alter_default(cluster, [("no.such.config", APPEND, "1")]) == (
             INVALID_CONFIG, "Unknown config name: no.such.config")
         assert alter_default(cluster, [("log.retention.ms", SET, "soon")])[0] == INVALID_REQUEST
         assert alter_default(cluster, [("num.replica.fetchers", SET, "9")])[0] == INVALID_REQUEST

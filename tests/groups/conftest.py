@@ -176,6 +176,8 @@ def group_env(tmp_path):
     envs: list[GroupEnv] = []
 
     def make(**settings) -> GroupEnv:
+        # no initial rebalance delay unless a test asks for one (the root conftest.py says why)
+        settings = {"group_initial_rebalance_delay_ms": 0, **settings}
         env = GroupEnv(tmp_path / f"data{len(envs)}", {k.replace("_", "."): str(v) for k, v in settings.items()})
         envs.append(env)
         return env

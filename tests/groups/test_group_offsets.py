@@ -217,3 +217,37 @@ def test_stable_group_keeps_offsets_of_subscribed_topics(group_env):
         assert sorted(env.groups.fetch_offsets("g", None)[1]) == [("t", 0)]
 
     env.run(main)
+
+
+def test_offset_commit_v2_retention_time_sets_an_expiry(group_env):
+    """OffsetCommit v2-4's retention_time_ms gives the offsets an expire timestamp of now + it
+    (Kafka's GroupCoordinatorAdapter), honoured by retention whatever offsets.retention.minutes
+    says; -1 leaves the broker's retention; v1's commit_timestamp is kept as given."""
+    from wire.registry import ApiKey as K
+
+    env = group_env(offsets_retention_minutes=60)
+    env.create_topic("t", 3)
+    wall = [1_000_000_000_000]
+    env.groups.now_ms = lambda: wall[0]
+
+    def body(version, partition, retention=-1, commit_timestamp=-1):
+        return {"group_id": "old", "generation_id_or_member_epoch": -1, "member_id": "", "retention_time_ms": retention,
+                "topics": [{"name": "t", "partitions": [{"partition_index": partition, "committed_offset": 9,
+                                                         "commit_timestamp": commit_timestamp,
+                                                         "committed_metadata": ""}]}]}
+
+    async def main(env):
+        for version, partition, kwargs in [(2, 0, {"retention": 10_000}), (2, 1, {}),
+                                           (1, 2, {"commit_timestamp": wall[0] - 5_000})]:
+            r = await env.call_api(K.OFFSET_COMMIT, version, body(version, partition, **kwargs))
+            assert r["topics"][0]["partitions"][0]["error_code"] == E.NONE
+        offsets = env.groups.fetch_offsets("old", None)[1]
+        assert (offsets[("t", 0)].expire_timestamp, offsets[("t", 1)].expire_timestamp) == (wall[0] + 10_000, -1)
+        assert offsets[("t", 2)].commit_timestamp == wall[0] - 5_000
+        wall[0] += 9_000
+        assert await env.groups.expire_offsets() == 0
+        wall[0] += 1_000
+        assert await env.groups.expire_offsets() == 1  # its own expiry, long before 60 minutes
+        assert sorted(env.groups.fetch_offsets("old", None)[1]) == [("t", 1), ("t", 2)]
+
+    env.run(main)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import trio
 
 from tests.groups.conftest import SESSION_MS, consumer_subscription
@@ -40,6 +42,25 @@ def test_static_member_joins_without_member_id_required(group_env):
         r = await env.join("g", instance="i-1")
         assert r.error == E.NONE and r.generation_id == 1
         assert r.members == [(r.member_id, "i-1", consumer_subscription("t"))]
+
+    env.run(main)
+
+
+def test_static_member_id_is_built_from_its_instance_id(group_env):
+    """Kafka (ClassicGroup.generateMemberId): a static member's id is its group.instance.id, a
+    dash and a UUID, also when it replaces an earlier incarnation; a dynamic member's is its
+    client id, a dash and a UUID."""
+    env = group_env()
+    uuid_text = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+
+    async def main(env):
+        first = await env.join("g", instance="i-1", client_id="the-client")
+        assert re.fullmatch("i-1-" + uuid_text, first.member_id), first.member_id
+        again = await env.join("g", instance="i-1", client_id="the-client")
+        assert again.member_id != first.member_id
+        assert re.fullmatch("i-1-" + uuid_text, again.member_id), again.member_id
+        dynamic = await env.join("g2", client_id="the-client")
+        assert re.fullmatch("the-client-" + uuid_text, dynamic.member_id), dynamic.member_id
 
     env.run(main)
 

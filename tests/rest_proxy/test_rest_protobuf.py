@@ -242,7 +242,8 @@ def test_a_cut_message_index_array_is_refused(cut):
 
 def test_a_record_the_schema_cannot_read(broker, rest):
     """A record naming a message the schema has not (index path [5]) or cut short: Confluent's
-    deserialization failure, 50002, never a crash."""
+    deserialization failure (its SerializationException: 408 40801, naming the record), never
+    a crash."""
     topic = new_topic(broker)
     r = rest.post(f"/topics/{topic}", headers={"Content-Type": PROTOBUF},
                   json={"value_schema": ORDER, "records": [{"value": {"id": "1"}}]})
@@ -261,8 +262,9 @@ def test_a_record_the_schema_cannot_read(broker, rest):
                 statuses.append(answer.status_code)
                 if answer.status_code != 200:
                     break
-            assert (answer.status_code, answer.json()["error_code"]) == (500, 50002), statuses
+            assert (answer.status_code, answer.json()["error_code"]) == (408, 40801), statuses
             assert "cannot be read with schema" in answer.json()["message"]
+            assert f"partition {topic}-0 at offset 0" in answer.json()["message"]
         finally:
             rest.delete(base_uri, headers={"Content-Type": V2})
 

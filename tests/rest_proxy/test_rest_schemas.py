@@ -118,7 +118,7 @@ def test_avro_refusals(broker, rest):
     r = rest.post(f"/topics/{topic}", headers={"Content-Type": AVRO},
                   json={"value_schema_id": 99999, "records": [{"value": {}}]})
     assert r.status_code == 404, r.text
-    # a binary record is not Avro: the avro consumer answers Confluent's Kafka error
+    # a binary record is not Avro: the avro consumer answers Confluent's deserialization error
     rest.post(f"/topics/{topic}", headers={"Content-Type": "application/vnd.kafka.binary.v2+json"},
               json={"records": [{"value": "aGVsbG8="}]}).raise_for_status()
     base_uri = rest_consumer(rest, topic, "avro")
@@ -127,7 +127,8 @@ def test_avro_refusals(broker, rest):
         r = rest.get(base_uri + "/records", headers={"Accept": AVRO})
         if r.status_code != 200 or r.json() or time.monotonic() > deadline:
             break
-    assert r.status_code == 500 and r.json()["error_code"] == 50002, r.text
+    assert r.status_code == 408 and r.json()["error_code"] == 40801, r.text
+    assert f"partition {topic}-0 at offset 0" in r.json()["message"], r.text
 
 
 def test_jsonschema_produce_and_read_back(broker, rest):

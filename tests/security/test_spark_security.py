@@ -1,25 +1,23 @@
 """Spark's Kafka connector (spark-sql-kafka-0-10 4.0 on kafka-clients) over SASL_SSL, with
 only the options a Spark user sets: `kafka.security.protocol`, `kafka.sasl.mechanism`,
 `kafka.sasl.jaas.config`, `kafka.ssl.truststore.*`. The sink writes as SCRAM user bob, a
-batch read and an availableNow stream read it back. Needs the connector's jars in
-SPARK_KAFKA_JARS (not on PyPI), skipped otherwise, as compat_tests/test_spark_connector.py."""
+batch read and an availableNow stream read it back. The connector comes from Maven Central
+(compat_tests/spark_kit.py); under CI a missing jar fails this test, it never skips it.
+Trafka only: the broker is Trafka's SASL_SSL set-up (sasl_kit); Spark's connector against
+Apache Kafka runs in compat_tests."""
 
 from __future__ import annotations
 
-import os
 import uuid
 
 import pytest
 
+from compat_tests import spark_kit
 from tests.security.sasl_kit import BOB, SaslSslBroker
 
-pytest.importorskip("pyspark", reason="pyspark not installed (extra 'spark')")
+spark_kit.require("pyspark")
 
-pytestmark = [
-    pytest.mark.skipif(not os.environ.get("SPARK_KAFKA_JARS"),
-                       reason="SPARK_KAFKA_JARS not set (Spark's Kafka connector is not on PyPI; see README)"),
-    pytest.mark.timeout(300),
-]
+pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +30,7 @@ def setup(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def spark():
-    from spark_jobs.session import build_session
-
-    return build_session("trafka-spark-security", connector=True)
+    return spark_kit.session("trafka-spark-security")
 
 
 def options(setup: SaslSslBroker) -> dict[str, str]:

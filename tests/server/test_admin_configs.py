@@ -175,7 +175,9 @@ def test_describe_broker(broker, kp, ck):
                               config_filter="all")["broker"]["1"]
     assert got["log.retention.ms"]["value"] == STATIC_RETENTION
     assert got["log.retention.ms"]["config_source"] == "STATIC_BROKER_CONFIG"
-    assert got["log.retention.ms"]["read_only"] is True
+    # a dynamic broker config (KIP-226) is read-write on a single broker too, as on Kafka
+    assert got["log.retention.ms"]["read_only"] is False
+    assert got["log.dirs"]["read_only"] is True
     assert got["num.partitions"]["config_source"] == "DEFAULT_CONFIG"
     assert got["log.dirs"]["value"] == str(broker.data_dir)
     assert got["node.id"]["value"] == "1"
@@ -186,7 +188,8 @@ def test_describe_broker(broker, kp, ck):
     resource = ConfigResource(ConfigResource.Type.BROKER, "1")
     configs = ck.describe_configs([resource])[resource].result(timeout=15)
     assert configs["log.retention.ms"].source == ConfigSource.STATIC_BROKER_CONFIG.value
-    assert configs["log.retention.ms"].is_read_only
+    assert not configs["log.retention.ms"].is_read_only
+    assert configs["num.partitions"].is_read_only
     assert configs["message.max.bytes"].value == "1048588"
     assert configs["message.max.bytes"].source == ConfigSource.DEFAULT_CONFIG.value
     # raw: "" (cluster-wide dynamic defaults) is empty; types and docs at v4
@@ -258,8 +261,10 @@ def test_alter_configs_validate_only_and_errors(broker, ck):
         assert response["error_code"] == INVALID_CONFIG, configs
         assert next(iter(configs)) in response["error_message"]
     assert legacy(TOPIC, "no-such-topic-3", {"retention.ms": "1"})["error_code"] == UNKNOWN_TOPIC_OR_PARTITION
-    assert legacy(BROKER, "1", {"log.retention.ms": "1"})["error_code"] == INVALID_REQUEST
-    assert legacy(BROKER, "", {"log.retention.ms": "1"})["error_code"] == INVALID_REQUEST
+    # static broker settings cannot change at runtime (dynamic ones can:
+    # tests/server/test_broker_configs_single.py)
+    assert legacy(BROKER, "1", {"num.partitions": "1"})["error_code"] == INVALID_REQUEST
+    assert legacy(BROKER, "", {"log.dirs": "/tmp/x"})["error_code"] == INVALID_REQUEST
     assert legacy(BROKER_LOGGER, "1", {"root": "INFO"})["error_code"] == INVALID_REQUEST
     # Nothing above changed the topic.
     assert ck_describe(ck, name)["retention.ms"].value == "3600000"

@@ -172,9 +172,10 @@ def test_create_partitions_raw_versions(broker, ck):
                                          version=version)
         assert result["error_code"] == NONE, result
     assert partition_count(broker, name) == 5
-    # the same topic twice: INVALID_REQUEST for both, nothing created
+    # the same topic twice: INVALID_REQUEST, nothing created
     results = create_partitions_raw(broker, [{"name": name, "count": 6, "assignments": None}] * 2)
-    assert [r["error_code"] for r in results] == [INVALID_REQUEST, INVALID_REQUEST]
+    # (answered once: Kafka 4.4's results are a map by topic name)
+    assert [r["error_code"] for r in results] == [INVALID_REQUEST]
     # one bad topic does not stop a good one
     other = new_topic(ck, 1)
     results = create_partitions_raw(broker, [{"name": other, "count": 2, "assignments": None},

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 import uuid
 
 import pytest
@@ -19,6 +20,10 @@ from wire import ApiKey, decode_response, encode_request
 from wire.errors import ErrorCode
 from wire.primitives import ZERO_UUID
 from wire.records import Record, build_batch, iter_headers
+
+# Record timestamps: recent, since the module's broker lives past its first retention check
+# (30 s after start-up), which deletes segments older than retention.ms (7 days), as Kafka does.
+RECENT_MS = int(time.time() * 1000)
 
 BATCH_VALUE = 400_000
 
@@ -37,7 +42,7 @@ def _fill(broker, topic: str, partitions: int, batches: int) -> None:
     """`batches` batches of one 400 kB record in every partition."""
     for p in range(partitions):
         for b in range(batches):
-            batch = build_batch([Record(0, 1_700_000_000_000, b"k", bytes([b]) * BATCH_VALUE)])
+            batch = build_batch([Record(0, RECENT_MS, b"k", bytes([b]) * BATCH_VALUE)])
             answer = raw_request("127.0.0.1", broker.port, ApiKey.PRODUCE, 9, {
                 "transactional_id": None, "acks": -1, "timeout_ms": 10000,
                 "topic_data": [{"name": topic, "partition_data": [{"index": p, "records": bytes(batch)}]}]})

@@ -19,6 +19,10 @@ from wire import ApiKey, decode_response, encode_request
 from wire.errors import ErrorCode
 from wire.records import Record, build_batch
 
+# Record timestamps: recent, since the module's broker lives past its first retention check
+# (30 s after start-up), which deletes segments older than retention.ms (7 days), as Kafka does.
+RECENT_MS = int(time.time() * 1000)
+
 V = 12  # names (Kafka's consumer sends up to 12 when it has no topic ids, kafka-python always)
 
 
@@ -33,7 +37,7 @@ def _create(broker, topic: str, partitions: int) -> uuid.UUID:
 
 
 def _produce(broker, topic: str, partition: int, count: int = 1) -> None:
-    batch = build_batch([Record(i, 1_700_000_000_000, b"k", b"v%d" % i) for i in range(count)])
+    batch = build_batch([Record(i, RECENT_MS, b"k", b"v%d" % i) for i in range(count)])
     answer = raw_request("127.0.0.1", broker.port, ApiKey.PRODUCE, 9, {
         "transactional_id": None, "acks": -1, "timeout_ms": 10000,
         "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": bytes(batch)}]}]})

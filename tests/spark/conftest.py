@@ -1,20 +1,23 @@
 """One local SparkSession for every test under tests/spark (Spark starts in ~6 s on 2 cores).
 
-The session is built like the jobs build theirs, minus the requirement for the Kafka
-connector: these tests feed the jobs' transformations static DataFrames and local files.
-It is not stopped at the end, so a compat test in the same pytest run can reuse the JVM
-(connector jars are fixed when it starts; see spark_jobs.session).
+These tests feed the jobs' transformations static DataFrames and local files, so they do not
+need Spark's Kafka connector; the session is still built by compat_tests.spark_kit, which
+puts the connector on it whenever it can be had: connector jars are fixed when the JVM
+starts, and a Spark test of compat_tests later in the same pytest run reuses this JVM. It is
+not stopped at the end for the same reason. The connector's own scenarios (and the jobs end
+to end) are compat_tests/test_spark_connector.py and compat_tests/test_spark_jobs.py, run
+against Apache Kafka and Trafka.
 """
 
 from __future__ import annotations
 
 import pytest
 
-pyspark = pytest.importorskip("pyspark", reason="pyspark not installed (extra 'spark')")
+from compat_tests import spark_kit
+
+spark_kit.require("pyspark")
 
 
 @pytest.fixture(scope="session")
 def spark():
-    from spark_jobs.session import build_session
-
-    return build_session("trafka-tests", connector=False)
+    return spark_kit.session("trafka-tests", connector=False)

@@ -23,7 +23,9 @@ from spark_jobs.mirror import (
 )
 from tests.brokerproc import BrokerProcess, create_topic
 
-T0 = 1_740_830_400_000
+# Recent (hour-aligned, two hours ago): a broker deletes segments older than retention.ms
+# (7 days) from its first retention check, 30 s after start-up, as Kafka does.
+T0 = (int(time.time() * 1000) // 3_600_000 - 2) * 3_600_000
 
 
 def test_select_topics():

@@ -6,7 +6,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-pytest.importorskip("pyspark")
+from compat_tests import spark_kit
+
+spark_kit.require("pyspark")
 
 from pyspark.sql import functions as F  # noqa: E402
 

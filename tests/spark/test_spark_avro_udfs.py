@@ -8,8 +8,10 @@ import json
 
 import pytest
 
-pytest.importorskip("pyspark")
-pytest.importorskip("pyarrow", reason="pandas UDFs need pyarrow (extra 'spark')")
+from compat_tests import spark_kit
+
+spark_kit.require("pyspark")
+spark_kit.require("pyarrow", "pandas UDFs need pyarrow (the 'spark' extra)")
 
 from pyspark.sql import functions as F  # noqa: E402
 from pyspark.sql import types as T  # noqa: E402

@@ -9,7 +9,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-pytest.importorskip("pyspark")
+from compat_tests import spark_kit
+
+spark_kit.require("pyspark")
 
 from spark_jobs.kafka_io import KAFKA_SOURCE_SCHEMA  # noqa: E402
 from spark_jobs.replay import parse_args, replay_report, source_options, timestamp_ms  # noqa: E402

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import importlib
 import json
-import zipfile
 from collections import Counter
 
 import pytest
 
-pytest.importorskip("pyspark")
+from compat_tests import spark_kit
+
+spark_kit.require("pyspark")
 
 import pyspark  # noqa: E402
 
@@ -66,28 +67,6 @@ def test_jar_folder_wins_and_must_be_complete(no_connector_env, monkeypatch, tmp
     assert jars.main(["check", str(tmp_path)]) == 0
 
 
-def test_kafka_clients_extraction_keeps_only_the_client(tmp_path):
-    fat = tmp_path / "plugin.jar"
-    with zipfile.ZipFile(fat, "w") as z:
-        z.writestr("kafka/kafka-version.properties", "commitId=abc\nversion=3.9.2\n")
-        z.writestr("org/apache/kafka/clients/consumer/KafkaConsumer.class", b"\xca\xfe")
-        z.writestr("common/message/FetchRequest.json", "{}")
-        z.writestr(jars._KAFKA_CLIENT_SERVICES, "org.apache.kafka.common.config.provider.FileConfigProvider\n")
-        z.writestr("com/vendor/Plugin.class", b"\xca\xfe")
-        z.writestr("net/jpountz/lz4/LZ4Factory.class", b"\xca\xfe")
-    out = jars.extract_kafka_clients(str(fat), tmp_path / "jars")
-    assert out.name == "kafka-clients-3.9.2.jar"
-    with zipfile.ZipFile(out) as z:
-        names = set(z.namelist())
-    assert names == {
-        "META-INF/MANIFEST.MF",
-        "kafka/kafka-version.properties",
-        "org/apache/kafka/clients/consumer/KafkaConsumer.class",
-        "common/message/FetchRequest.json",
-        jars._KAFKA_CLIENT_SERVICES,
-    }
-
-
 def test_generator_is_deterministic_and_skewed():
     a = list(make_events(500, start_ms=1_000_000, spacing_ms=100, skew_ms=5_000, seed=9))
     b = list(make_events(500, start_ms=1_000_000, spacing_ms=100, skew_ms=5_000, seed=9))
@@ -127,3 +106,27 @@ def test_every_job_has_help(job, capsys):
         module.main(["--help"])
     assert info.value.code == 0
     assert "usage: python -m spark_jobs." + job in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("ci", ["true", ""])
+def test_a_missing_connector_fails_under_ci_and_skips_elsewhere(ci, monkeypatch):
+    """Spark's connector is part of what CI proves: when its jars cannot be had (no
+    SPARK_KAFKA_JARS, Maven unable to resolve .ci/jvm/pom.xml), a Spark test fails under CI
+    and skips with the reason elsewhere."""
+    from compat_tests import jvm
+
+    def unresolvable(module):
+        raise jvm.JvmUnavailable(f"no `mvn` on PATH to resolve .ci/jvm/pom.xml ({module})")
+
+    monkeypatch.setenv("CI", ci)
+    monkeypatch.delenv("SPARK_KAFKA_JARS", raising=False)
+    monkeypatch.setattr(jvm, "classpath", unresolvable)
+    try:
+        spark_kit.session("never-built")
+    except BaseException as exc:  # skip and fail are BaseExceptions: catch, not propagate
+        outcome = exc
+    else:
+        raise AssertionError("a session without the connector was built")
+    expected = pytest.fail.Exception if ci else pytest.skip.Exception
+    assert type(outcome) is expected, f"{type(outcome).__name__}: {outcome}"
+    assert "spark-kafka" in str(outcome) and "no `mvn`" in str(outcome)

@@ -26,7 +26,8 @@ def test_table_covers_kafka_topic_configs():
                  "message.timestamp.after.max.ms", "min.cleanable.dirty.ratio", "min.compaction.lag.ms",
                  "min.insync.replicas", "preallocate", "retention.bytes", "retention.ms", "segment.bytes",
                  "segment.index.bytes", "segment.jitter.ms", "segment.ms", "unclean.leader.election.enable",
-                 "message.downconversion.enable"):
+                 "errors.deadletterqueue.group.enable", "max.decompressed.message.bytes",
+                 "remote.copy.lag.bytes", "remote.copy.lag.ms"):
         default, kind, sensitive, doc = TOPIC_CONFIGS[name]
         assert kind in CONFIG_TYPE_IDS and sensitive is False and doc
     assert set(BROKER_SYNONYMS) <= set(TOPIC_CONFIGS)
@@ -90,3 +91,21 @@ def test_from_broker_properties():
     with pytest.raises(InvalidConfig) as info:
         LogConfig.from_broker({"log.segment.bytes": "tiny"})
     assert info.value.name == "log.segment.bytes"
+
+
+def test_kafka_4_topic_configs():
+    """Kafka 4.4's table: the names Kafka 4.0 removed are unknown (CreateTopics with them gets
+    INVALID_CONFIG from Kafka 4.4), message.timestamp.after.max.ms defaults to an hour, and
+    max.decompressed.message.bytes is known (at its default: Trafka has no per-record cap)."""
+    for removed in ("message.format.version", "message.timestamp.difference.max.ms"):
+        assert removed not in TOPIC_CONFIGS
+        with pytest.raises(InvalidConfig, match=removed.replace(".", r"\.")):
+            LogConfig.from_kafka({removed: "1"})
+    assert LogConfig().message_timestamp_after_max_ms == 3_600_000
+    assert LogConfig().to_kafka()["message.timestamp.after.max.ms"] == "3600000"
+    assert LogConfig.from_kafka({"max.decompressed.message.bytes": "2147483639"}).extras == {}
+    with pytest.raises(InvalidConfig, match="max.decompressed.message.bytes"):
+        LogConfig.from_kafka({"max.decompressed.message.bytes": "1000"})
+    config = LogConfig.from_kafka({"errors.deadletterqueue.group.enable": "true",
+                                   "remote.copy.lag.ms": "-1"})
+    assert config.to_kafka()["errors.deadletterqueue.group.enable"] == "true"

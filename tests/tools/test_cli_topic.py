@@ -157,3 +157,68 @@ def test_consume_writes_binary_keys_and_values_as_stored(broker):
                           env=dict(os.environ, PYTHONPATH=str(REPO)))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == b"\xff\x00k|" + value + b"|h=\x80\x81\n"
+
+
+def test_an_unreachable_bootstrap_fails_fast_naming_what_was_tried(broker):
+    """librdkafka retried for the whole --timeout (30 s) and ended with "Failed to get
+    metadata: Local: Broker transport failure", naming no address. Now a few seconds, one
+    line naming each address tried and why: refused, or a port that accepts but is no Kafka."""
+    import socket
+    import threading
+    import time
+
+    from tests.brokerproc import free_port
+
+    refused = f"127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    line = trafka("topic", "list", bootstrap=refused).one_line_error("TRANSPORT", refused, "Connection refused")
+    assert time.monotonic() - started < 15, line
+
+    with socket.socket() as server:  # accepts, then hangs up without a word (an HTTP server would too)
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        mute = f"127.0.0.1:{server.getsockname()[1]}"
+
+        def hang_up() -> None:
+            for _ in range(2):
+                conn, _addr = server.accept()
+                conn.close()
+
+        threading.Thread(target=hang_up, daemon=True).start()
+        started = time.monotonic()
+        trafka("topic", "consume", "t", bootstrap=f"{mute},{refused}").one_line_error(
+            "TRANSPORT", f"{mute} (accepts connections but answered no Kafka ApiVersions request)", refused)
+        assert time.monotonic() - started < 15
+    # one live broker among the bootstrap servers is enough
+    assert trafka("topic", "list", bootstrap=f"{refused},{broker.bootstrap}").ok()
+
+
+def test_consume_from_an_offset_past_the_end_starts_at_the_end(broker):
+    """`-o 999999` silently read from offset 0 (librdkafka's OFFSET_OUT_OF_RANGE reset to
+    earliest). As Kafka's console consumer (out of range: latest) and rpk (the nearer end):
+    it starts at the end, says so on stderr, and reads only what comes after."""
+    import subprocess
+    import time
+
+    from tests.tools.clikit import popen
+
+    name = unique("past")
+    b = broker.bootstrap
+    trafka("topic", "create", name, bootstrap=b).ok()
+    trafka("topic", "produce", name, stdin="a\nb\nc\n", bootstrap=b).ok()
+    past = trafka("topic", "consume", name, "-o", "999999", bootstrap=b).ok()
+    assert past.out == ""
+    assert f"{name} partition 0: offset 999999 is past the end (offsets 0..3): starting at 3" in past.err
+    assert trafka("topic", "consume", name, "-o", "1", bootstrap=b).ok().out == "b\nc\n"
+
+    follower = popen("topic", "consume", name, "-o", "999999", "--follow", "-n", "1", bootstrap=b)
+    try:
+        deadline = time.monotonic() + 30
+        while "starting at 3" not in (line := follower.stderr.readline()) and time.monotonic() < deadline:
+            assert line or follower.poll() is None
+        trafka("topic", "produce", name, stdin="d\n", bootstrap=b).ok()
+        out, _err = follower.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        follower.kill()
+        raise
+    assert out == "d\n"

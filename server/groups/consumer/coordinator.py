@@ -102,8 +102,10 @@ class ConsumerGroupCoordinator:
     def __init__(self, coordinator) -> None:
         self.c = coordinator
         cfg = coordinator.broker.config
-        self.session_timeout_ms = _bounded(cfg, "session.timeout.ms")
-        self.heartbeat_interval_ms = _bounded(cfg, "heartbeat.interval.ms")
+        # The broker's; a group may have its own (consumer.session.timeout.ms and
+        # consumer.heartbeat.interval.ms group configs, `session_timeout_ms(group)`).
+        self.broker_session_timeout_ms = _bounded(cfg, "session.timeout.ms")
+        self.broker_heartbeat_interval_ms = _bounded(cfg, "heartbeat.interval.ms")
         names = [n.strip() for n in str(cfg.get("group.consumer.assignors")).split(",") if n.strip()]
         unknown = [n for n in names if n not in ASSIGNORS]
         if unknown:
@@ -115,6 +117,21 @@ class ConsumerGroupCoordinator:
         self._rebalance_epochs: dict[tuple[str, str], int] = {}
         self._to_arm: list[tuple[str, str]] = []
         self.migration = Migration(self)
+
+    # ------------------------------------------------------------------ group configs
+    def _group_config(self, group_id: str, name: str, broker_value: int) -> int:
+        """A consumer.* group config of `group_id` (server/groups/group_configs.py), within
+        the broker's bounds; the broker's value when the group has none."""
+        configs = getattr(self.c.broker, "group_configs", None)
+        if configs is None or name not in configs.configs.get(group_id, {}):
+            return broker_value
+        return configs.int_value(group_id, name)
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        return self._group_config(group_id, "consumer.session.timeout.ms", self.broker_session_timeout_ms)
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        return self._group_config(group_id, "consumer.heartbeat.interval.ms", self.broker_heartbeat_interval_ms)
 
     # ------------------------------------------------------------------ topics
     def _topic_view(self) -> dict[str, tuple[uuid.UUID, int]]:
@@ -181,10 +198,9 @@ class ConsumerGroupCoordinator:
                 raise invalid("RebalanceTimeoutMs must be provided in first request.")
             if owned is None or any(owned.values()):
                 raise invalid("TopicPartitions must be empty when (re-)joining.")
+            # Kafka 4 accepts an empty list of names: a member subscribed to nothing yet.
             if names is None and regex is None:
                 raise invalid("SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
-            if version == 0 and not names:
-                raise invalid("SubscribedTopicNames must be set in first request.")
         elif member_epoch == STATIC_LEAVE_EPOCH:
             if not member_id:
                 raise invalid("MemberId can't be empty.")
@@ -416,7 +432,7 @@ class ConsumerGroupCoordinator:
         self._maybe_arm_rebalance(group_id, updated, previous_assignment, new_assignment)
         full = joining or (rebalance_timeout_ms != -1 and names is not None and owned is not None)
         changed = previous_assignment is None or previous_assignment.assigned != new_assignment.assigned
-        return HeartbeatResult(E.NONE, None, member_id, new_assignment.member_epoch, self.heartbeat_interval_ms,
+        return HeartbeatResult(E.NONE, None, member_id, new_assignment.member_epoch, self.heartbeat_interval_ms(group_id),
                                dict(new_assignment.assigned) if full or changed else None)
 
     def _preferred_assignor(self, members) -> str:
@@ -540,7 +556,7 @@ class ConsumerGroupCoordinator:
     # ------------------------------------------------------------------ timers
     def _arm_session(self, group_id: str, member_id: str) -> None:
         """A classic member (migration.py) keeps the session timeout of its JoinGroup."""
-        timeout_ms = self.session_timeout_ms
+        timeout_ms = self.session_timeout_ms(group_id)
         group = self.c.groups.get(group_id)
         member = group.members.get(member_id) if is_consumer_group(group) else None
         if member is not None and member.classic is not None:
@@ -563,7 +579,7 @@ class ConsumerGroupCoordinator:
             return
         if before is not None and before.state == after.state and before.member_epoch == after.member_epoch:
             return
-        timeout_ms = member.rebalance_timeout_ms if member.rebalance_timeout_ms > 0 else self.session_timeout_ms
+        timeout_ms = member.rebalance_timeout_ms if member.rebalance_timeout_ms > 0 else self.session_timeout_ms(group_id)
         self._rebalance_epochs[(group_id, member.member_id)] = after.member_epoch
         self.c._timers.set(("cg-rebalance", group_id, member.member_id), trio.current_time() + timeout_ms / 1000)
 
@@ -571,7 +587,7 @@ class ConsumerGroupCoordinator:
         kind, group_id, member_id = key
         if kind == "cg-session":
             self.c._spawn(self._fence_later, group_id, member_id,
-                          f"timed out after {self.session_timeout_ms} ms without a heartbeat")
+                          f"timed out after {self.session_timeout_ms(group_id)} ms without a heartbeat")
         elif kind == "cg-rebalance":
             epoch = self._rebalance_epochs.pop((group_id, member_id), None)
             if epoch is not None:

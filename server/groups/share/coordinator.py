@@ -47,7 +47,15 @@ records are never delivered again, records only acquired come back. Heartbeat-ti
 initialisation covers only partitions led here (Kafka's group coordinator sends
 InitializeShareGroupState instead). Share groups leave memory with their
 `__consumer_offsets` partition (members rejoin at the new coordinator); group configs are
-kept in ZooKeeper (/config/groups/<group>), read when a share partition is loaded.
+kept in ZooKeeper (/config/groups/<group>, server/cluster/group_configs.py), followed by
+every broker and read again when a share partition is loaded.
+
+Group configs (server/groups/group_configs.py): a share group's own share.session.timeout.ms,
+share.heartbeat.interval.ms, share.record.lock.duration.ms, share.delivery.count.limit,
+share.partition.max.record.locks, share.auto.offset.reset (earliest, latest, by_duration)
+and share.isolation.level apply to it, the broker's group.share.* settings to the others. A
+change applies from the next heartbeat, fetch or share partition on (the limits of share
+partitions held here at once).
 
 Deleting a share group (DeleteGroups, empty groups only, else NON_EMPTY_GROUP) deletes the
 state of every share partition it was assigned at their share coordinators
@@ -66,7 +74,7 @@ from __future__ import annotations
 
 import base64
 import logging
-import urllib.parse
+import time
 import uuid
 
 import trio
@@ -84,6 +92,7 @@ from server.errors import (
     UnknownMemberId,
     UnknownTopicOrPartition,
 )
+from server.groups.group_config import BY_DURATION, parse_duration_ms
 from server.groups.share import records as rec
 from server.groups.share.assignor import assign
 from server.groups.share.group import ShareGroup, ShareMember
@@ -96,10 +105,26 @@ log = logging.getLogger("trafka.share")
 
 AUTO_OFFSET_RESET = "share.auto.offset.reset"
 ISOLATION_LEVEL = "share.isolation.level"
-GROUP_CONFIG_DEFAULTS = {AUTO_OFFSET_RESET: "latest", ISOLATION_LEVEL: "read_uncommitted"}
-GROUP_CONFIG_VALUES = {AUTO_OFFSET_RESET: ("latest", "earliest"),
-                       ISOLATION_LEVEL: ("read_uncommitted", "read_committed")}
+SESSION_TIMEOUT = "share.session.timeout.ms"
+HEARTBEAT_INTERVAL = "share.heartbeat.interval.ms"
+LOCK_DURATION = "share.record.lock.duration.ms"
+DELIVERY_LIMIT = "share.delivery.count.limit"
+MAX_LOCKS = "share.partition.max.record.locks"
 SWEEP_S = 0.1
+
+
+def reset_offset(partition, reset: str) -> int:
+    """Where a new share partition starts (share.auto.offset.reset): earliest is the log
+    start offset; by_duration:<d> the first record stamped at or after now - d (the high
+    watermark when there is none); latest the high watermark."""
+    if reset == "earliest":
+        return partition.log.log_start_offset
+    if reset.startswith(BY_DURATION):
+        millis = parse_duration_ms(reset[len(BY_DURATION):]) or 0
+        found = partition.log.offset_for_timestamp(time.time_ns() // 1_000_000 - millis)
+        if found is not None and found[0] < partition.high_watermark:
+            return found[0]
+    return partition.high_watermark
 
 
 def kafka_uuid() -> str:
@@ -115,18 +140,17 @@ class ShareCoordinator:
     def __init__(self, broker) -> None:
         cfg = broker.config
         self.broker = broker
-        self.session_timeout_ms = cfg.get("group.share.session.timeout.ms")
-        self.heartbeat_interval_ms = cfg.get("group.share.heartbeat.interval.ms")
-        self.lock_duration_ms = cfg.get("group.share.record.lock.duration.ms")
-        self.delivery_limit = cfg.get("group.share.delivery.count.limit")
+        # The share.* group configs (server/groups/group_configs.py): each group's own
+        # timings and limits, else the broker's group.share.* settings.
+        self.configs = broker.group_configs
+        self.configs.add_listener(self._configs_changed)
         self.max_size = cfg.get("group.share.max.size")
-        self.max_locks = cfg.get("group.share.partition.max.record.locks")
         self.log = CoordinatorLog(broker, rec.STATE_TOPIC, cfg.get("share.coordinator.state.topic.num.partitions"),
                                   rec.STATE_TOPIC_CONFIGS)
         # The share coordinator (`__share_group_state`) and the way to it from a share-partition leader.
         self.store = ShareStateStore(broker, self.log,
                                      cfg.get("share.coordinator.snapshot.update.records.per.snapshot"),
-                                     on_config=self._replayed_config)
+                                     on_config=self.configs.replayed)
         self.persister = SharePersister(broker, self.store)
         self.groups: dict[str, ShareGroup] = {}
         self.partitions: dict[tuple[str, uuid.UUID, int], SharePartition] = {}
@@ -134,8 +158,6 @@ class ShareCoordinator:
         self._write_locks: dict[tuple[str, uuid.UUID, int], trio.Lock] = {}
         self._init_locks: dict[tuple[str, uuid.UUID, int], trio.Lock] = {}
         self.sessions = ShareSessionCache()
-        # Group configs (Kafka's GROUP config resource): share.auto.offset.reset, share.isolation.level.
-        self.group_configs: dict[str, dict[str, str]] = {}
         self._topic_ready = False
         self._nursery: trio.Nursery | None = None
 
@@ -161,12 +183,6 @@ class ShareCoordinator:
             log.info("share state loaded: %d share partitions from %d records (%d skipped)", len(self.partitions),
                      counts.records, counts.skipped)
 
-    def _replayed_config(self, group_id: str, configs: dict[str, str] | None) -> None:
-        if configs is None:
-            self.group_configs.pop(group_id, None)
-        else:
-            self.group_configs[group_id] = configs
-
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """The share timers: member sessions and acquisition locks, swept every 100 ms."""
         async with trio.open_nursery() as nursery:
@@ -186,7 +202,7 @@ class ShareCoordinator:
         for group in list(self.groups.values()):
             for member in [m for m in group.members.values() if m.expires_at <= now]:
                 log.info("share group %s: member %s session timed out after %d ms", group.group_id, member.member_id,
-                         self.session_timeout_ms)
+                         self.configs.int_value(group.group_id, SESSION_TIMEOUT))
                 self._remove_member(group, member)
         for sp in self.partitions.values():
             if sp.next_lock_deadline() <= now:
@@ -242,38 +258,26 @@ class ShareCoordinator:
 
     # ------------------------------------------------------------------ group configs
     def group_config(self, group_id: str, name: str) -> str:
-        return self.group_configs.get(group_id, {}).get(name, GROUP_CONFIG_DEFAULTS[name])
+        """A STRING share.* group config as the group has it (share.auto.offset.reset, share.isolation.level)."""
+        return self.configs.text_value(group_id, name)
 
-    async def alter_group_configs(self, group_id: str, ops: list[tuple[str, int, str | None]],
-                                  validate_only: bool) -> None:
-        """IncrementalAlterConfigs on a GROUP resource: SET (0) or DELETE (1) of a share
-        group config; persisted before the answer. INVALID_CONFIG for anything else."""
-        if not group_id:
-            raise KafkaError("group id is empty", ErrorCode.INVALID_GROUP_ID)
-        cluster = self.broker.cluster
-        if cluster is not None:
-            await self.refresh_group_configs(group_id)
-        configs = dict(self.group_configs.get(group_id, {}))
-        for name, op, value in ops:
-            if name not in GROUP_CONFIG_DEFAULTS:
-                raise KafkaError(f"unknown group config {name} (supported: {', '.join(GROUP_CONFIG_DEFAULTS)})",
-                                 ErrorCode.INVALID_CONFIG)
-            if op == 1:
-                configs.pop(name, None)
-            elif op == 0:
-                if value not in GROUP_CONFIG_VALUES[name]:
-                    raise KafkaError(f"{name} must be one of {', '.join(GROUP_CONFIG_VALUES[name])}, not {value!r}",
-                                     ErrorCode.INVALID_CONFIG)
-                configs[name] = value
-            else:
-                raise KafkaError(f"{name} is not a list: only SET and DELETE apply", ErrorCode.INVALID_CONFIG)
-        if validate_only:
-            return
-        if cluster is not None:
-            await self._write_zk_configs(group_id, configs)
-            self.group_configs[group_id] = configs
-            log.info("share group %s configs now %s", group_id, configs)
-            return
+    def lock_duration_ms(self, group_id: str) -> int:
+        return self.configs.int_value(group_id, LOCK_DURATION)
+
+    def _configs_changed(self, group_id: str) -> None:
+        """The group's configs changed: its share partitions held here take the new
+        delivery count limit and record lock limit at once (records already delivered
+        keep their count; Kafka's share partitions read both per use)."""
+        delivery_limit = self.configs.int_value(group_id, DELIVERY_LIMIT)
+        max_locks = self.configs.int_value(group_id, MAX_LOCKS)
+        for sp in self.partitions.values():
+            if sp.group_id == group_id:
+                sp.delivery_limit = max(delivery_limit, 1)
+                sp.max_locks = max(max_locks, 1)
+
+    async def write_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
+        """A single broker: the group's configs as one record of `__share_group_state`
+        (created on first use), written before the change is answered."""
         if not self._topic_ready:
             self.log.ensure_topic()
             self._topic_ready = True
@@ -281,45 +285,6 @@ class ShareCoordinator:
         async with self.log.lock(partition):
             await self.log.append(partition, [(rec.encode_config_key(rec.GroupConfigKey(group_id)),
                                                rec.encode_configs(configs))])
-            self.group_configs[group_id] = configs
-        log.info("share group %s configs now %s", group_id, configs)
-
-    @staticmethod
-    def _configs_path(group_id: str) -> str:
-        from server.cluster import znodes as zn
-
-        return zn.config_entity_path("groups", urllib.parse.quote(group_id, safe=""))
-
-    async def refresh_group_configs(self, group_id: str) -> None:
-        """A cluster: the group's configs as ZooKeeper holds them (/config/groups/<group>,
-        Kafka's config znode JSON), read when a share partition is initialised here."""
-        found = await self.broker.cluster.zk.get(self._configs_path(group_id))
-        if found is None:
-            self.group_configs.pop(group_id, None)
-            return
-        from server.cluster import znodes as zn
-
-        try:
-            configs = zn.decode_entity_config(found[0])
-            self.group_configs[group_id] = {k: v for k, v in configs.items() if k in GROUP_CONFIG_DEFAULTS}
-        except (ValueError, TypeError, AttributeError) as exc:
-            log.warning("share group %s: unreadable configs in ZooKeeper (%s); defaults apply", group_id, exc)
-            self.group_configs.pop(group_id, None)
-
-    async def _write_zk_configs(self, group_id: str, configs: dict[str, str]) -> None:
-        from server.cluster import znodes as zn
-        from server.cluster.zk import NodeExists
-
-        zk = self.broker.cluster.zk
-        path = self._configs_path(group_id)
-        data = zn.encode_entity_config(configs)
-        if await zk.exists(path) is not None:
-            await zk.set(path, data, -1)
-            return
-        try:
-            await zk.create(path, data, make_parents=True)
-        except NodeExists:
-            await zk.set(path, data, -1)
 
     # ------------------------------------------------------------------ membership
     def _check_share_group_id(self, group_id: str) -> None:
@@ -378,7 +343,7 @@ class ShareCoordinator:
             changed = True
         if rack_id is not None:
             member.rack_id = rack_id
-        member.expires_at = trio.current_time() + self.session_timeout_ms / 1000
+        member.expires_at = trio.current_time() + self.configs.int_value(group_id, SESSION_TIMEOUT) / 1000
         target = self._target(group)
         if changed or target != group.target:
             group.group_epoch += 1
@@ -396,7 +361,7 @@ class ShareCoordinator:
             # which a heartbeat must not wait for.
             self._nursery.start_soon(self._initialise, group_id, new_assignment)
         answer = {"member_id": member_id, "member_epoch": member.member_epoch,
-                  "heartbeat_interval_ms": self.heartbeat_interval_ms, "assignment": None}
+                  "heartbeat_interval_ms": self.configs.int_value(group_id, HEARTBEAT_INTERVAL), "assignment": None}
         if send:
             answer["assignment"] = {"topic_partitions": self._topic_partitions(new_assignment)}
         return answer
@@ -531,8 +496,7 @@ class ShareCoordinator:
 
     # ------------------------------------------------------------------ share partitions
     def _new_partition(self, group_id: str, topic: str, topic_id: uuid.UUID, index: int, start: int) -> SharePartition:
-        sp = SharePartition(group_id, topic, topic_id, index, start, delivery_limit=self.delivery_limit,
-                            max_locks=self.max_locks)
+        sp = SharePartition(group_id, topic, topic_id, index, start, **self._limits(group_id))
         self.partitions[(group_id, topic_id, index)] = sp
         return sp
 
@@ -576,7 +540,7 @@ class ShareCoordinator:
             return sp
         partition = self.broker.partition(topic, index)
         reset = self.group_config(group_id, AUTO_OFFSET_RESET)
-        start = partition.log.log_start_offset if reset == "earliest" else partition.high_watermark
+        start = reset_offset(partition, reset)
         sp = self.partitions.get(key)
         if sp is None:
             sp = self._new_partition(group_id, topic, meta.topic_id, index, start)
@@ -604,18 +568,17 @@ class ShareCoordinator:
                 del self.partitions[key]  # served under an earlier leadership: stale
             stored = await self.persister.read(key, epoch)
             if stored is None or stored.deleted:
-                await self.refresh_group_configs(group_id)
+                await self.configs.refresh(group_id)
                 reset = self.group_config(group_id, AUTO_OFFSET_RESET)
-                start = partition.log.log_start_offset if reset == "earliest" else partition.high_watermark
-                sp = SharePartition(group_id, topic, partition.topic_id, index, start,
-                                    delivery_limit=self.delivery_limit, max_locks=self.max_locks)
+                start = reset_offset(partition, reset)
+                sp = SharePartition(group_id, topic, partition.topic_id, index, start, **self._limits(group_id))
                 if stored is not None:  # deleted: a new life at the bumped state epoch
                     sp.state_epoch = stored.state_epoch
                 what = f"initialised at {reset} offset {start} (state epoch {sp.state_epoch})"
             else:
-                await self.refresh_group_configs(group_id)
+                await self.configs.refresh(group_id)
                 sp = SharePartition(group_id, topic, partition.topic_id, index, stored.start_offset,
-                                    delivery_limit=self.delivery_limit, max_locks=self.max_locks)
+                                    **self._limits(group_id))
                 sp.restore(stored.start_offset, stored.batches())
                 sp.state_epoch = stored.state_epoch
                 what = f"read back from the share coordinator at leader epoch {epoch}"
@@ -630,8 +593,12 @@ class ShareCoordinator:
             self._init_locks.pop(key, None)
             return sp
 
-    def lock_deadline(self) -> float:
-        return trio.current_time() + self.lock_duration_ms / 1000
+    def _limits(self, group_id: str) -> dict[str, int]:
+        return {"delivery_limit": self.configs.int_value(group_id, DELIVERY_LIMIT),
+                "max_locks": self.configs.int_value(group_id, MAX_LOCKS)}
+
+    def lock_deadline(self, group_id: str) -> float:
+        return trio.current_time() + self.lock_duration_ms(group_id) / 1000
 
     async def acknowledge(self, sp: SharePartition, member_id: str, batches: list[dict]) -> None:
         """Apply and persist one partition's acknowledgements (KafkaError on refusal). When

@@ -21,10 +21,10 @@ update Trafka writes holds every change since its snapshot (not only the last on
 newest snapshot plus the newest update of its epoch is the state: compaction, which keeps
 one record per key and so one update per share partition, loses nothing.
 
-A share group's configs (share.auto.offset.reset, share.isolation.level;
-IncrementalAlterConfigs) are kept here too, under a key version of Trafka's own
-(CONFIG_KEY_VERSION, JSON): Kafka keeps group configs in its metadata log, which Trafka
-does not have. The earlier JSON layout of share partition state never shipped in a release,
+On a single broker every group's configs (GROUP config resources of any group, consumer or
+share: server/groups/group_configs.py) are kept here too, one record per group under a key
+version of Trafka's own (CONFIG_KEY_VERSION, JSON): Kafka keeps group configs in its
+metadata log, which Trafka does not have. The earlier JSON layout of share partition state never shipped in a release,
 so it is not read.
 """
 
