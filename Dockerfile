@@ -14,11 +14,14 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     TRAFKA_LOG_DIRS=/data
 
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY wire ./wire
 COPY storage ./storage
 COPY server ./server
-COPY spark_jobs ./spark_jobs
+COPY schema_registry ./schema_registry
+COPY rest_proxy ./rest_proxy
+COPY cli ./cli
+COPY http_common ./http_common
 RUN pip install --no-cache-dir '.[rest]' \
     && useradd --system --uid 10001 --home-dir /data trafka \
     && mkdir -p /data && chown trafka /data
@@ -26,7 +29,7 @@ RUN pip install --no-cache-dir '.[rest]' \
 USER trafka
 VOLUME ["/data"]
 # 8080: /metrics (Prometheus), /healthz, /readyz (server/http/); 8081: the Schema Registry
-# (server/schema_registry/); 8082: the REST Proxy (server/rest_proxy/); brokers per host:
+# (schema_registry/); 8082: the REST Proxy (rest_proxy/); brokers per host:
 # 8080/8081/8082, 8090/8091/8092, ...
 EXPOSE 9092 8080 8081 8082
 
@@ -39,5 +42,5 @@ HEALTHCHECK --interval=10s --timeout=5s --start-period=10s --retries=3 \
 # log.open.files.max is half of that, so 100 000 partitions need no --ulimit flag. A lower
 # hard limit (--ulimit nofile=N:N) caps both.
 # The advertised address comes from TRAFKA_ADVERTISED_LISTENERS (host:port) when set.
-# TRAFKA_BROKERS_PER_HOST=N|auto runs N brokers of one cluster (server/entrypoint.py).
+# TRAFKA_BROKERS_PER_HOST=N|auto runs N brokers of one cluster (cli/entrypoint.py).
 ENTRYPOINT ["trafka-entrypoint"]

@@ -2,7 +2,7 @@
 
 Why this exists: a Python process uses one core, so a Trafka broker cannot use a whole
 machine; running several brokers of one cluster per host (TRAFKA_BROKERS_PER_HOST,
-server/cluster/launcher.py) is how it does. This script measures what that buys: the
+cli/launcher.py) is how it does. This script measures what that buys: the
 produce capacity of a 2-broker cluster against a 1-broker cluster on the same host, in the
 same run. Target on a 2-core machine: 2-brokers / 1-broker >= 1.7x.
 
@@ -20,7 +20,7 @@ Targets (each window gets fresh brokers and data dirs, removed afterwards):
 - `2-brokers`: a ZooKeeper-mode cluster of two brokers;
 - `embedded`:  (optional reference) one broker without ZooKeeper, as capacity.py runs it.
 
-Both clusters use one real ZooKeeper (server/cluster/zookeeper_server.py, started once per
+Both clusters use one real ZooKeeper (cli/zookeeper_server.py, started once per
 run), each window its own chroot. The topic has `--partitions` (8) partitions,
 replication.factor=1 and the default assignment, which is Kafka's: leaders round-robin over
 the brokers from a random start, so 8 partitions are 4 + 4 on two brokers (checked every
@@ -81,7 +81,7 @@ from rawclient import LIST_OFFSETS_V, RawClient  # noqa: E402
 from results import csv, load  # noqa: E402
 from transactions import machine  # noqa: E402
 
-from server.cluster.zookeeper_server import ZooKeeperServer  # noqa: E402
+from cli.zookeeper_server import ZooKeeperServer  # noqa: E402
 
 # target -> (brokers, ZooKeeper mode)
 TARGETS = {"1-broker": (1, True), "2-brokers": (2, True), "embedded": (1, False)}

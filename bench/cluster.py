@@ -1,6 +1,6 @@
 """What a ZooKeeper-mode cluster costs and how fast it heals: issue 15's three figures in one run.
 
-(a) throughput: a 3-broker cluster (a real ZooKeeper, server/cluster/zookeeper_server.py; a topic
+(a) throughput: a 3-broker cluster (a real ZooKeeper, cli/zookeeper_server.py; a topic
     with replication.factor=3 and min.insync.replicas=2, produced with acks=all) against
     one broker without ZooKeeper produced with acks=1. The producer is produce_consume.py's
     (linger.ms=10, batch.size=1000000, batch.num.messages=10000,
@@ -42,7 +42,7 @@ the controller only learns of the death when the broker's ephemeral /brokers/ids
 expires. Kafka's default is 18000 ms; this bench sets `--zk-session-timeout-ms` (default
 6000, as tests/cluster/clusterkit.py does) so that ten kills fit in about two minutes, and
 prints the value beside the figures. The ZooKeeper itself ticks every 500 ms
-(server/cluster/zookeeper_server.py), so expiry lands up to one tick late. Other broker settings
+(cli/zookeeper_server.py), so expiry lands up to one tick late. Other broker settings
 are Kafka's defaults except offsets.topic.num.partitions=3 (the latency consumer's group
 would otherwise create 50 partitions x 3 replicas first).
 
@@ -94,7 +94,7 @@ from rawclient import RawClient  # noqa: E402
 from results import csv, load  # noqa: E402
 from transactions import machine  # noqa: E402
 
-from server.cluster.zookeeper_server import ZooKeeperServer  # noqa: E402
+from cli.zookeeper_server import ZooKeeperServer  # noqa: E402
 
 _SEQ_TS = struct.Struct(">QQ")
 NAN = float("nan")

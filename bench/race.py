@@ -244,7 +244,7 @@ def run_latency(args, out) -> None:
 
 def run_cluster(args, out) -> None:
     import cluster as cl
-    from server.cluster.zookeeper_server import ZooKeeperServer
+    from cli.zookeeper_server import ZooKeeperServer
 
     reason = ZooKeeperServer.unavailable_reason()
     if reason:

@@ -1,6 +1,6 @@
 """Issue 20: REST Proxy produce throughput against the native protocol, same broker, same run.
 
-Why: the REST Proxy (server/rest_proxy/) is a Kafka client living in the broker's process,
+Why: the REST Proxy (rest_proxy/) is a Kafka client living in the broker's process,
 so every record produced over HTTP costs JSON + base64 decoding, a librdkafka producer
 call and its delivery report on top of what the broker does for a native client. This
 measures how much, on one fresh broker:

@@ -52,11 +52,6 @@ SUITE_SETTINGS_KINDS = ("kafka", "trafka")
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
 
-# The broker kinds `--broker` accepts. "lossy"/"tagfix" kinds are diagnostics, never defaults.
-# "trafka-cluster" is three Trafka brokers on a real ZooKeeper; the cluster scenarios
-# (test_cluster.py) choose it themselves (conftest's `broker_kinds` marker).
-KNOWN_KINDS = ("kafka", "trafka", "tansu", "external", "tansu-lossy", "trafka-lossy", "tansu-tagfix",
-               "kafka-cluster", "trafka-cluster")
 
 
 class BrokerUnavailable(Exception):
@@ -373,7 +368,7 @@ class ZooKeeperCluster(Broker):
     def __init__(self, workdir: Path, extra_args: list[str] | None = None,
                  name: str = "trafka-cluster") -> None:
         super().__init__(name)
-        from server.cluster.zookeeper_server import ZooKeeperServer
+        from cli.zookeeper_server import ZooKeeperServer
 
         reason = ZooKeeperServer.unavailable_reason()
         if reason:
@@ -417,6 +412,16 @@ class ZooKeeperCluster(Broker):
                 broker.start()
         self.wait_for(lambda: len(self.metadata().brokers) == self.SIZE, self.SETTLE_S,
                       "every broker registered")
+        self.wait_known_everywhere()
+
+    def wait_known_everywhere(self) -> None:
+        """Until every broker's Metadata names all brokers and the controller. A broker that
+        has just registered answers with no brokers and no controller until the controller's
+        first UpdateMetadata reaches it (Kafka's ZooKeeper mode and Trafka alike), and
+        librdkafka's admin client, told "no controller" by it, waits out its whole timeout."""
+        self.wait_for(lambda: all(len((view := self.metadata(node=n)).brokers) == self.SIZE
+                                  and view.controller_id >= 0 for n in self.live_nodes()),
+                      self.SETTLE_S, "every broker's Metadata naming all brokers and the controller")
 
     def stop(self, node: int | None = None) -> None:
         """SIGTERM one broker (a controlled shutdown), or everything (None)."""
@@ -543,6 +548,7 @@ class ZooKeeperCluster(Broker):
         self.wait_for(lambda: len(self.metadata().brokers) == self.SIZE, self.SETTLE_S,
                       "every broker registered")
         self.wait_controller()
+        self.wait_known_everywhere()
 
         lagging: list = []
 
@@ -569,29 +575,3 @@ class TrafkaCluster(ZooKeeperCluster):
 
     def make_node(self, node: int, workdir: Path, settings: list[str]) -> ProcessBroker:
         return TrafkaBroker(workdir, ["--node-id", str(node), *settings], name=f"{self.name}-{node}")
-
-
-def make_broker(kind: str, workdir: Path, trafka_args: list[str] | None = None) -> Broker:
-    """A not-yet-started broker of `kind`; raises BrokerUnavailable when it cannot run here."""
-    if kind == "trafka":
-        TrafkaBroker.check_available()
-        return TrafkaBroker(workdir, trafka_args)
-    if kind == "tansu":
-        return TansuBroker(workdir)
-    if kind == "external":
-        return ExternalBroker()
-    if kind in ("tansu-lossy", "trafka-lossy"):
-        return ProxiedBroker(kind, kind.split("-")[0], "drop-produce", workdir, trafka_args)
-    if kind == "trafka-cluster":
-        return TrafkaCluster(workdir, trafka_args)
-    if kind == "kafka":
-        from compat_tests.kafka_brokers import KafkaBroker
-
-        return KafkaBroker(workdir)
-    if kind == "kafka-cluster":
-        from compat_tests.kafka_brokers import KafkaZkCluster
-
-        return KafkaZkCluster(workdir, name="kafka-cluster")
-    if kind == "tansu-tagfix":
-        return ProxiedBroker(kind, "tansu", "strip-apiversions-tags", workdir)
-    raise ValueError(f"unknown broker kind {kind!r}; known: {', '.join(KNOWN_KINDS)}")

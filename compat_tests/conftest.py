@@ -21,6 +21,7 @@ import shlex
 
 import pytest
 
+from compat_tests import broker_kinds
 from compat_tests import brokers as brokers_mod
 from compat_tests import peer_findings
 from compat_tests.clients import CLIENT_NAMES, NotSupportedByClient, make_client
@@ -40,7 +41,7 @@ TRAFKA_SUITE_ARGS = tuple(arg for key, value in brokers_mod.SUITE_SETTINGS.items
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("compat", "Kafka compatibility suite")
     group.addoption("--broker", default=os.environ.get("COMPAT_BROKERS", DEFAULT_BROKERS),
-                    help="comma-separated broker kinds: " + ", ".join(brokers_mod.KNOWN_KINDS)
+                    help="comma-separated broker kinds: " + ", ".join(broker_kinds.KNOWN_KINDS)
                     + f" (env COMPAT_BROKERS, default {DEFAULT_BROKERS})")
     group.addoption("--clients", default=os.environ.get("COMPAT_CLIENTS", ",".join(CLIENT_NAMES)),
                     help="comma-separated client libraries (env COMPAT_CLIENTS, default all)")
@@ -66,10 +67,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "broker_kinds(*kinds): the broker kinds a scenario runs "
                             "against instead of --broker's (each when it, or its base kind "
                             "before the '-', is chosen): the cluster scenarios")
+    config.addinivalue_line("markers", "source_kind(kind): the broker kind of a scenario's "
+                            "second broker, the source it copies from (test_mirrormaker2.py)")
     for kind in _split(config.getoption("--broker")):
-        if kind not in brokers_mod.KNOWN_KINDS:
+        if kind not in broker_kinds.KNOWN_KINDS:
             raise pytest.UsageError(f"--broker: unknown kind {kind!r}; known: "
-                                    + ", ".join(brokers_mod.KNOWN_KINDS))
+                                    + ", ".join(broker_kinds.KNOWN_KINDS))
     for name in _split(config.getoption("--clients")):
         if name not in CLIENT_NAMES:
             raise pytest.UsageError(f"--clients: unknown client {name!r}; known: "
@@ -157,7 +160,7 @@ class BrokerPool:
         self.fresh_count = 0
 
     def make(self, kind: str, label: str) -> brokers_mod.Broker:
-        return brokers_mod.make_broker(kind, self.root / label, self.trafka_args)
+        return broker_kinds.make_broker(kind, self.root / label, self.trafka_args)
 
     def get(self, kind: str) -> brokers_mod.Broker:
         if kind in self.unavailable:

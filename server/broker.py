@@ -109,12 +109,12 @@ class Broker:
         self.txn = TransactionCoordinator(self)
         self.share = ShareCoordinator(self)  # share groups (KIP-932)
         # The Schema Registry's state when this broker serves one (set by its start-up,
-        # server/schema_registry/server.py): produce checks schema ids against it.
+        # schema_registry/server.py): produce checks schema ids against it.
         self.schema_registry = None
-        # The root nursery of the running broker (set by cli.run_broker): background work
+        # The root nursery of the running broker (set by cli/serve.py): background work
         # such as coordinator loads after a leadership change.
         self.nursery: trio.Nursery | None = None
-        self.quotas = ClientQuotas(self)  # client quotas (server/security/quotas.py)
+        self.quotas = ClientQuotas(config, self.data_dir)  # client quotas (server/security/quotas.py)
         # Fetch sessions (KIP-227) belong to the broker, not a connection: a client that
         # reconnects continues its session.
         self.fetch_sessions = FetchSessionCache(config.get("max.incremental.fetch.session.cache.slots"),
@@ -126,7 +126,7 @@ class Broker:
         self.metrics = None
         self.purgatory = {"Produce": 0, "Fetch": 0, "ShareFetch": 0}
         self.purgatory_watchers = {"Produce": 0, "Fetch": 0, "ShareFetch": 0}
-        # The deadlines of those waits; its task runs in the root nursery (cli.run_broker).
+        # The deadlines of those waits; its task runs in the root nursery (cli/serve.py).
         self.purgatory_timer = PurgatoryTimer()
         self.cluster = None
         if config.clustered:
@@ -257,7 +257,7 @@ class Broker:
 
     async def host_partition(self, topic: str, topic_id: uuid.UUID | None, index: int, replicas: list[int]) -> Partition:
         """Create (or open) the local replica of a partition the controller assigned here."""
-        from server.cluster import znodes as zn
+        from server.zookeeper import znodes as zn
 
         meta = self.topics.get(topic)
         if meta is not None and topic_id is not None and topic_id.int != 0 and meta.topic_id != topic_id:
@@ -322,7 +322,7 @@ class Broker:
         compaction and the flush timer, which visit open logs only, reach every partition
         again within seconds. The logs open in a worker thread; the partition (its producer
         state) on the event loop, where every other first use happens. The cyclic GC is off
-        meanwhile, as during start-up, and the heap frozen after (see server/cli.py)."""
+        meanwhile, as during start-up, and the heap frozen after (see cli/serve.py)."""
         pending = self.logs.deferred_keys()
         if not pending or not self.config.get("trafka.log.warmup.enable"):
             return

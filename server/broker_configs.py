@@ -31,7 +31,7 @@ from typing import Callable, Mapping, Protocol
 
 from storage.files import atomic_write
 
-from server.cluster.znodes import DEFAULT_ENTITY, decode_entity_config, encode_entity_config
+from server.zookeeper.znodes import DEFAULT_ENTITY, decode_entity_config, encode_entity_config
 from server.config import SETTINGS
 from server.dynamic_config import LOG_DEFAULTS, usable, validate_update
 from server.startup import StartupError

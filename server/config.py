@@ -22,11 +22,10 @@ import pathlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from server.listeners import inter_broker_listener, parse_listeners
+from server.startup import ConfigError  # raised here, and importable from here as ever
+
 log = logging.getLogger("trafka.config")
-
-
-class ConfigError(ValueError):
-    """A configuration value that cannot be used; the message names the key."""
 
 
 def _bool(text: str) -> bool:
@@ -198,9 +197,9 @@ SETTINGS: dict[str, Setting] = {
         _s("connections.max.idle.ms", int, "600000", "Close connections idle (or stuck mid-frame) this long."),
         _s("trafka.max.partitions", int, "100000", "Total partitions the broker accepts across topics."),
         _s("schema.registry.listeners", _registry_listener, "127.0.0.1:8081",
-           "Where the Schema Registry (Confluent's REST API, server/schema_registry/) listens: HOST:PORT; empty: off."),
+           "Where the Schema Registry (Confluent's REST API, schema_registry/) listens: HOST:PORT; empty: off."),
         _s("rest.proxy.listeners", _registry_listener, "127.0.0.1:8082",
-           "Where the REST Proxy (Confluent's v2/v3 REST API, server/rest_proxy/) listens: HOST:PORT; empty: off."),
+           "Where the REST Proxy (Confluent's v2/v3 REST API, rest_proxy/) listens: HOST:PORT; empty: off."),
         _s("consumer.instance.timeout.ms", int, "300000",
            "REST Proxy: a consumer instance not used this long is closed and forgotten."),
         _s("trafka.rest.proxy.max.consumer.instances", int, "1000",
@@ -342,7 +341,7 @@ class BrokerConfig:
     listen_port: int = 9092
     advertised_host: str | None = None
     advertised_port: int | None = None
-    # server/security/listeners.py: every listener (the first is listen_host/listen_port)
+    # server/listeners.py: every listener (the first is listen_host/listen_port)
     # and the inter-broker listener's name.
     listener_list: tuple = ()
     inter_broker_listener: str = "PLAINTEXT"
@@ -569,8 +568,6 @@ def load_config(
             cfg.set(name, env[env_name], "env")
     for key, value in (overrides or {}).items():
         cfg.set(key, value, "flag")
-    from server.security.listeners import inter_broker_listener, parse_listeners
-
     cfg.listener_list = parse_listeners(cfg)
     cfg.inter_broker_listener = inter_broker_listener(cfg, cfg.listener_list).name
     first = cfg.listener_list[0]

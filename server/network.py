@@ -19,7 +19,7 @@ packet; over any other stream (TLS: trio.SSLStream) they are pread into one buff
 the rest of the response and sent with one send_all. Every region
 is released once, whether sent, dropped by an error, or left when the connection closes.
 
-Listeners (server/security/listeners.py) are bound together by `serve_listeners`; each
+Listeners (server/listeners.py) are bound together by `serve_listeners`; each
 accepted connection knows its listener. On an SSL / SASL_SSL listener the connection's own
 task runs the TLS handshake (bounded by trafka.ssl.handshake.timeout.ms, so it never holds
 up other connections) before serving it over a `trio.SSLStream`; a failed handshake (a
@@ -63,7 +63,8 @@ from server.context import RequestContext
 from server.delayed import MAX_DELAYED, DelayedResponse, ResponseQueue
 from server.handlers import HANDLERS
 from server.regions import FileRegion, release_parts, release_regions
-from server.security.listeners import Listener, check_security_protocols
+from server.listeners import Listener
+from server.security.listener_checks import check_security_protocols
 from server.security.principal import PrincipalMapper
 from server.security.tls import principal_mapper, server_context, tls_session_info
 from server.security.sasl.settings import SASL_PROTOCOLS
@@ -116,7 +117,7 @@ class Server:
 
     async def serve_listeners(self, listeners: tuple[Listener, ...], connection_nursery: trio.Nursery,
                               task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """Bind every listener (server/security/listeners.py) and accept on all of them;
+        """Bind every listener (server/listeners.py) and accept on all of them;
         started() answers the bound socket addresses. A TLS listener's SSLContext is built
         first, so a bad keystore stops the start with a ConfigError naming the setting."""
         check_security_protocols(self.broker.config, listeners)

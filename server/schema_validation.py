@@ -9,7 +9,7 @@ schema id — and that id must be one the registry holds under the topic's subje
 batch is refused with INVALID_RECORD and each offending record named (KIP-467
 record_errors), as the other per-record rules do (server/validation.py).
 
-A module outside server/schema_registry/ (which the data path must not import, an
+A module outside schema_registry/ (which the data path must not import, an
 import-linter contract): the registry reaches the produce path only as `broker.schema_registry`,
 an object with `schema_ids(subject)`, set by the registry's start-up.
 

@@ -16,6 +16,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; the message names the key. Defined here,
+    below server/config.py, because parsing the listeners (server/listeners.py), which
+    loading the configuration does, raises it too; server.config re-exports it."""
+
+
 class StartupError(Exception):
     """The broker cannot start because of `setting` (its value `value`): `cause` says why."""
 

@@ -13,20 +13,34 @@ STATIC_BROKER_CONFIG when it was given in the file, the environment or a flag,
 DEFAULT_CONFIG otherwise. Synonyms list the same chain, most specific first.
 Only broker names that Trafka's broker settings actually read count as synonyms, so a
 `log.retention.hours` line that Trafka ignores is never shown as the source of a value.
+
+The broker is reached through the `TopicConfigBroker` protocol, not by importing it: the
+ZooKeeper-mode config manager (server/cluster/config_manager.py), which sits below the
+broker, validates topic settings with these same rules.
 """
 
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Mapping
+from typing import Mapping, Protocol
 
+from storage import LogManager
 from storage.config import BROKER_SYNONYMS, CONFIG_TYPE_IDS, TOPIC_CONFIGS, LogConfig
 from storage.errors import InvalidConfig
 
-from server.config import DYNAMIC_BROKER, DYNAMIC_DEFAULT, SETTINGS
+from server.config import DYNAMIC_BROKER, DYNAMIC_DEFAULT, SETTINGS, BrokerConfig
+from server.topics import TopicRegistry
 
-if TYPE_CHECKING:
-    from server.broker import Broker
+
+class TopicConfigBroker(Protocol):
+    """What these rules use of the broker (server.broker.Broker): its settings, its log
+    manager's defaults, its topics, and how a topic's new settings are applied."""
+
+    config: BrokerConfig
+    logs: LogManager
+    topics: TopicRegistry
+
+    def alter_topic_configs(self, name: str, explicit: dict[str, str]) -> object: ...
 
 
 class ResourceType(enum.IntEnum):
@@ -72,7 +86,7 @@ def layer_source(layer: str) -> ConfigSource:
     return _LAYER_SOURCES.get(layer, ConfigSource.STATIC_BROKER_CONFIG)
 
 
-def broker_source(broker: "Broker", name: str) -> ConfigSource:
+def broker_source(broker: TopicConfigBroker, name: str) -> ConfigSource:
     """Where a broker setting's effective value comes from."""
     return layer_source(broker.config.source(name))
 
@@ -83,7 +97,7 @@ _DYNAMIC_ONLY = frozenset({"leader.replication.throttled.rate", "follower.replic
                            "replica.alter.log.dirs.io.max.bytes.per.second"})
 
 
-def broker_synonyms(broker: "Broker", names: list[str]) -> list[dict]:
+def broker_synonyms(broker: TopicConfigBroker, names: list[str]) -> list[dict]:
     """Every value the broker settings `names` have, most specific first (Kafka's
     ConfigHelper.configSynonyms: all per-broker ones, then cluster defaults, static, built-in)."""
     chain = [{"name": b, "value": value, "source": layer_source(layer)}
@@ -105,7 +119,7 @@ _NO_KAFKA_DEFAULT = frozenset({"log.retention.ms", "log.roll.ms", "log.roll.jitt
 _BROKER_VALUED = frozenset({"min.insync.replicas", "unclean.leader.election.enable"})
 
 
-def _broker_chain(broker: "Broker", topic_name: str) -> list[dict]:
+def _broker_chain(broker: TopicConfigBroker, topic_name: str) -> list[dict]:
     """Broker-level synonyms of a topic config, most specific first. As Kafka's
     ConfigHelper.configSynonyms, the chain starts at the first value of the topic config's
     own broker name (`log.retention.ms` for retention.ms): with none, there is no chain."""
@@ -120,7 +134,7 @@ def _broker_chain(broker: "Broker", topic_name: str) -> list[dict]:
 
 
 def describe_topic(
-    broker: "Broker",
+    broker: TopicConfigBroker,
     explicit: Mapping[str, str],
     keys: list[str] | None = None,
     *,
@@ -161,7 +175,7 @@ def describe_topic(
     return entries
 
 
-def creatable_topic_configs(broker: "Broker", explicit: Mapping[str, str]) -> list[dict]:
+def creatable_topic_configs(broker: TopicConfigBroker, explicit: Mapping[str, str]) -> list[dict]:
     """CreateTopics v5+ `configs` of a new topic: every config, value and source."""
     return [
         {key: entry[key] for key in ("name", "value", "read_only", "config_source", "is_sensitive")}
@@ -179,7 +193,7 @@ def split_list(value: str | None) -> list[str]:
     return [item.strip() for item in (value or "").split(",") if item.strip()]
 
 
-def validate(broker: "Broker", explicit: Mapping[str, str]) -> None:
+def validate(broker: TopicConfigBroker, explicit: Mapping[str, str]) -> None:
     """Raise InvalidConfig (name and reason) unless `explicit` is a valid set of topic settings."""
     for name, value in explicit.items():
         if value is None:
@@ -189,12 +203,12 @@ def validate(broker: "Broker", explicit: Mapping[str, str]) -> None:
     LogConfig.from_kafka(explicit, broker.logs.defaults)
 
 
-def explicit_configs(broker: "Broker", topic: str) -> dict[str, str]:
+def explicit_configs(broker: TopicConfigBroker, topic: str) -> dict[str, str]:
     """The settings made on `topic` itself (CreateTopics configs, AlterConfigs)."""
     return dict(broker.topics[topic].configs)
 
 
-def apply(broker: "Broker", topic: str, explicit: Mapping[str, str], validate_only: bool) -> None:
+def apply(broker: TopicConfigBroker, topic: str, explicit: Mapping[str, str], validate_only: bool) -> None:
     """Make `explicit` the topic's complete set of settings (after validating it).
 
     Both alter APIs end here: AlterConfigs sends the full set, IncrementalAlterConfigs

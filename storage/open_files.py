@@ -30,12 +30,9 @@ import os
 import resource
 import threading
 from collections import OrderedDict
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from storage.errors import StorageError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from storage.segment import LogSegment
 
 log = logging.getLogger("storage")
 
@@ -56,12 +53,25 @@ def default_limit() -> int:
     return max(64, soft // 2)
 
 
+class SegmentFile(Protocol):
+    """What the registry uses of a segment (storage.segment.LogSegment, which sits above
+    this module and registers itself here): the path of its .log, its CLOCK bit, and a
+    close that never blocks and says whether it happened."""
+
+    _used: bool
+
+    @property
+    def log_path(self) -> os.PathLike: ...
+
+    def close_if_idle(self) -> bool: ...
+
+
 class OpenFiles:
     """Registry and bound of open segment descriptors (see the module docstring)."""
 
     def __init__(self, limit: int | None = None) -> None:
         self._lock = threading.Lock()
-        self._open: OrderedDict[LogSegment, None] = OrderedDict()
+        self._open: OrderedDict[SegmentFile, None] = OrderedDict()
         self.limit = default_limit() if limit is None else limit
         self.opened = 0  # descriptors opened (first opens and reopens)
         self.evicted = 0  # closed for idleness
@@ -80,7 +90,7 @@ class OpenFiles:
         return {"open": len(self._open), "limit": self.limit, "opened": self.opened,
                 "evicted": self.evicted, "exhausted": self.exhausted}
 
-    def open(self, segment: LogSegment, flags: int, mode: int = 0o644) -> int:
+    def open(self, segment: SegmentFile, flags: int, mode: int = 0o644) -> int:
         """Open ``segment``'s .log with ``flags`` and register it; makes room first."""
         with self._lock:
             over = len(self._open) + 1 - self.limit
@@ -124,7 +134,7 @@ class OpenFiles:
         with self._lock:
             return self._evict(len(self._open) - self.limit)
 
-    def forget(self, segment: LogSegment) -> None:
+    def forget(self, segment: SegmentFile) -> None:
         """``segment``'s descriptor was closed by its owner (retired, deleted)."""
         with self._lock:
             self._open.pop(segment, None)

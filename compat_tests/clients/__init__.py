@@ -14,7 +14,7 @@ CLIENT_NAMES = ("kafka-python", "confluent-kafka", "aiokafka", "kcat", "java")
 
 def make_client(name: str, bootstrap: str) -> Client:
     """A fresh adapter, recording its verbs while a compat test runs (compat_tests.observe)."""
-    from compat_tests.observe.record import recording
+    from compat_tests.recording import recording
     return recording(_adapter(name, bootstrap), name)
 
 

@@ -106,7 +106,7 @@ class ProcessMember(GroupMember):
 def spawn_member(client: str, bootstrap: str, topics: list[str], group: str) -> GroupMember:
     """A member that can be SIGKILLed: kcat is a process already, Java gets a JVM of its own,
     the others run in a child."""
-    from compat_tests.observe.record import recording_member
+    from compat_tests.recording import recording_member
 
     if client == "kcat":
         from compat_tests.clients import make_client

@@ -3,7 +3,7 @@
 The answers of two brokers to the same scenario differ in things that are no behaviour of
 theirs: names the test made unique with a random suffix, ids chosen at random, ports, the wall
 clock, the order in which timing lets records of different partitions arrive. `normalise()`
-turns a `record.TestLog`'s streams into plain JSON values in which those are replaced by
+turns a `recording.TestLog`'s streams into plain JSON values in which those are replaced by
 placeholders (numbered in order of first appearance, so that "the same name again" still
 shows), and counts how often each rule applied. Everything else is kept exactly: error
 codes, offsets, keys, values, headers, timestamp types, group states, assignments, configs.
@@ -20,7 +20,7 @@ from typing import Any
 from compat_tests.clients.base import (
     ClientError, ClusterMetadata, Delivery, GroupInfo, GroupMemberInfo, Message, Record,
     TopicDescription, TopicMetadata, ZERO_UUID)
-from compat_tests.observe.record import Call
+from compat_tests.recording import Call
 
 RULES: dict[str, str] = {
     "unique-names": "topic, group and transactional ids end in a random suffix "

@@ -18,12 +18,13 @@ import json
 import shutil
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from compat_tests.observe import allowlist, compare, normalise, record, report
+from compat_tests import recording as record
+from compat_tests.observe import allowlist, compare, normalise, report
+from compat_tests.observe.verdict import PairResult, Side, Verdict
 
 PAIRS = (("kafka", "trafka"), ("kafka-cluster", "trafka-cluster"))
 HERE = Path(__file__).resolve().parent.parent  # compat_tests/: where the outputs go
@@ -38,35 +39,6 @@ def _partner(kind: str) -> tuple[str, str] | None:
         if kind == other:
             return f"{ref}~{other}", ref
     return None
-
-
-@dataclass
-class Side:
-    kind: str
-    nodeid: str
-    outcome: str  # passed / failed / skipped / xfailed
-    path: Path
-    calls: int
-
-
-@dataclass
-class PairResult:
-    pair: str
-    scenario: str
-    client: str
-    reference: Side
-    other: Side
-    compared_calls: int = 0
-    differences: list[compare.Difference] = field(default_factory=list)
-
-    @property
-    def comparable(self) -> bool:
-        return "skipped" not in (self.reference.outcome, self.other.outcome) \
-            and "xfailed" not in (self.reference.outcome, self.other.outcome)
-
-    @property
-    def both_passed(self) -> bool:
-        return self.reference.outcome == "passed" and self.other.outcome == "passed"
 
 
 class ObservationPlugin:
@@ -197,35 +169,6 @@ def _kind(item: pytest.Item) -> str | None:
     if kind is None or "compat_tests" not in item.nodeid.split("::")[0].split("/"):
         return None
     return kind if _partner(kind) else None
-
-
-@dataclass
-class Verdict:
-    results: list[PairResult]
-    rules: Counter
-    unexplained: list[compare.Difference] = field(default_factory=list)
-    with_failure: list[compare.Difference] = field(default_factory=list)
-    allowed: list[tuple[compare.Difference, allowlist.Allowance]] = field(default_factory=list)
-    unpaired: list = field(default_factory=list)
-    allow_list: tuple = ()
-    cost_s: float = 0.0
-
-    def counts(self) -> dict:
-        comparable = [r for r in self.results if r.comparable]
-        return {
-            "pairs_compared": len(comparable),
-            "pairs_both_passed": sum(1 for r in comparable if r.both_passed),
-            "pairs_with_a_failed_side": sum(1 for r in comparable if not r.both_passed),
-            "pairs_with_nothing_recorded": sum(1 for r in comparable
-                                               if r.reference.calls + r.other.calls == 0),
-            "pairs_not_compared": len(self.results) - len(comparable),
-            "ran_on_one_broker_only": len(self.unpaired),
-            "calls_compared": sum(r.compared_calls for r in comparable),
-            "calls_recorded": sum(r.reference.calls + r.other.calls for r in comparable),
-            "differences_unexplained": len(self.unexplained),
-            "differences_allow_listed": len(self.allowed),
-            "differences_in_pairs_with_a_failed_side": len(self.with_failure),
-        }
 
 
 class ObservationsDiffer(Exception):

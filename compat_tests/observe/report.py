@@ -7,12 +7,9 @@ import json
 import time
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from compat_tests.observe import normalise
-
-if TYPE_CHECKING:
-    from compat_tests.observe.plugin import Verdict
+from compat_tests.observe.verdict import Verdict
 
 
 def _cell(text: str, limit: int = 160) -> str:

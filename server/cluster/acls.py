@@ -75,7 +75,7 @@ class ZkAcls:
 
     # ------------------------------------------------------------------ reading
     async def _read_all(self) -> set[AclBinding]:
-        from server.cluster.zk import NoNode
+        from server.zookeeper.client import NoNode
 
         found: set[AclBinding] = set()
         for root, pattern in ((LITERAL_ROOT, PatternType.LITERAL), (PREFIXED_ROOT, PatternType.PREFIXED)):
@@ -119,7 +119,7 @@ class ZkAcls:
             await self.zk.watch_children(path, lambda children, path=path: self._on_changes(path, children))
 
     async def _on_changes(self, path: str, children: list[str]) -> None:
-        from server.cluster.zk import ZooKeeperError
+        from server.zookeeper.client import ZooKeeperError
 
         seqs = sorted(_sequence(c) for c in children if _sequence(c) >= 0)
         if seqs and seqs[-1] > self.last_seen.get(path, -1):
@@ -165,7 +165,7 @@ class ZkAcls:
 
     async def _update(self, rtype: ResourceType, pattern: PatternType, name: str, change) -> None:
         """Compare-and-set the resource's znode (Kafka's updateResourceAcls), then notify."""
-        from server.cluster.zk import BadVersion, NodeExists, NoNode
+        from server.zookeeper.client import BadVersion, NodeExists, NoNode
 
         path = resource_path(rtype, pattern, name)
         for _ in range(20):

@@ -17,9 +17,9 @@ import trio
 
 from wire.errors import ErrorCode
 
-from server.cluster import znodes as zn
+from server.zookeeper import znodes as zn
 from server.cluster.controller import assign_replicas
-from server.cluster.zk import BadVersion, NodeExists, NoNode
+from server.zookeeper.client import BadVersion, NodeExists, NoNode
 from server.errors import KafkaError
 
 log = logging.getLogger("trafka.cluster.admin")

@@ -25,7 +25,7 @@ import logging
 from typing import Mapping
 
 from server.broker_configs import DynamicBrokerConfigs
-from server.cluster import znodes as zn
+from server.zookeeper import znodes as zn
 
 log = logging.getLogger("trafka.cluster.config")
 

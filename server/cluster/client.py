@@ -224,7 +224,7 @@ class BrokerClient:
         (not a Produce with acks=0).
 
         A caller with a codec of its own (the replica fetcher's Fetch,
-        server/cluster/fetch_codec.py) passes `encode` (correlation id -> the whole frame,
+        wire/fetch_codec.py) passes `encode` (correlation id -> the whole frame,
         size prefix included; `body` is then unused) and `decode` (the response frame
         after its size prefix -> what this returns; ProtocolError if it does not decode).
         """

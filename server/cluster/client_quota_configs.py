@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from urllib.parse import quote, unquote
 
-from server.cluster import znodes as zn
+from server.zookeeper import znodes as zn
 from server.security.client_quotas import CLIENT_ID, IP, IP_KEYS, USER, USER_CLIENT_KEYS, Entity
 
 log = logging.getLogger("trafka.cluster.quotas")
@@ -69,7 +69,7 @@ class ClusterClientQuotas:
         return self.node.zk
 
     async def _children(self, path: str) -> list[str]:
-        from server.cluster.zk import NoNode
+        from server.zookeeper.client import NoNode
 
         try:
             return await self.zk.children(path)

@@ -32,7 +32,7 @@ import logging
 import time
 from typing import Callable, Mapping
 
-from server.cluster import znodes as zn
+from server.zookeeper import znodes as zn
 from server.cluster.group_configs import group_of
 from server.errors import UnknownTopicOrPartition
 from server.security.sasl.scram_store import store_of as scram_store_of
@@ -102,7 +102,7 @@ class TopicConfigManager:
         await self.zk.watch_children(zn.CONFIG_CHANGES_PATH, self._on_changes)
 
     async def _on_changes(self, children: list[str]) -> None:
-        from server.cluster.zk import ZooKeeperError
+        from server.zookeeper.client import ZooKeeperError
 
         try:
             await self._process_notices(children)
@@ -174,7 +174,7 @@ class TopicConfigManager:
     async def _purge(self, notices: list[tuple[int, str]]) -> None:
         """Delete processed notices older than the expiration (any broker may: a NoNode means
         another one was quicker)."""
-        from server.cluster.zk import NoNode
+        from server.zookeeper.client import NoNode
 
         cutoff = time.time_ns() // 1_000_000 - self.expiration_ms
         for seq, child in notices:

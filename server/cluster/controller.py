@@ -48,10 +48,10 @@ from storage.errors import InvalidConfig
 from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
-from server.cluster import znodes as zn
+from server.zookeeper import znodes as zn
 from server.cluster.elections import LeaderElections
-from server.cluster.zk import BadVersion, CheckOp, CreateOp, DeleteOp, NodeExists, NoNode, SetDataOp
-from server.security.listeners import SECURITY_PROTOCOL_IDS
+from server.zookeeper.client import BadVersion, CheckOp, CreateOp, DeleteOp, NodeExists, NoNode, SetDataOp
+from server.listeners import SECURITY_PROTOCOL_IDS
 
 log = logging.getLogger("trafka.controller")
 E = ErrorCode

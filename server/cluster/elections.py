@@ -38,8 +38,8 @@ import trio
 
 from wire.errors import ErrorCode
 
-from server.cluster import znodes as zn
-from server.cluster.zk import BadVersion, DeleteOp, NodeExists, NoNode
+from server.zookeeper import znodes as zn
+from server.zookeeper.client import BadVersion, DeleteOp, NodeExists, NoNode
 
 log = logging.getLogger("trafka.controller")
 E = ErrorCode

@@ -14,7 +14,7 @@ capped at its own log end.
 This loop is half of every acks=all round trip (leader append -> this fetch's answer ->
 append here -> the next fetch, which confirms the new log end offset to the leader), so it
 does no more than it must: the request and the response go through the fetcher's own
-Fetch v12 codec (server/cluster/fetch_codec.py), the records are copied once (out of the
+Fetch v12 codec (wire/fetch_codec.py), the records are copied once (out of the
 response frame into the appended buffer), and the next fetch is sent as soon as the answer
 is applied.
 """
@@ -30,8 +30,8 @@ from wire.errors import ErrorCode
 from wire.records import peek_batch_size
 from wire.registry import ApiKey
 
-from server.cluster.fetch_codec import VERSION as FETCH_VERSION
-from server.cluster.fetch_codec import FetchedPartition, ReplicaFetchRequest, decode_fetch_response
+from wire.fetch_codec import VERSION as FETCH_VERSION
+from wire.fetch_codec import FetchedPartition, ReplicaFetchRequest, decode_fetch_response
 
 log = logging.getLogger("trafka.fetcher")
 E = ErrorCode

@@ -21,7 +21,7 @@ import logging
 import urllib.parse
 from typing import Callable, Mapping
 
-from server.cluster import znodes as zn
+from server.zookeeper import znodes as zn
 
 log = logging.getLogger("trafka.cluster.config")
 
@@ -45,7 +45,7 @@ async def read(zk, group_id: str) -> dict[str, str]:
 
 async def read_all(zk) -> dict[str, dict[str, str]]:
     """Every group's configs (start-up)."""
-    from server.cluster.zk import NoNode
+    from server.zookeeper.client import NoNode
 
     try:
         children = await zk.children(f"{zn.CONFIG_PATH}/{ENTITY_TYPE}")
@@ -67,7 +67,7 @@ async def read_all(zk) -> dict[str, dict[str, str]]:
 async def alter(zk, group_id: str, change: Callable[[dict[str, str]], Mapping[str, str]]) -> dict[str, str]:
     """Write change(current) as the group's configs (compare-and-set, retried when another
     broker wrote in between) and a change notice; the new configs."""
-    from server.cluster.zk import BadVersion, NodeExists
+    from server.zookeeper.client import BadVersion, NodeExists
 
     path = group_path(group_id)
     while True:

@@ -57,7 +57,7 @@ class ClusterNode:
         from server.cluster.fetcher import ReplicaFetcherManager
         from server.cluster.producer_ids import ProducerIdBlocks
         from server.cluster.replication_quota import ReplicationQuota
-        from server.cluster.zk import ZooKeeperClient
+        from server.zookeeper.client import ZooKeeperClient
         from server.cluster.acls import ZkAcls
 
         self.broker = broker
@@ -89,7 +89,7 @@ class ClusterNode:
 
     # ------------------------------------------------------------------ lifecycle
     def registration(self):
-        from server.cluster.znodes import BrokerRegistration, EndPoint
+        from server.zookeeper.znodes import BrokerRegistration, EndPoint
 
         rack = self.config.raw("broker.rack") or None
         listeners = self.config.listener_list
@@ -105,7 +105,7 @@ class ClusterNode:
             listener_security_protocol_map={l.name: l.security_protocol for l in listeners})
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        from server.cluster.zk import ConnectionLoss
+        from server.zookeeper.client import ConnectionLoss
 
         cfg = self.config
         async with self.zk:
@@ -153,7 +153,7 @@ class ClusterNode:
         """Register /brokers/ids/<id>. After a crash the previous process's ephemeral znode
         lives until its session times out; wait for it (twice the session timeout), as a
         restarted Kafka broker would otherwise refuse to start."""
-        from server.cluster.zk import NodeExists
+        from server.zookeeper.client import NodeExists
 
         deadline = trio.current_time() + 2 * self.config.get("zookeeper.session.timeout.ms") / 1000 + 5
         while True:
@@ -169,7 +169,7 @@ class ClusterNode:
 
     async def _session_loop(self) -> None:
         """After a session expiry: register again (a new broker epoch) and re-elect."""
-        from server.cluster.zk import SessionState
+        from server.zookeeper.client import SessionState
 
         async for event in self.zk.session_events():
             if event.state == SessionState.NEW_SESSION:
@@ -230,7 +230,7 @@ class ClusterNode:
         """Metadata/Produce/FindCoordinator for an unknown topic: write it to ZooKeeper and
         return at once (clients retry while it has no leader). A topic ZooKeeper already has
         (this broker's cache is behind, e.g. just after a restart) is left alone."""
-        from server.cluster import znodes as zn
+        from server.zookeeper import znodes as zn
 
         if await self.zk.exists(zn.topic_path(name)):
             return

@@ -26,7 +26,7 @@ import trio
 
 from wire.errors import ErrorCode
 
-from server.cluster.znodes import PRODUCER_ID_BLOCK_PATH, PRODUCER_ID_BLOCK_SIZE, ProducerIdBlock
+from server.zookeeper.znodes import PRODUCER_ID_BLOCK_PATH, PRODUCER_ID_BLOCK_SIZE, ProducerIdBlock
 from server.errors import KafkaError
 
 log = logging.getLogger("trafka.cluster.producer_ids")
@@ -56,7 +56,7 @@ class ProducerIdBlocks:
 
     async def take_block(self) -> ProducerIdBlock:
         """Allocate the next block in ZooKeeper (compare-and-set on the znode's version)."""
-        from server.cluster.zk import BadVersion, NodeExists
+        from server.zookeeper.client import BadVersion, NodeExists
 
         while True:
             found = await self.zk.get(PRODUCER_ID_BLOCK_PATH)
@@ -87,7 +87,7 @@ class ProducerIdBlocks:
     async def next_id(self) -> int:
         """A producer id no broker of the cluster has handed out; KafkaError
         (COORDINATOR_LOAD_IN_PROGRESS) if no block could be taken within `wait_s`."""
-        from server.cluster.zk import ZooKeeperError
+        from server.zookeeper.client import ZooKeeperError
 
         while self._next > self._last:
             if self._ahead is not None:
@@ -112,7 +112,7 @@ class ProducerIdBlocks:
 
     async def run(self) -> None:
         """Take the next block ahead whenever `next_id` asks for it."""
-        from server.cluster.zk import ZooKeeperError
+        from server.zookeeper.client import ZooKeeperError
 
         while True:
             await self._wanted.wait()

@@ -35,8 +35,8 @@ import trio
 
 from wire.errors import ErrorCode
 
-from server.cluster import znodes as zn
-from server.cluster.zk import BadVersion, DeleteOp, NoNode, SetDataOp
+from server.zookeeper import znodes as zn
+from server.zookeeper.client import BadVersion, DeleteOp, NoNode, SetDataOp
 
 log = logging.getLogger("trafka.controller")
 E = ErrorCode

@@ -25,7 +25,7 @@ import trio
 from wire.errors import ErrorCode
 
 from server.groups.group_state import GroupState
-from server.groups.offsets import CommittedOffset, GroupOffsets
+from server.groups.group_offsets import CommittedOffset, GroupOffsets
 
 __all__ = ["CommittedOffset", "Group", "GroupState", "JoinResult", "Member", "Reply", "SyncResult"]
 

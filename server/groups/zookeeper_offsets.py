@@ -10,8 +10,8 @@ broker in a cluster has ZooKeeper and does the former; a single broker the latte
 
 from __future__ import annotations
 
-from server.cluster import znodes as zn
-from server.cluster.zk import NodeExists, NoNode, ZooKeeperClient
+from server.zookeeper import znodes as zn
+from server.zookeeper.client import NodeExists, NoNode, ZooKeeperClient
 
 
 async def commit(zk: ZooKeeperClient, group: str, topic: str, partition: int, offset: int) -> None:

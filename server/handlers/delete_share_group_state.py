@@ -15,7 +15,7 @@ from __future__ import annotations
 from wire.registry import ApiKey
 
 from server.context import RequestContext
-from server.groups.share.state_requests import per_partition
+from server.share_state_requests import per_partition
 
 API_KEY = ApiKey.DELETE_SHARE_GROUP_STATE
 MAY_BLOCK = True  # waits for the ISR

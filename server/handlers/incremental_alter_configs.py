@@ -6,8 +6,9 @@ its current default, as Kafka does, so appending compact to a default "delete" g
 "delete,compact"). Each resource is applied whole or not at all; validate_only changes
 nothing.
 
-TOPIC errors: unknown config names, null values for SET/APPEND/SUBTRACT, bad values and
-APPEND/SUBTRACT on a non-list config → INVALID_CONFIG; invalid topic name →
+TOPIC errors: unknown config names for SET/APPEND/SUBTRACT (a DELETE of any name is
+accepted, a no-op for a name the topic does not have, as in Kafka), null values for
+SET/APPEND/SUBTRACT, bad values and APPEND/SUBTRACT on a non-list config → INVALID_CONFIG; invalid topic name →
 INVALID_TOPIC_EXCEPTION; unknown topic → UNKNOWN_TOPIC_OR_PARTITION; a config named twice,
 an unknown operation, or a resource named twice in one request → INVALID_REQUEST.
 
@@ -80,11 +81,15 @@ def new_topic_configs(current: dict[str, str], effective_defaults: dict[str, str
     """The topic's explicit settings after `ops` (validated later, as a whole)."""
     configs = dict(current)
     for name, op, value in ops:
-        if name not in TOPIC_CONFIGS:
-            raise InvalidConfig.unknown(name)
         if op == AlterOp.DELETE:
+            # Any name may be deleted, known or not, as in Kafka (which validates the names
+            # of what is left, not of what goes): MirrorMaker 2 resets every config the
+            # source topic has at its default with a DELETE, including names of a newer
+            # Kafka than this broker.
             configs.pop(name, None)
             continue
+        if name not in TOPIC_CONFIGS:
+            raise InvalidConfig.unknown(name)
         if value is None:
             raise InvalidConfig(name, f"{op.name} needs a value")
         if op == AlterOp.SET:

@@ -17,7 +17,7 @@ from wire.registry import ApiKey
 from server.context import RequestContext
 from server.errors import InvalidRequest
 from server.groups.share.state import expand
-from server.groups.share.state_requests import per_partition
+from server.share_state_requests import per_partition
 
 API_KEY = ApiKey.WRITE_SHARE_GROUP_STATE
 MAY_BLOCK = True  # waits for the ISR

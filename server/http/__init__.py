@@ -10,7 +10,9 @@ thread from plain counters the data path bumps once per request or batch).
 - app.py      the routes
 - server.py   binding `http.listeners` and serving it with hypercorn
 - console/    the web console at `/` (JSON under /api/, static page, no CDN)
-- listen.py   the bound listening socket, shared with the Schema Registry (schema.registry.listeners)
+
+The bound listening socket comes from http_common/listen.py, shared with the Schema
+Registry and the REST Proxy.
 
 Importing this package imports none of hypercorn, starlette or prometheus_client: a broker
 with `http.listeners=""` never loads them.

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import trio
 
-from server.http import listen
+from http_common import listen
 from server.http.metrics import BrokerCollector, RequestMetrics, build_registry
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -37,16 +37,17 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from wire.registry import INTER_BROKER_APIS, ApiKey
 
+from server.config import BrokerConfig
 from server.regions import release_regions
 from server.security.client_quotas import (CLIENT_ID, CONNECTION_CREATION_RATE, CONSUMER_BYTE_RATE, IP,
                                            PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, USER, Entity, QuotaConfigs)
 
 if TYPE_CHECKING:
-    from server.broker import Broker
     from server.session import Session
 
 log = logging.getLogger("trafka.quotas")
@@ -133,11 +134,12 @@ class Rate:
 
 class ClientQuotas:
     """The broker's quotas: configuration (server/security/client_quotas.py) plus the
-    per-client rates that enforce it."""
+    per-client rates that enforce it. It reads the broker's settings and, on a single
+    broker, keeps its configs in the data directory; the broker above owns it."""
 
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
-        self.configs = QuotaConfigs(None if broker.config.clustered else broker.data_dir)
+    def __init__(self, config: BrokerConfig, data_dir: Path) -> None:
+        self.config = config
+        self.configs = QuotaConfigs(None if config.clustered else data_dir)
         self.active = False  # any user/client-id quota: the hot path checks only this
         self.connection_limits = False  # any ip quota or max.connection.creation.rate
         self._resolved: dict[tuple[str, str, str], tuple[float, str, str] | None] = {}
@@ -153,7 +155,7 @@ class ClientQuotas:
         entries = self.configs.entries
         self.active = any(entity[0][0] != IP for entity in entries)
         self.connection_limits = any(entity[0][0] == IP for entity in entries) or \
-            self.broker.config.get("max.connection.creation.rate") < 2 ** 31 - 1
+            self.config.get("max.connection.creation.rate") < 2 ** 31 - 1
         self._resolved.clear()
 
     def replace_all(self, entries: dict[Entity, dict[str, float]]) -> None:
@@ -163,7 +165,7 @@ class ClientQuotas:
 
     @property
     def window(self) -> tuple[int, float]:
-        config = self.broker.config
+        config = self.config
         # Kafka's ConfigDef says atLeast(1) for both; a smaller value would divide by zero.
         return max(1, config.get("quota.window.num")), float(max(1, config.get("quota.window.size.seconds")))
 
@@ -280,7 +282,7 @@ class ClientQuotas:
                              host, delay_ms, config[CONNECTION_CREATION_RATE])
                     return delay_ms / 1000, True
                 break
-        broker_rate = self.broker.config.get("max.connection.creation.rate")
+        broker_rate = self.config.get("max.connection.creation.rate")
         if broker_rate < 2 ** 31 - 1:
             delay_ms = self._connection_rate(("broker", ""), broker_rate, now, refund=False)
             if delay_ms:

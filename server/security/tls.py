@@ -30,7 +30,9 @@ from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography import x509
 
 from server.config import BrokerConfig, ConfigError
+from server.security.listener_checks import check_security_protocols
 from server.security.principal import NoMatchingRule, PrincipalMapper
+from server.security.sasl.client import inter_broker_credentials
 
 log = logging.getLogger("trafka.security.tls")
 
@@ -278,8 +280,6 @@ def tls_session_info(ssl_object: "ssl.SSLObject | trio.SSLStream", mapper: Princ
 def check_listeners(config: BrokerConfig) -> None:
     """Build what every TLS listener needs once, so a bad setting is a ConfigError at
     start (naming the setting) rather than a failure at the first connection."""
-    from server.security.listeners import check_security_protocols
-
     check_security_protocols(config, config.listener_list)
     for listener in config.listener_list:
         if listener.tls:
@@ -300,8 +300,6 @@ def inter_broker_client_options(config: BrokerConfig) -> dict:
     SSLContext when the inter-broker listener is SSL / SASL_SSL, from that listener's
     settings (truststore to verify the other broker, keystore for mTLS), and the SASL
     credentials when it is SASL_PLAINTEXT / SASL_SSL (server/security/sasl/client.py)."""
-    from server.security.sasl.client import inter_broker_credentials
-
     options: dict = {}
     listener = next((l for l in config.listener_list if l.name == config.inter_broker_listener), None)
     if listener is not None and listener.tls:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from server.cluster.zookeeper_server import ZooKeeperServer
+from cli.zookeeper_server import ZooKeeperServer
 
 
 @pytest.fixture(scope="session")

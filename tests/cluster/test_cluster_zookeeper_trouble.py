@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from server.cluster.zookeeper_server import ZooKeeperEnsemble, ZooKeeperServer
+from cli.zookeeper_server import ZooKeeperEnsemble, ZooKeeperServer
 from tests.cluster.clusterkit import Cluster, Workload, whole_isrs
 
 pytestmark = pytest.mark.timeout(360)

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import trio
 
-from server.cluster import znodes as zn
+from server.zookeeper import znodes as zn
 from server.cluster.config_manager import CHANGE_EXPIRATION_MS, TopicConfigManager, sequence_of
-from server.cluster.zk import ZooKeeperClient
+from server.zookeeper.client import ZooKeeperClient
 from server.topics import TopicRegistry
 from tests.cluster.test_zk import SESSION_MS, run, wait_until
 

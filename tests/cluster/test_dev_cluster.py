@@ -1,4 +1,4 @@
-"""`trafka dev cluster` (server/cluster/dev.py): ZooKeeper from Debian's package and N brokers
+"""`trafka dev cluster` (cli/dev.py): ZooKeeper from Debian's package and N brokers
 on loopback, the bootstrap string printed, everything stopped on Ctrl-C."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from server.cluster.zookeeper_server import ZooKeeperServer
+from cli.zookeeper_server import ZooKeeperServer
 from tests.brokerproc import REPO
 
 pytestmark = [pytest.mark.timeout(180),

@@ -1,4 +1,4 @@
-"""The container's entrypoint (server/entrypoint.py): TRAFKA_BROKERS_PER_HOST=2 runs two
+"""The container's entrypoint (cli/entrypoint.py): TRAFKA_BROKERS_PER_HOST=2 runs two
 brokers of one cluster from one set of TRAFKA_* settings (ids, ports and data dirs
 derived), leaders spread over both, and SIGTERM (`docker stop`) stops them cleanly."""
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.timeout(180)
 def entrypoint(env: dict[str, str]) -> subprocess.Popen:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("TRAFKA_")}
     clean["TRAFKA_HTTP_LISTENERS"] = ""  # no HTTP listeners: 8080 may be taken on a test machine
-    return subprocess.Popen([sys.executable, "-m", "server.entrypoint"], env={**clean, **env},
+    return subprocess.Popen([sys.executable, "-m", "cli.entrypoint"], env={**clean, **env},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
 
 

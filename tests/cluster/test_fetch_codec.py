@@ -1,4 +1,4 @@
-"""The replica fetcher's Fetch v12 codec (server/cluster/fetch_codec.py) against the generic one.
+"""The replica fetcher's Fetch v12 codec (wire/fetch_codec.py) against the generic one.
 
 The fast path must write the same bytes the generic encoder writes for the same request, and
 read from a response what the generic decoder reads, whatever optional parts the leader puts
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from server.cluster.fetch_codec import ReplicaFetchRequest, decode_fetch_response
+from wire.fetch_codec import ReplicaFetchRequest, decode_fetch_response
 from wire.connection import decode_request, encode_request, encode_response
 from wire.errors import MalformedFrame
 from wire.registry import ApiKey

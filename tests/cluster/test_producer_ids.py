@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import trio
 
-from server.cluster import znodes
+from server.zookeeper import znodes
 from server.cluster.producer_ids import ProducerIdBlocks
-from server.cluster.zk import ZooKeeperClient
+from server.zookeeper.client import ZooKeeperClient
 from tests.cluster.clusterkit import Cluster
 from tests.cluster.test_zk import SESSION_MS, run
 from wire.registry import ApiKey

@@ -18,7 +18,7 @@ import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from server.cluster.zookeeper_server import ZooKeeperServer
+from cli.zookeeper_server import ZooKeeperServer
 from tests.brokerproc import REPO, free_port, raw_request
 from wire.registry import ApiKey
 
@@ -141,7 +141,7 @@ def test_the_mistakes_of_a_by_hand_cluster_are_one_line_each(tmp_path, zk_connec
     # ZooKeeper of another cluster (its /cluster/id written as Kafka writes it)
     from kazoo.client import KazooClient
 
-    from server.cluster.znodes import CLUSTER_ID_PATH, encode_cluster_id
+    from server.zookeeper.znodes import CLUSTER_ID_PATH, encode_cluster_id
 
     other = zk_connect + "-other"
     client = KazooClient(hosts=other.partition("/")[0])

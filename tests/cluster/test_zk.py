@@ -1,4 +1,4 @@
-"""ZooKeeperClient against a real ZooKeeper (server/cluster/zookeeper_server.py): CAS, multi,
+"""ZooKeeperClient against a real ZooKeeper (cli/zookeeper_server.py): CAS, multi,
 ephemerals and sessions, watches delivered into trio, Kafka's registration helpers."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import pytest
 import trio
 from kazoo.client import KazooClient
 
-from server.cluster import znodes
-from server.cluster.zk import (BadVersion, CheckOp, ConnectionLoss, CreateOp, DeleteOp, NodeExists, NoNode, NotEmpty,
+from server.zookeeper import znodes
+from server.zookeeper.client import (BadVersion, CheckOp, ConnectionLoss, CreateOp, DeleteOp, NodeExists, NoNode, NotEmpty,
                                SessionEvent, SessionState, SetDataOp, ZooKeeperClient, split_connect_string)
-from server.cluster.znodes import BrokerRegistration, EndPoint
+from server.zookeeper.znodes import BrokerRegistration, EndPoint
 
 SESSION_MS = 6000
 
@@ -341,7 +341,7 @@ def test_harness_restart_keeps_znodes(zookeeper):
 
 
 def test_start_without_a_server_is_a_connection_loss():
-    from server.cluster.zookeeper_server import free_port
+    from cli.zookeeper_server import free_port
 
     async def main():
         with pytest.raises(ConnectionLoss, match="no ZooKeeper answered"):

@@ -6,8 +6,8 @@ import uuid
 
 import pytest
 
-from server.cluster import znodes
-from server.cluster.znodes import (BrokerRegistration, ControllerRegistration, EndPoint, PartitionState,
+from server.zookeeper import znodes
+from server.zookeeper.znodes import (BrokerRegistration, ControllerRegistration, EndPoint, PartitionState,
                                    TopicAssignment)
 
 TOPIC_ID = uuid.UUID(bytes=bytes(range(16)))

@@ -21,7 +21,8 @@ from compat_tests.clients.base import (
     ClientError, ClusterMetadata, Delivery, GroupInfo, GroupMemberInfo, Message, Record,
     TopicDescription, TopicMetadata, ZERO_UUID, kafka_uuid, wait_until)
 from compat_tests.helpers import unique_name
-from compat_tests.observe import allowlist, compare, normalise, record
+from compat_tests import recording as record
+from compat_tests.observe import allowlist, compare, normalise
 
 pytest_plugins = ["pytester"]
 
@@ -267,7 +268,7 @@ def pytest_generate_tests(metafunc):
 
 SCENARIO = """
 from compat_tests.clients.base import ClientError
-from compat_tests.observe import record
+from compat_tests import recording as record
 
 class Adapter:
     def __init__(self, kind):

@@ -58,7 +58,7 @@ class Kafka39ZkBroker(ProcessBroker):
 
     def __init__(self, workdir: Path, extra_settings: dict[str, str] | None = None,
                  name: str = "kafka-3.9-zk") -> None:
-        from server.cluster.zookeeper_server import ZooKeeperServer
+        from cli.zookeeper_server import ZooKeeperServer
 
         reason = ZooKeeperServer.unavailable_reason()
         if reason:

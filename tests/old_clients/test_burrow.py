@@ -117,7 +117,7 @@ def _get(url: str) -> tuple[int, dict | None]:
 
 @pytest.mark.parametrize("kafka_version", ["0.10.0", "2.0.0"])
 def test_burrow_reports_group_lag(tmp_path, kafka_version):
-    from server.cluster.zookeeper_server import ZooKeeperServer
+    from cli.zookeeper_server import ZooKeeperServer
 
     reason = ZooKeeperServer.unavailable_reason()
     if reason:

@@ -461,7 +461,7 @@ def test_every_version_kafka_39_serves_is_served(pair):
 def zk_pair(tmp_path_factory):
     """(Kafka 3.9 in ZooKeeper mode, Trafka in a one-broker cluster): ports and the
     ZooKeeper connect strings (chroots) they keep their znodes under."""
-    from server.cluster.zookeeper_server import ZooKeeperServer
+    from cli.zookeeper_server import ZooKeeperServer
     from tests.old_clients.kafka39 import Kafka39ZkBroker
 
     try:

@@ -1,5 +1,5 @@
 """Hostile HTTP input against the REST Proxy (v2 and v3) of a real broker process:
-schemathesis generates requests (valid and invalid) from server/rest_proxy/openapi.json and
+schemathesis generates requests (valid and invalid) from rest_proxy/openapi.json and
 sends them over real HTTP; no answer may be a 5xx or stray from the description, and the
 broker must come out alive with a clean log (tests/fuzzing.py)."""
 
@@ -16,7 +16,7 @@ from tests.rest_proxy.conftest import V2, RestBroker
 
 TOPIC, GROUP, INSTANCE = "fuzz", "fuzz-group", "fuzz-instance"
 
-schema = schemathesis.openapi.from_dict(description("server.rest_proxy"))
+schema = schemathesis.openapi.from_dict(description("rest_proxy"))
 
 
 @pytest.fixture(scope="module")

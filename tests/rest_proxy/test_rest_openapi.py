@@ -1,16 +1,16 @@
-"""The REST Proxy's OpenAPI description (server/rest_proxy/openapi.json) says what the
+"""The REST Proxy's OpenAPI description (rest_proxy/openapi.json) says what the
 starlette app serves, v2 and v3 route for route, and the listener serves it at /openapi.json."""
 
 from __future__ import annotations
 
 import httpx
 
-from server.rest_proxy.server import build_app
+from rest_proxy.server import build_app
 from tests.openapi_routes import description, described_operations, path_parameters_declared, served_operations
 
 
 def test_every_route_is_described_and_nothing_else():
-    spec = description("server.rest_proxy")
+    spec = description("rest_proxy")
     served = served_operations(build_app(None))
     described = described_operations(spec)
     assert served - described == set(), "routes missing from openapi.json"
@@ -20,7 +20,7 @@ def test_every_route_is_described_and_nothing_else():
 
 
 def test_every_operation_documents_its_error_body():
-    spec = description("server.rest_proxy")
+    spec = description("rest_proxy")
     for path, item in spec["paths"].items():
         for method, operation in item.items():
             if method == "parameters" or path == "/openapi.json":
@@ -33,4 +33,4 @@ def test_the_listener_serves_its_description(broker):
     answer = httpx.get(broker.rest_url + "/openapi.json", timeout=10)
     assert answer.status_code == 200
     assert answer.headers["content-type"].startswith("application/json")
-    assert answer.json() == description("server.rest_proxy")
+    assert answer.json() == description("rest_proxy")

@@ -19,7 +19,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from confluent_kafka.schema_registry.common.serde import SchemaId
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from server.rest_proxy.protobuf import message_indexes, read_message_indexes
+from rest_proxy.protobuf import message_indexes, read_message_indexes
 
 from tests.rest_proxy.conftest import V2, read_all
 from tests.rest_proxy.test_rest_schemas import native_values, new_topic, rest_consumer

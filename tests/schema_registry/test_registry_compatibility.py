@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from server.schema_registry import compatibility
-from server.schema_registry.schemas import parse
+from schema_registry import compatibility
+from schema_registry.schemas import parse
 
 
 def avro_record(*fields) -> str:

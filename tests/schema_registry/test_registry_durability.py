@@ -134,7 +134,7 @@ def test_taken_port_stops_the_broker(tmp_path):
 def test_brokers_on_one_host_get_their_own_registry_ports():
     """`trafka dev cluster` and the Docker entrypoint give broker i the port base + 10 i, so
     one broker's registry never takes the next one's HTTP (metrics) port."""
-    from server.cluster.launcher import offset_listener
+    from cli.launcher import offset_listener
 
     assert [offset_listener("127.0.0.1:8081", i) for i in range(3)] == \
         ["127.0.0.1:8081", "127.0.0.1:8091", "127.0.0.1:8101"]

@@ -1,5 +1,5 @@
 """Hostile HTTP input against the Schema Registry of a real broker process: schemathesis
-generates requests (valid and invalid) from server/schema_registry/openapi.json and sends
+generates requests (valid and invalid) from schema_registry/openapi.json and sends
 them over real HTTP; no answer may be a 5xx or stray from the description, and the broker
 must come out alive with a clean log (tests/fuzzing.py)."""
 
@@ -13,7 +13,7 @@ from tests.fuzzing import CHECKS, assert_broker_survived, fuzz_settings
 from tests.openapi_routes import description
 from tests.schema_registry.conftest import CT, RegistryBroker
 
-schema = schemathesis.openapi.from_dict(description("server.schema_registry"))
+schema = schemathesis.openapi.from_dict(description("schema_registry"))
 
 
 SUBJECT = "fuzz-value"

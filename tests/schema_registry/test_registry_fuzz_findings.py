@@ -8,7 +8,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from server.schema_registry import records
+from schema_registry import records
 from tests.schema_registry.conftest import CT, RegistryBroker
 
 DEEP = b"[" * 100_000 + b"]" * 100_000

@@ -1,4 +1,4 @@
-"""The registry's OpenAPI description (server/schema_registry/openapi.json) says what the
+"""The registry's OpenAPI description (schema_registry/openapi.json) says what the
 starlette app serves, route for route, and the listener serves it at /openapi.json."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ import json
 
 import httpx
 
-from server.schema_registry.api import build_app
+from schema_registry.api import build_app
 from tests.openapi_routes import description, described_operations, path_parameters_declared, served_operations
 
 
 def test_every_route_is_described_and_nothing_else():
-    spec = description("server.schema_registry")
+    spec = description("schema_registry")
     served = served_operations(build_app(None))
     described = described_operations(spec)
     assert served - described == set(), "routes missing from openapi.json"
@@ -21,7 +21,7 @@ def test_every_route_is_described_and_nothing_else():
 
 
 def test_every_operation_documents_its_error_body():
-    spec = description("server.schema_registry")
+    spec = description("schema_registry")
     for path, item in spec["paths"].items():
         for method, operation in item.items():
             if method == "parameters" or path == "/openapi.json":
@@ -34,5 +34,5 @@ def test_the_listener_serves_its_description(registry):
     answer = httpx.get(registry.url + "/openapi.json", timeout=10)
     assert answer.status_code == 200
     assert answer.headers["content-type"].startswith("application/json")
-    assert answer.json() == description("server.schema_registry")
+    assert answer.json() == description("schema_registry")
     assert json.loads(answer.content)["openapi"].startswith("3.")

@@ -1,9 +1,9 @@
-"""The store's id and fingerprint indexes (server/schema_registry/store.py) answer as a walk
+"""The store's id and fingerprint indexes (schema_registry/store.py) answer as a walk
 over every version would, through registrations, soft deletes, rewrites and tombstones."""
 
 from __future__ import annotations
 
-from server.schema_registry.store import Store
+from schema_registry.store import Store
 
 
 def key(subject: str, version: int) -> dict:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from server.tools.common import CliError, librdkafka_config, read_properties
+from cli.tools.common import CliError, librdkafka_config, read_properties
 from tests.tools.clikit import trafka
 
 

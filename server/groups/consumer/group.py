@@ -33,7 +33,7 @@ from server.groups import records as classic_rec
 from server.groups.consumer import records as crec
 from server.groups.consumer.reconcile import MemberAssignment, MemberState, Partitions
 from server.groups.group_state import GroupState
-from server.groups.offsets import GroupOffsets
+from server.groups.group_offsets import GroupOffsets
 
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2

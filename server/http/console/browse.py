@@ -101,7 +101,7 @@ def read_records(partition: Any, offset: int, limit: int, avro: AvroDecoder | No
 
 def avro_decoder(registry: Any) -> AvroDecoder | None:
     """A decoder for values framed by Confluent's serializers, from the Schema Registry
-    (server/schema_registry/registry.py) of this broker; None without one. Parsed schemas
+    (schema_registry/registry.py) of this broker; None without one. Parsed schemas
     are cached for one answer."""
     if registry is None:
         return None

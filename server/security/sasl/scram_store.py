@@ -84,7 +84,7 @@ class ScramStore:
         if self.zk is None:
             self.apply(changes)
             return
-        from server.cluster import znodes as zn
+        from server.zookeeper import znodes as zn
 
         by_user: dict[str, list[tuple[str, ScramCredential | None]]] = {}
         for user, mechanism, credential in changes:
@@ -116,14 +116,14 @@ class ScramStore:
 
     async def refresh(self, sanitized: str) -> None:
         """Re-read one user's znode (a `users/<user>` change notice)."""
-        from server.cluster import znodes as zn
+        from server.zookeeper import znodes as zn
 
         found = await self.zk.get(f"{USERS_PATH}/{sanitized}")
         self._set_user(desanitize(sanitized), zn.decode_entity_config(found[0] if found else None))
 
     async def load_all(self) -> None:
         """Every user of /config/users (at start, before the notices are followed)."""
-        from server.cluster.zk import NoNode
+        from server.zookeeper.client import NoNode
 
         try:
             children = await self.zk.children(USERS_PATH)
