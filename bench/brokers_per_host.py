@@ -1,4 +1,4 @@
-"""Brokers per host: the capacity of 2 Trafka brokers of one cluster vs 1, on one machine (issue 16).
+"""Brokers per host: the capacity of 2 Trafka brokers of one cluster vs 1, on one machine.
 
 Why this exists: a Python process uses one core, so a Trafka broker cannot use a whole
 machine; running several brokers of one cluster per host (TRAFKA_BROKERS_PER_HOST,

@@ -19,7 +19,7 @@ with its default fsync policy "never" as in run_matrix.py, Tansu with memory://)
 - Produce, timed: one connection, up to `--inflight` Produce v9 requests pipelined,
   partitions taken round-robin, until every request is acknowledged. Request shape: ONE
   partition's batch per ProduceRequest, which is what librdkafka 2.x sends (it has never
-  merged partitions into one request: librdkafka issue #1700 is still open, and its
+  merged partitions into one request: confluentinc/librdkafka#1700 is still open, and its
   message.max.bytes of 1 MB would not fit six 1 MB batches anyway);
   `--request-shape all-partitions` sends one batch per partition per request (the Java
   client's shape) instead. Requests go out with sendmsg() from the prebuilt buffers:

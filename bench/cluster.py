@@ -1,4 +1,4 @@
-"""What a ZooKeeper-mode cluster costs and how fast it heals: issue 15's three figures in one run.
+"""What a ZooKeeper-mode cluster costs and how fast it heals: three figures in one run.
 
 (a) throughput: a 3-broker cluster (a real ZooKeeper, cli/zookeeper_server.py; a topic
     with replication.factor=3 and min.insync.replicas=2, produced with acks=all) against

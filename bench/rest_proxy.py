@@ -1,4 +1,4 @@
-"""Issue 20: REST Proxy produce throughput against the native protocol, same broker, same run.
+"""REST Proxy produce throughput against the native protocol, same broker, same run.
 
 Why: the REST Proxy (rest_proxy/) is a Kafka client living in the broker's process,
 so every record produced over HTTP costs JSON + base64 decoding, a librdkafka producer

@@ -16,7 +16,7 @@ printed as tables:
   near the newest, and `--random-reads` single-batch fetches hit random offsets of the
   older and the newer half. With an offset index, the oldest reads as fast as the newest.
 
-Issue 21's scale runs replace the sweeps when `--partitions` or `--connections` is one
+The scale runs replace the sweeps when `--partitions` or `--connections` is one
 number above the sweep's range: `--partitions 100000` (broker A with 100 000 partitions
 vs broker B with 1 000, same run: creation time, RSS, Metadata, restarts after SIGTERM and
 SIGKILL, throughput over 1 000 active partitions A/B, produce p99 with and without
@@ -24,8 +24,8 @@ retention sweeps) and `--connections 10000` (idle long-polling consumers beside 
 producer; 1 000-connect storms). bench/README.md says what each figure is.
 
     python bench/scaling.py                       # all three, about 3-5 minutes
-    python bench/scaling.py --partitions 100000   # issue 21, A/B in one run
-    python bench/scaling.py --connections 10000   # issue 21
+    python bench/scaling.py --partitions 100000   # A/B in one run
+    python bench/scaling.py --connections 10000
     python bench/scaling.py --only partitions --partitions 1,10,100,1000
     python bench/scaling.py --only retained --retained-gb 4
 """
@@ -313,7 +313,7 @@ def sweep_retained(args) -> dict:
     print(f"\nbroker RSS after: {result['rss_mb']:.1f} MB (peak {result['rss_peak_mb']:.1f} MB)")
     return result
 
-# ---------------------------------------------------------------------------- issue 21: N partitions
+# ----------------------------------------------------------------------------- scale: N partitions
 
 def raise_nofile() -> int:
     """Raise this process's RLIMIT_NOFILE soft limit to its hard limit. Brokers started from
@@ -590,7 +590,7 @@ def scale_partitions(args, n: int) -> dict:
     per_topic = 1000
     n_topics = max(1, n // per_topic)
     nofile = raise_nofile()
-    print(f"issue 21: {n_topics} topics x {per_topic} partitions vs 1 topic x {per_topic} (RLIMIT_NOFILE {nofile})",
+    print(f"scale: {n_topics} topics x {per_topic} partitions vs 1 topic x {per_topic} (RLIMIT_NOFILE {nofile})",
           flush=True)
     brokers: list[_Scaled] = []
     try:
@@ -649,7 +649,7 @@ def scale_partitions(args, n: int) -> dict:
     return {"A": a, "B": b, "produce_ratio": ratio_p, "consume_ratio": ratio_c}
 
 
-# ---------------------------------------------------------------------------- issue 21: C connections
+# ----------------------------------------------------------------------------- scale: C connections
 
 def _idle_pollers(bootstrap: str, n: int, frame: bytes, max_wait_ms: int, ready, stop, out) -> None:
     """In a child process: `n` connections, each with one Fetch long-polling an empty
@@ -772,7 +772,7 @@ def scale_connections(args, n: int) -> dict:
         fetch = encode_request(1, FETCH_V, 1, admin.fetch_body("idle", {0: 0}, max_wait_ms=args.idle_max_wait_ms),
                                client_id="idle")
         admin.close()
-        print(f"issue 21: {n:,} idle long-polling connections (max_wait {args.idle_max_wait_ms} ms) beside one "
+        print(f"scale: {n:,} idle long-polling connections (max_wait {args.idle_max_wait_ms} ms) beside one "
               f"producer (RLIMIT_NOFILE {nofile})", flush=True)
         rss0 = broker.rss_mb()
         alone = _produce_latency(broker.bootstrap, "active", 6, args.conn_seconds, args.producer_rate)
@@ -846,23 +846,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--read-mb", type=int, default=200)
     ap.add_argument("--random-reads", type=int, default=200)
     ap.add_argument("--run-timeout", type=float, default=300.0)
-    ap.add_argument("--start-timeout", type=float, default=600.0, help="issue 21: spawn/restart limit, s")
-    ap.add_argument("--topics-per-request", type=int, default=10, help="issue 21: topics per CreateTopics")
+    ap.add_argument("--start-timeout", type=float, default=600.0, help="scale runs: spawn/restart limit, s")
+    ap.add_argument("--topics-per-request", type=int, default=10, help="scale runs: topics per CreateTopics")
     ap.add_argument("--metadata-all-repeats", type=int, default=5)
     ap.add_argument("--metadata-one-requests", type=int, default=200)
-    ap.add_argument("--scale-seconds", type=float, default=8.0, help="issue 21: per throughput/latency phase")
-    ap.add_argument("--throughput-rounds", type=int, default=2, help="issue 21: A,B rounds (medians)")
+    ap.add_argument("--scale-seconds", type=float, default=8.0, help="scale runs: per throughput/latency phase")
+    ap.add_argument("--throughput-rounds", type=int, default=2, help="scale runs: A,B rounds (medians)")
     ap.add_argument("--sweep-interval-ms", type=int, default=1000,
-                    help="issue 21: log.retention.check.interval.ms of the sweep phase")
+                    help="scale runs: log.retention.check.interval.ms of the sweep phase")
     ap.add_argument("--idle-max-wait-ms", type=int, default=500)
-    ap.add_argument("--producer-rate", type=int, default=200, help="issue 21: Produce requests/s beside idle ones")
-    ap.add_argument("--storm", type=int, default=1000, help="issue 21: connects in one storm")
+    ap.add_argument("--producer-rate", type=int, default=200, help="scale runs: Produce requests/s beside idle ones")
+    ap.add_argument("--storm", type=int, default=1000, help="scale runs: connects in one storm")
     ap.add_argument("--json", default=None, help="append all results to this JSONL file")
     args = ap.parse_args(argv)
     only = args.only or ["partitions", "connections", "retained"]
     out = {"target": args.target}
     # One number above the sweeps' range (e.g. --partitions 100000, --connections 10000):
-    # issue 21's scale runs instead of the sweeps, each against a 1 000-partition /
+    # the scale runs instead of the sweeps, each against a 1 000-partition /
     # no-idle-connection baseline in the same run.
     scale_p = args.partitions.isdigit() and int(args.partitions) > 1000
     scale_c = args.connections.isdigit() and int(args.connections) > 200

@@ -1,4 +1,4 @@
-"""Issue 20: Schema Registry lookups per second (cached) and registrations per second.
+"""Schema Registry lookups per second (cached) and registrations per second.
 
 Why: a serializer asks the registry for a schema id once and then works from its own
 cache, so what matters per record is the client's cache; what the registry itself must

@@ -1,4 +1,4 @@
-"""What transactions cost: two ratios of issue 14, measured in one run against one broker.
+"""What transactions cost: two ratios, measured in one run against one broker.
 
 (a) produce: a transactional confluent-kafka producer (`transactional.id`; begin, produce
     as fast as librdkafka takes messages for `--txn-ms` (100 ms), commit, repeat) against
@@ -29,7 +29,7 @@ records + transactions); (b) read_uncommitted sees every fill record exactly onc
 read_committed exactly the committed ones and none of the aborted, each in offset order.
 
 A broker that does not do transactions (InitProducerId with a transactional id fails within
-`--init-timeout`: Trafka answers UNSUPPORTED_VERSION until issue 14 lands) still gets the
+`--init-timeout`: a broker without transactions answers UNSUPPORTED_VERSION) still gets the
 non-transactional halves: the plain producer of (a), and (b) with the topic filled by the
 plain producer (marked fill=plain: then the two readers see the same records, and the
 ratio is the cost of the read_committed fetch path alone).

@@ -35,7 +35,8 @@ def raise_open_files_limit() -> tuple[int, int]:
     """Raise the soft RLIMIT_NOFILE (`ulimit -n`) to the hard limit, as the JVM does for
     Kafka (-XX:+MaxFDLimit, on by default): a container's soft limit (often 1 024) is far
     below its hard one, and 100 000 partitions plus 10 000 connections need descriptors
-    (issue 21). log.open.files.max, half the soft limit by default, follows. Returns (soft
+    (docs/design/performance.md#file-descriptors). log.open.files.max, half the soft limit by
+    default, follows. Returns (soft
     before, soft after); a limit that cannot be raised is logged and left as it is."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == hard or soft == resource.RLIM_INFINITY:
@@ -130,7 +131,8 @@ async def _run_broker(config, http, *, task_status=trio.TASK_STATUS_IGNORED) -> 
     # Start-up allocates millions of objects that live as long as the process (100 000
     # partitions: logs, segments, indexes, producer state), and nothing it makes is cyclic
     # garbage worth finding: each full pass of the cyclic collector meanwhile walked all of
-    # them, a third of a clean restart (issue 21: 23 s -> 14 s). Collection resumes after,
+    # them, a third of a clean restart (23 s -> 14 s;
+    # docs/design/performance.md#the-cyclic-collector). Collection resumes after,
     # with that heap frozen out of its full passes.
     gc.disable()
     try:

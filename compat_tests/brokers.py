@@ -43,6 +43,14 @@ SUITE_SETTINGS = {
     "group.consumer.min.heartbeat.interval.ms": "500",
     "group.consumer.heartbeat.interval.ms": "1000",
     "group.initial.rebalance.delay.ms": "0",
+    # Streams groups (KIP-1071) get the short timing KIP-848 groups get, so a killed Streams
+    # instance is noticed in seconds on Kafka (test_streams.py). Trafka has no streams groups
+    # but knows the settings as the defaults and bounds of a group's streams.* configs, so
+    # both brokers describe the same group configs (tests/groups/test_group_configs_kafka.py).
+    "group.streams.min.session.timeout.ms": "6000",
+    "group.streams.session.timeout.ms": "10000",
+    "group.streams.min.heartbeat.interval.ms": "500",
+    "group.streams.heartbeat.interval.ms": "1000",
 }
 
 # The base kinds (before any "-") whose brokers run with SUITE_SETTINGS: Kafka's and ours.

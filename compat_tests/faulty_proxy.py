@@ -18,7 +18,8 @@ Faults:
   So the first batch written to every topic silently vanishes, acks and all: exactly the
   "broker acknowledged then lost it" failure. Every later request passes untouched.
 - strip-apiversions-tags: ApiVersions v3+ responses lose their tagged fields (Tansu always
-  sends four, which librdkafka < 2.2 mis-parses, CLIENTS.md §9 item 1). Used only to check
+  sends four, which librdkafka < 2.2 mis-parses,
+  docs/design/clients.md#no-tagged-fields-at-their-default). Used only to check
   the kcat adapter against Tansu; it changes no data.
 - none: a transparent proxy.
 """

@@ -171,13 +171,6 @@ class KafkaBroker(JvmBroker):
             "share.coordinator.state.topic.replication.factor": "1",
             "share.coordinator.state.topic.min.isr": "1",
             **SUITE_SETTINGS,
-            # Streams groups (KIP-1071, Kafka 4.x only; Trafka has none) get the short
-            # timing the suite gives KIP-848 groups, so a killed Streams instance is
-            # noticed in seconds (test_streams.py).
-            "group.streams.min.session.timeout.ms": "6000",
-            "group.streams.session.timeout.ms": "10000",
-            "group.streams.min.heartbeat.interval.ms": "500",
-            "group.streams.heartbeat.interval.ms": "1000",
             **(extra_settings or {}),
         }
         self.formatted = False

@@ -7,7 +7,8 @@ import pytest
 from compat_tests import kafka_wire as kw
 from compat_tests.helpers import make_topic, unique_name, wait_until
 
-# APIs every stock client in scope needs (CLIENTS.md §10): produce, consume, groups, admin.
+# APIs every stock client in scope needs (docs/design/clients.md#advertised-version-ranges):
+# produce, consume, groups, admin.
 REQUIRED_APIS = {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 22, 32}
 
 
@@ -27,7 +28,8 @@ def test_api_versions_raw(broker):
     for key, (lo, hi) in v0.versions.items():
         assert 0 <= lo <= hi, f"api {key}: min {lo} > max {hi}"
     assert v0.versions[18][1] >= 3, "ApiVersions v3 (KIP-511) not advertised"
-    # aiokafka only speaks v0-range versions: every minimum must allow it (CLIENTS.md §9.12)
+    # aiokafka only speaks v0-range versions: every minimum must allow it
+    # (docs/design/clients.md#non-flexible-versions-for-aiokafka)
     assert v0.versions[1][0] <= 4 and v0.versions[3][0] <= 5 and v0.versions[0][0] <= 3
     for version in (3, 4):
         flex = kw.api_versions(host, port, version)

@@ -10,8 +10,8 @@ the rest (page-cache appends and reads) run inline because a thread hop costs mo
 they do. Appends to one partition are serialized by the partition's lock (server/partition.py).
 
 Fetch long-polls wait on `wait_for_data`: an append to a partition wakes every fetch that
-waits on it, so a consumer sees a message as soon as it is written (Tansu's poll loop,
-PERF.md, is what this avoids).
+waits on it, so a consumer sees a message as soon as it is written (Tansu's poll loop is what
+this avoids: docs/design/performance.md#fetches-woken-by-produce).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from server.fetch_sessions import FetchSessionCache
 from server.groups import GroupCoordinator
 from server.groups.group_configs import GroupConfigs
 from server.groups.share import ShareCoordinator
+from server.modes import BrokerMode
 from server.purgatory_timer import PurgatoryTimer
 from server.partition import AppendOutcome, Partition
 from server.producers import ProducerIdManager
@@ -131,11 +132,16 @@ class Broker:
         self.cluster = None
         if config.clustered:
             from server.cluster.node import ClusterNode
+            from server.modes.zookeeper import ZooKeeperCluster
 
             self.cluster = ClusterNode(self)
+            self.mode: BrokerMode = ZooKeeperCluster(self, self.cluster)
             self.dynamic_configs = self.cluster.broker_configs  # in ZooKeeper
         else:
             from server.broker_configs import ConfigFiles, DynamicBrokerConfigs
+            from server.modes.single_broker import SingleBroker
+
+            self.mode = SingleBroker(self)
 
             # KIP-226 dynamic broker configs, kept in the data directory (server/broker_configs.py)
             self.dynamic_configs = DynamicBrokerConfigs(self, ConfigFiles(self.data_dir))
@@ -187,7 +193,8 @@ class Broker:
         partitions, rebuild producer state, load the groups. After a clean shutdown a
         single broker opens no log here: each partition is built from the
         log-summary-checkpoint and opens at first use or in the warm-up once the broker
-        listens (`open_deferred_partitions`; issue 21). In a cluster only the
+        listens (`open_deferred_partitions`;
+        docs/design/performance.md#start-up-without-opening-every-log). In a cluster only the
         partitions assigned to this broker are opened, and without a leader: the controller
         says who leads (LeaderAndIsr), and the coordinators load what this broker leads."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -212,7 +219,7 @@ class Broker:
                 summary = self.logs.deferred(name, index) if self.cluster is None else None
                 if summary is not None:
                     # After a clean shutdown the log is opened at first use or by the
-                    # warm-up once the broker listens (issue 21: a restart of 100 000
+                    # warm-up once the broker listens (a restart of 100 000
                     # partitions spent ~50 µs each opening logs nobody had asked for).
                     loaded.append(self._deferred_partition(meta, index, summary, verification))
                     continue
@@ -375,13 +382,14 @@ class Broker:
         """Publish new partitions. `self.partitions` is replaced, never changed in place, so
         a task iterating the old dict across a checkpoint sees a consistent snapshot; one
         copy per batch (a topic, or start-up) rather than per partition, which made
-        creating or loading N partitions cost O(N²) (issue 21: 100 000 partitions)."""
+        creating or loading N partitions cost O(N²) (with 100 000 partitions)."""
         self.partitions = {**self.partitions, **{(p.topic, p.index): p for p in added}}
         if len(added) >= FREEZE_AFTER_PARTITIONS:
             # Partitions made in bulk live until their topic goes: out of the cyclic
             # collector's full passes with them (gc.freeze is O(1)), as the start-up heap
             # is, or the first full pass after creating 100 000 walks them all at once (a
-            # produce stall of ~100 ms; issue 21). The price: cyclic garbage of this
+            # produce stall of ~100 ms; docs/design/performance.md#the-cyclic-collector). The
+            # price: cyclic garbage of this
             # moment, and of these partitions once deleted, is never collected.
             gc.freeze()
 
@@ -488,7 +496,7 @@ class Broker:
         """Run `duty` over every partition log, SWEEP_CHUNK logs per worker-thread call,
         pausing after each chunk as long as it took. One thread call over 100 000 logs
         held the GIL against the event loop for the whole sweep, stalling the data path
-        (issue 21: produce p99 2.4 -> 5.5 ms with a sweep a second at 10 000 partitions);
+        (produce p99 2.4 -> 5.5 ms with a sweep a second at 10 000 partitions);
         chunks with pauses keep the sweep's share of the interpreter at half or less."""
         plogs = self.logs.all_logs()
         with QUICK_GIL_HANDOFF:
@@ -501,10 +509,7 @@ class Broker:
     def partition_exists(self, topic: str, index: int) -> bool:
         """Whether the topic-partition exists anywhere: the registry of this broker, or in a
         cluster the metadata cache (a partition need not have a replica here)."""
-        if self.cluster is not None:
-            return self.cluster.cache.partition(topic, index) is not None
-        meta = self.topics.get(topic)
-        return meta is not None and 0 <= index < meta.partitions
+        return self.mode.partition_exists(topic, index)
 
     def topic_name_for_id(self, topic_id: uuid.UUID) -> str | None:
         return self.topics.name_for_id(topic_id)

@@ -1,7 +1,8 @@
 """The trio server: one task per connection, requests answered in order.
 
-How this works: each connection task reads up to 64 KiB at a time (PERF.md: bigger
-reads are slower), feeds a `wire.Connection`, and handles every whole frame that arrived,
+How this works: each connection task reads up to 64 KiB at a time (bigger reads are
+slower: docs/design/performance.md#socket-reads-of-64-kib), feeds a `wire.Connection`, and
+handles every whole frame that arrived,
 in order, collecting the responses and writing them with one `send_all` per read (a send
 per response costs 2-3x the CPU at small sizes). Handlers that may wait (Fetch long-poll,
 JoinGroup, SyncGroup) first flush what was collected, so earlier answers are not held
@@ -77,7 +78,8 @@ log = logging.getLogger("trafka.network")
 READ_SIZE = 65536
 LARGE_READ_SIZE = 256 * 1024
 CLOSE_TIMEOUT_S = 2.0  # a TLS close_notify to a peer that does not read
-# Connections taken off a listener's queue per wake-up of its accept loop (issue 21).
+# Connections taken off a listener's queue per wake-up of its accept loop
+# (docs/design/performance.md#accepting-connection-storms).
 ACCEPT_BURST = 256
 LIMIT_RECHECK_PASSES = 10  # scheduler passes a connection at max.connections waits for a slot
 _MSG_MORE = getattr(socket, "MSG_MORE", 0)  # Linux; elsewhere the header goes out alone
@@ -176,8 +178,8 @@ class Server:
         """Accept connections; after each wake-up, drain what else is queued (up to
         ACCEPT_BURST) without yielding. trio's accept() takes one connection per pass of
         the scheduler, and with 10 000 connections busy a pass is long: a storm of 1 000
-        connects took 4 s to be accepted and new clients waited behind a full listen queue
-        (issue 21). The drain uses a duplicate of the listening socket (same queue)."""
+        connects took 4 s to be accepted and new clients waited behind a full listen queue.
+        The drain uses a duplicate of the listening socket (same queue)."""
         raw = socket.socket(fileno=os.dup(listener.socket.fileno()))
         raw.setblocking(False)
         self._raw_listeners.append(raw)

@@ -237,7 +237,8 @@ class Partition:
 
     def maximal_isr(self) -> list[int]:
         """The ISR plus a member whose addition is in flight (HW and acks=all wait for it at
-        once); during a shrink in flight the old ISR still counts (CLUSTER.md §4.6)."""
+        once); during a shrink in flight the old ISR still counts
+        (docs/design/replication.md#high-watermark)."""
         if self.pending_isr is None:
             return self.isr
         return self.isr + [r for r in self.pending_isr if r not in self.isr]
@@ -642,7 +643,9 @@ class Partition:
         """At clean shutdown: Kafka's `<log end offset>.snapshot`. Written for any log with
         data, an empty one when no producer is known (as Kafka's takeSnapshot): without it
         the next start-up read every batch header of the log looking for producers, 40 % of
-        a 100 000-partition restart after a non-idempotent load (issue 21). Empty logs get
+        a 100 000-partition restart after a non-idempotent load
+        (docs/design/performance.md#start-up-without-opening-every-log).
+        Empty logs get
         none (nothing to read), nor do logs whose snapshot at the log end is already there."""
         end = self.log.log_end_offset
         directory = self.log.directory

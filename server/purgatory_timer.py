@@ -4,7 +4,8 @@ Why: a Fetch that finds no data parks on its partitions' waiter sets until data 
 its max_wait_ms passes (Kafka's delayed-fetch purgatory). A `trio.move_on_after` per wait
 made each park and expiry cost a cancel scope: entering it, registering its deadline, and
 at expiry cancelling the task through trio's cancel-status machinery. With 10 000 idle
-consumers long-polling (issue 21) that was about half of the broker's CPU. Kafka keeps
+consumers long-polling (`bench/scaling.py --connections`) that was about half of the broker's
+CPU. Kafka keeps
 its purgatory's deadlines in a timing wheel served by one thread; this is the same idea
 in trio's shape: a wait adds (deadline, event) to a heap, and the timer task sets the
 events whose deadline has passed. Setting an `Event` only reschedules the waiting task.

@@ -36,7 +36,8 @@ class LazyPath:
 
     Why: opening a log builds a path for each file of each segment (.log, .index,
     .timeindex, .txnindex), and pathlib's parsing of them was the largest single cost of
-    opening 100 000 logs at start-up (issue 21), while most are read only when the file
+    opening 100 000 logs at start-up (docs/design/performance.md#cheap-paths-and-small-files),
+    while most are read only when the file
     is opened, written or reported. Reading the attribute always gives a Path.
     """
 
@@ -100,7 +101,7 @@ def atomic_write(path: str | Path, data: bytes, *, durable: bool = True) -> None
 def read_small_file(path: str | Path) -> str:
     """The whole text of a small file (a checkpoint). Plain os calls rather than
     Path.read_text (an io stack, a decoder and Path objects per call): start-up reads a
-    few of these for each of 100 000 partitions (issue 21). FileNotFoundError if absent."""
+    few of these for each of 100 000 partitions. FileNotFoundError if absent."""
     fd = os.open(path, os.O_RDONLY)
     try:
         chunks = []

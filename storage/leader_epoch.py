@@ -48,7 +48,7 @@ class EpochEntry(NamedTuple):
 class LeaderEpochCheckpointFile:
     """Reads and atomically replaces one `leader-epoch-checkpoint` file."""
 
-    path = LazyPath()  # a str until read (start-up opens 100 000 of these, issue 21)
+    path = LazyPath()  # a str until read (start-up opens 100 000 of these)
 
     def __init__(self, path: str | Path) -> None:
         self.path = path

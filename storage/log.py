@@ -213,7 +213,7 @@ class PartitionLog:
         # The manager's set of logs with unflushed segments (None: a log on its own). A
         # segment turning dirty adds its log (after joining `_dirty`); the manager's flush
         # timer visits only these and drops the clean ones, so its cost follows the
-        # partitions written to, not the 100 000 that exist (issue 21: the timer walking
+        # partitions written to, not the 100 000 that exist (the timer walking
         # every log twice a second was 15 % of a broker's CPU under produce load).
         self.dirty_logs: set[PartitionLog] | None = None
         # Kafka's recovery point: every offset below it is fsynced (with its segment's

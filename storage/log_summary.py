@@ -1,5 +1,6 @@
 """`log-summary-checkpoint`: what a clean shutdown knew of every log, so the next start
-need not open them all before it serves (issue 21: 100 000 partitions).
+need not open them all before it serves (100 000 partitions;
+docs/design/performance.md#start-up-without-opening-every-log).
 
 Why: opening a log costs a directory listing, two or three small file reads and the
 segment and index objects — ~50 µs of Python each, five seconds for 100 000 partitions,

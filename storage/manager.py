@@ -197,7 +197,7 @@ class LogManager:
         moved = []
         # One scandir of plain names (a DirEntry knows whether it is a directory without a
         # stat): with 100 000 partitions, Path objects, sorting and is_dir() per entry were a
-        # second of the start-up (issue 21).
+        # second of the start-up.
         with os.scandir(self.data_dir) as listing:
             entries = sorted((entry.name, entry.path) for entry in listing if entry.is_dir())
         for name, path in entries:
@@ -346,7 +346,7 @@ class LogManager:
         the file's lines (strings, which the cyclic GC does not track), unsorted as Kafka
         writes them: a copy of 100 000 (key, log) pairs made the collector run a few hundred
         times over a growing list, and sorting them was one C call, both with the GIL held:
-        0.1-0.3 s without the event loop (issue 21)."""
+        0.1-0.3 s without the event loop."""
         # A log not opened since the clean shutdown is fsynced to its end; a key is in one
         # map or the other, never both (open_log moves it under the lock).
         lines = [f"{topic} {partition} {summary.log_end_offset}"

@@ -262,7 +262,7 @@ def load_trusted_active(segment: LogSegment, present: set[str] | None = None) ->
     since = 0
     first_ts = None
     # Nothing past the last index entry (an empty active segment, the common case among
-    # 100 000 quiet partitions): the .log is not even opened (issue 21).
+    # 100 000 quiet partitions): the .log is not even opened.
     tail = walk(segment.fd, position, segment.size, _TAIL_FIELDS) if position < segment.size else ()
     for at, size, (base, _length, lod, batch_max_ts) in tail:
         if base < next_offset:

@@ -157,7 +157,7 @@ class LogSegment:
         self.owner: threading.RLock | None = None
         self.size = size  # committed bytes
         # Paths as strings, made Paths when first read (LazyPath): pathlib's joins were the
-        # largest single cost of opening 100 000 logs at start-up (issue 21).
+        # largest single cost of opening 100 000 logs at start-up.
         stem = f"{directory}/{segment_name(base_offset)}"
         self.log_path = stem + LOG_SUFFIX
         self.offset_index = OffsetIndex(stem + INDEX_SUFFIX, base_offset)

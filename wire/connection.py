@@ -10,7 +10,7 @@ Rules carried here rather than in handlers:
 - request header v2 (with tagged fields) for flexible requests, v1 otherwise;
 - response header v1 for flexible responses, v0 otherwise — and ApiVersions responses
   always v0, so a client that sent a version we do not know can still read the error
-  (KIP-511; CLIENTS.md §9.5);
+  (KIP-511; docs/design/clients.md#apiversions-error-answer);
 - a size prefix above `max_frame_size` or below the smallest header is a `FrameTooLarge`
   / `MalformedFrame` raised before any allocation for the body;
 - an API key or version we do not serve is returned as `UnsupportedRequest`, never raised:

@@ -2,7 +2,8 @@
 
 Clients fall back to these when they believe the broker is older than 0.11:
 librdkafka < 2.11.1 whenever the advertised Produce/Fetch ranges miss its exact
-version probes (CLIENTS.md section 9, item 2), kafka-python when it infers an old
+version probes (docs/design/clients.md#exact-version-feature-checks), kafka-python when it
+infers an old
 broker. The broker stores only magic 2, so a legacy produce is converted once,
 here, and never served back in the old format.
 

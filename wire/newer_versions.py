@@ -1,6 +1,7 @@
 """Message versions newer than the Kafka 3.9.2 schemas, for APIs the stock clients need them for.
 
-The generated codec follows Kafka 3.9.2's JSON schemas (../shared/kafka-protocol). Where a
+The generated codec follows Kafka 3.9.2's JSON schemas
+(docs/design/architecture.md#generated-message-definitions). Where a
 client here only speaks a later version of an API, the later version's protocol facts are
 recorded here, as edits to the 3.9.2 JSON, and applied by `wire.generate` and by the schema
 cross-check alike, so both still compare against one reference:

@@ -562,7 +562,8 @@ class TaggedFields(KafkaType):
 
     Known tags decode with their declared type; unknown tags are kept as raw bytes under
     `UNKNOWN_TAGS` so a re-encode reproduces them. Tags whose value equals the default are
-    not written: librdkafka before 2.2 mis-skips any tag it receives (CLIENTS.md §9.1).
+    not written: librdkafka before 2.2 mis-skips any tag it receives
+    (docs/design/clients.md#no-tagged-fields-at-their-default).
     A known tag that arrived explicitly at its default value (Tansu writes ApiVersions'
     feature tags and Fetch's node_endpoints that way) is also kept raw, under
     `DEFAULT_TAGS`, so a decoded frame re-encodes to the same bytes; bodies built by

@@ -1,6 +1,7 @@
 """aiokafka adapter: each verb is one `asyncio.run`; group members run their own loop thread.
 
-aiokafka speaks only non-flexible protocol versions (CLIENTS.md §2), so it exercises the
+aiokafka speaks only non-flexible protocol versions (docs/design/clients.md#aiokafka), so it
+exercises the
 old request layouts a broker must still serve. Its admin client returns raw responses:
 error codes are checked here.
 """

@@ -1,5 +1,5 @@
 """The cluster: brokers replicating partitions, coordinated by ZooKeeper (Kafka's
-ZooKeeper mode, 2.x–3.x; ../shared/CLUSTER.md).
+ZooKeeper mode, 2.x–3.x; docs/design/replication.md).
 
 - ZooKeeper itself (the client and Kafka's znode layout) is server/zookeeper/, below this
   package: groups, SCRAM credentials and dynamic configs keep state there too.

@@ -1,5 +1,5 @@
 """Topic administration in a cluster: what Kafka's AdminZkClient does for CreateTopics,
-CreatePartitions and DeleteTopics (CLUSTER.md §2.6).
+CreatePartitions and DeleteTopics (docs/design/replication.md#topic-creation-and-deletion).
 
 Any broker may receive the request; it writes ZooKeeper, and the controller, watching, does
 the rest (states, leaders, LeaderAndIsr). CreateTopics writes `/config/topics/<t>` first,

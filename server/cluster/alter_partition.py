@@ -4,7 +4,8 @@ Why through the controller: in Kafka's ZooKeeper mode since 2.7 only the control
 a partition's state znode, so a leader never races it. A leader proposes a new ISR
 (`Partition.propose_isr`, at most one change in flight per partition); this manager batches
 what is queued into one AlterPartition request to the controller the metadata cache names,
-one request at a time, and applies the answers (CLUSTER.md §3.3): success sets the ISR and
+one request at a time, and applies the answers
+(docs/design/replication.md#isr-changes-through-the-controller): success sets the ISR and
 partition epoch; INELIGIBLE_REPLICA / OPERATION_NOT_ATTEMPTED revert to the committed ISR;
 fencing errors leave the change pending until the next LeaderAndIsr; anything else (and a
 lost answer) is sent again. An answer for a partition whose state changed meanwhile is

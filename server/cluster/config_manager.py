@@ -1,5 +1,6 @@
 """Topic configs in a cluster: Kafka's ZkConfigManager and AdminZkClient.changeConfigs
-(CLUSTER.md §1: `/config/topics/<t>` and `/config/changes/config_change_<seq>`).
+(`/config/topics/<t>` and `/config/changes/config_change_<seq>`;
+docs/design/replication.md#config-changes).
 
 Why through ZooKeeper: any broker may receive AlterConfigs, but every replica of the topic
 must run under the new settings (a retention change has to shorten the log on followers

@@ -1,5 +1,6 @@
 """The controller: one broker, elected through ZooKeeper, decides leaders and ISRs for the
-whole cluster (Kafka's ZooKeeper-mode KafkaController; CLUSTER.md §2).
+whole cluster (Kafka's ZooKeeper-mode KafkaController;
+docs/design/replication.md#controller-election-and-fencing).
 
 How this works
 --------------
@@ -23,7 +24,8 @@ leads and every live replica is in the ISR; after a leader dies, the first repli
 assignment order that is live and in the ISR; a dead follower leaves the ISR (never emptying
 it); every change of leader or ISR made here bumps the leader epoch.
 
-Unclean leader election (CLUSTER.md §2.3, §4.9): when no ISR member is alive, the partition
+Unclean leader election (docs/design/replication.md#unclean-leader-election): when no ISR
+member is alive, the partition
 stays offline (leader -1) until one comes back — unless the topic's
 `unclean.leader.election.enable` (its /config/topics/<t> override, else the broker setting,
 as Kafka's LogConfig resolves it) allows the first live replica outside the ISR to lead,

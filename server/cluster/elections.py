@@ -1,7 +1,8 @@
 """Leader elections asked for, not forced by a failure: ElectLeaders (KIP-460), the older
 `/admin/preferred_replica_election` znode, and the controller's own preferred-leader
 balancing (`auto.leader.rebalance.enable`). Kafka's KafkaController.processReplicaLeaderElection,
-onReplicaElection and checkAndTriggerAutoLeaderRebalance (CLUSTER.md §2).
+onReplicaElection and checkAndTriggerAutoLeaderRebalance
+(docs/design/replication.md#requested-elections).
 
 How this works
 --------------

@@ -1,5 +1,5 @@
 """Replica fetchers: followers copy their leaders' logs (Kafka's ReplicaFetcherThread;
-CLUSTER.md §4.2, §4.4).
+docs/design/replication.md#follower-fetching).
 
 One task per leader broker fetches every partition this broker follows there, with Fetch
 v12 as a replica (replica_id = this broker): fetch_offset = the local log end offset,
@@ -285,7 +285,8 @@ class ReplicaFetcherManager:
         return True
 
     async def _truncate(self, partition, leader_epoch: int, leader_end: int) -> None:
-        """Truncate to where the local log and the leader's agree (CLUSTER.md §4.4)."""
+        """Truncate to where the local log and the leader's agree
+        (docs/design/replication.md#leader-epochs-and-truncation)."""
         plog = partition.log
         leo = plog.log_end_offset
         local_epoch, local_end = plog.leader_epoch_cache.end_offset_for(leader_epoch, leo)

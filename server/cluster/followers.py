@@ -1,4 +1,5 @@
-"""What a partition leader knows about each follower: Kafka's Replica state (CLUSTER.md §4.7).
+"""What a partition leader knows about each follower: Kafka's Replica state
+(docs/design/replication.md#isr-shrink-and-expand).
 
 A follower's position is what it asks for: a Fetch at offset f says "I have everything
 below f", so f is its log end offset. It is *caught up* when f reached the leader's log end

@@ -4,7 +4,7 @@ Why: a client answered NOT_LEADER_OR_FOLLOWER (or FENCED_LEADER_EPOCH on a fetch
 otherwise refresh its metadata before retrying, a round trip during every leader change.
 Produce v10+ and Fetch v16+ carry, per failed partition, `current_leader` {leader_id,
 leader_epoch}, and at the top level (tagged) `node_endpoints`: the host and port of each
-leader named, so the client can go there at once (CLUSTER.md §6).
+leader named, so the client can go there at once (docs/design/replication.md#leader-hints).
 
 The leader is whichever of this broker's own replica and its metadata cache knows the
 newer leader epoch: a replica that has just been demoted knows first, a broker hosting no

@@ -1,4 +1,5 @@
-"""What a cluster member knows of the whole cluster: Kafka's ZkMetadataCache (CLUSTER.md §6).
+"""What a cluster member knows of the whole cluster: Kafka's ZkMetadataCache
+(docs/design/replication.md#metadata-served-to-clients).
 
 Why only from UpdateMetadata: every broker must tell clients the same story, and the
 controller is the one that decides it. So the cache is filled by the controller's

@@ -8,7 +8,7 @@ Why a separate object: on a single broker (no `zookeeper.connect`) none of this 
 - applies what the controller decides, and nothing else: LeaderAndIsr makes local replicas
   leaders or followers, UpdateMetadata fills the metadata cache clients are answered from,
   StopReplica stops (and deletes) replicas — each checked against the broker epoch and the
-  controller epoch (CLUSTER.md §3.2) under one state-change lock;
+  controller epoch (docs/design/replication.md#checks-a-broker-applies) under one state-change lock;
 - runs the replica fetchers of the partitions it follows (server/cluster/fetcher.py), the
   ISR shrink check of the partitions it leads, and sends ISR changes to the controller
   (AlterPartition, server/cluster/alter_partition.py);
@@ -185,7 +185,8 @@ class ClusterNode:
 
     async def _isr_shrink_loop(self) -> None:
         """Every replica.lag.time.max.ms / 2, each led partition drops followers that have
-        not caught up for replica.lag.time.max.ms (CLUSTER.md §4.7)."""
+        not caught up for replica.lag.time.max.ms
+        (docs/design/replication.md#isr-shrink-and-expand)."""
         while True:
             await trio.sleep(max(self.lag_ms / 2000, 0.05))
             now = now_ms()

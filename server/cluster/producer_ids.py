@@ -5,7 +5,7 @@ transactional id's coordinator may be any broker). If each counted on its own, t
 would give the same id to two producers, and their batches on a shared partition would be
 checked against each other's sequences (OUT_OF_ORDER_SEQUENCE_NUMBER, or a batch dropped as
 a "duplicate"). Kafka's ZkProducerIdManager hands out ids from blocks that one znode
-allocates cluster-wide (CLUSTER.md §1):
+allocates cluster-wide (docs/design/replication.md#producer-id-blocks):
 
 - take a block: read the znode and its version; the next block starts after the block it
   names (at 0 if the znode is still empty); write it with a compare-and-set on that version.

@@ -42,7 +42,6 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         return {"throttle_time_ms": 0, "entries": [
             {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None, "entity": e["entity"]}
             for e in request["entries"]]}
-    quotas = ctx.broker.quotas
     validate_only = request["validate_only"]
     results = []
     accepted = []
@@ -63,20 +62,13 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             answer["error_message"] = str(exc)
     if validate_only or not accepted:
         return {"throttle_time_ms": 0, "entries": results}
-    cluster_store = None if ctx.broker.cluster is None else ctx.broker.cluster.client_quotas
-    if cluster_store is not None:
-        try:
-            await cluster_store.alter(accepted)
-        except Exception as exc:  # ZooKeeper unreachable: each entry says so, the connection stays
-            code = logged_error_code(exc, log, "AlterClientQuotas", ctx.client_id)
-            for answer in accepted_answers:
-                answer["error_code"], answer["error_message"] = code, str(exc)
-            return {"throttle_time_ms": 0, "entries": results}
-    else:
-        for entity, changes in accepted:
-            quotas.configs.apply(entity, changes)
-        quotas.configs.save()
-        quotas.changed()
+    try:
+        await ctx.broker.mode.alter_client_quotas(accepted)
+    except Exception as exc:  # ZooKeeper unreachable: each entry says so, the connection stays
+        code = logged_error_code(exc, log, "AlterClientQuotas", ctx.client_id)
+        for answer in accepted_answers:
+            answer["error_code"], answer["error_message"] = code, str(exc)
+        return {"throttle_time_ms": 0, "entries": results}
     for entity, changes in accepted:
         log.info("AlterClientQuotas %s from %s (%s): %s", entity_text(entity), ctx.client_id, ctx.session.principal,
                  {k: ("<removed>" if v is None else v) for k, v in changes.items()})

@@ -28,9 +28,9 @@ from wire.registry import ApiKey
 
 from server.topics import validate_topic_name
 from server.context import RequestContext
-from server.errors import InvalidRequest, UnknownTopicOrPartition
+from server.errors import InvalidRequest
 from server.config_resources import answer_resources, broker_id_of
-from server.topic_configs import ResourceType, apply
+from server.topic_configs import ResourceType
 
 API_KEY = ApiKey.ALTER_CONFIGS
 MAY_BLOCK = False
@@ -49,18 +49,13 @@ def _alter(ctx: RequestContext, resource: dict, validate_only: bool):
     if kind != ResourceType.TOPIC:
         raise InvalidRequest(f"AlterConfigs supports topics, brokers and groups, not resource type {kind}")
     validate_topic_name(name)
-    if broker.cluster is None and name not in broker.topics:
-        raise UnknownTopicOrPartition(f"topic {name} does not exist")
+    broker.mode.check_topic_for_config_change(name)
     configs: dict[str, str] = {}
     for entry in resource["configs"]:
         if entry["name"] in configs:
             raise InvalidRequest(f"config {entry['name']} appears more than once")
         configs[entry["name"]] = entry["value"]
-    if broker.cluster is not None:
-        return _alter_in_cluster(ctx, name, configs, validate_only)
-    apply(broker, name, configs, validate_only)
-    if not validate_only:
-        log.info("AlterConfigs %s from %s: %s", name, ctx.client_id, configs)
+    return _alter_topic(ctx, name, configs, validate_only)
 
 
 async def _alter_broker(ctx: RequestContext, broker_id: int | None, entries: list[dict], validate_only: bool) -> None:
@@ -93,8 +88,8 @@ async def _alter_group(ctx: RequestContext, group_id: str, entries: list[dict], 
         log.info("AlterConfigs group %s from %s: %s", group_id, ctx.client_id, configs)
 
 
-async def _alter_in_cluster(ctx: RequestContext, name: str, configs: dict[str, str], validate_only: bool) -> None:
-    await ctx.broker.cluster.configs.alter_topic(name, lambda _current: configs, validate_only)
+async def _alter_topic(ctx: RequestContext, name: str, configs: dict[str, str], validate_only: bool) -> None:
+    await ctx.broker.mode.alter_topic_configs(name, lambda _current: configs, validate_only)
     if not validate_only:
         log.info("AlterConfigs %s from %s: %s", name, ctx.client_id, configs)
 

@@ -2,7 +2,8 @@
 
 Implements v0-3. Served by the active controller only (NOT_CONTROLLER elsewhere, and on a
 single broker, which has none); checks and the compare-and-set write are the
-controller's (server/cluster/controller.py, CLUSTER.md §3.3).
+controller's (server/cluster/controller.py,
+docs/design/replication.md#isr-changes-through-the-controller).
 """
 
 from __future__ import annotations

@@ -53,10 +53,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         results.append(_result(ErrorCode.NONE))
     if valid:
         try:
-            if ctx.broker.cluster is not None:
-                await ctx.broker.cluster.acls.add(valid)  # ZooKeeper: every broker follows
-            else:
-                authorizer.add(valid)
+            await ctx.broker.mode.add_acls(valid)  # in a cluster, ZooKeeper: every broker follows
         except Exception as exc:
             code = logged_error_code(exc, log, "CreateAcls", ctx.client_id)
             return {"throttle_time_ms": 0, "results": [

@@ -24,13 +24,10 @@ a leader (REQUEST_TIMED_OUT after timeout_ms).
 from __future__ import annotations
 
 import logging
-import uuid
 
-from storage import LogConfig
 from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
-from server.topics import INTERNAL_TOPICS, validate_topic_name
 from server.context import RequestContext
 from server.errors import TopicAuthorizationFailed
 from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
@@ -40,98 +37,7 @@ from server.topic_configs import creatable_topic_configs
 API_KEY = ApiKey.CREATE_TOPICS
 MAY_BLOCK = False
 
-# Kafka's KRaft controller creates at most this many partitions per request
-# (ReplicationControlManager: "Excessively large number of partitions per request.").
-REQUEST_PARTITION_LIMIT = 10_000
-
 log = logging.getLogger("trafka.admin")
-
-
-def _plan(ctx: RequestContext, topic: dict) -> tuple[int, dict[str, str]]:
-    broker = ctx.broker
-    name = topic["name"]
-    validate_topic_name(name)
-    if name in broker.topics:
-        raise KafkaError(f"Topic '{name}' already exists.", ErrorCode.TOPIC_ALREADY_EXISTS)
-    if name in INTERNAL_TOPICS:
-        raise KafkaError(f"{name} is an internal topic", ErrorCode.INVALID_REQUEST)
-    assignments = topic.get("assignments") or []
-    partitions = topic["num_partitions"]
-    replication = topic["replication_factor"]
-    if assignments:
-        if partitions != -1 or replication != -1:
-            raise KafkaError("give either assignments or partitions and replication factor", ErrorCode.INVALID_REQUEST)
-        indexes = sorted(a["partition_index"] for a in assignments)
-        if indexes != list(range(len(indexes))):
-            raise KafkaError("assignments must cover partitions 0..n-1", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
-        for a in assignments:
-            if a["broker_ids"] != [broker.node_id]:
-                raise KafkaError(f"partition {a['partition_index']} assigned to brokers {a['broker_ids']}; "
-                                 f"only broker {broker.node_id} exists", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
-        partitions = len(assignments)
-    else:
-        if partitions == -1:
-            partitions = broker.config.get("num.partitions")
-        if partitions <= 0:
-            raise KafkaError(f"number of partitions must be positive, got {partitions}", ErrorCode.INVALID_PARTITIONS)
-        if replication not in (-1, 1):
-            raise KafkaError(f"replication factor {replication} is larger than the 1 available broker"
-                             if replication > 1 else f"replication factor must be positive, got {replication}",
-                             ErrorCode.INVALID_REPLICATION_FACTOR)
-    configs: dict[str, str] = {}
-    for entry in topic.get("configs") or []:
-        if entry["value"] is None:
-            raise KafkaError(f"config {entry['name']} has a null value", ErrorCode.INVALID_CONFIG)
-        configs[entry["name"]] = entry["value"]
-    LogConfig.from_kafka(configs, broker.logs.defaults)  # raises InvalidConfig
-    limit = broker.config.get("trafka.max.partitions")
-    if broker.total_partitions() + partitions > limit:
-        raise KafkaError(f"{partitions} more partitions would exceed trafka.max.partitions={limit}",
-                         ErrorCode.POLICY_VIOLATION)
-    return partitions, configs
-
-
-async def _cluster_create(ctx: RequestContext, topic: dict, validate_only: bool, timeout_ms: int) -> tuple[dict, int, int, dict]:
-    """(result fields, partitions, replication factor, configs) of one topic in a cluster."""
-    broker = ctx.broker
-    node = broker.cluster
-    name = topic["name"]
-    validate_topic_name(name)
-    if name in node.cache.topics:
-        raise KafkaError(f"Topic '{name}' already exists.", ErrorCode.TOPIC_ALREADY_EXISTS)
-    if name in INTERNAL_TOPICS:
-        raise KafkaError(f"{name} is an internal topic", ErrorCode.INVALID_REQUEST)
-    assignments = topic.get("assignments") or []
-    partitions = topic["num_partitions"]
-    replication = topic["replication_factor"]
-    if assignments:
-        if partitions != -1 or replication != -1:
-            raise KafkaError("give either assignments or partitions and replication factor", ErrorCode.INVALID_REQUEST)
-        plan = {a["partition_index"]: list(a["broker_ids"]) for a in assignments}
-        if sorted(plan) != list(range(len(plan))):
-            raise KafkaError("assignments must cover partitions 0..n-1", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
-        node.admin.check_assignment(plan)
-    else:
-        if partitions == -1:
-            partitions = broker.config.get("num.partitions")
-        if partitions <= 0:
-            raise KafkaError(f"number of partitions must be positive, got {partitions}", ErrorCode.INVALID_PARTITIONS)
-        if replication == -1:
-            replication = broker.config.get("default.replication.factor")
-        if replication <= 0:
-            raise KafkaError(f"replication factor must be positive, got {replication}",
-                             ErrorCode.INVALID_REPLICATION_FACTOR)
-        plan = node.admin.plan(partitions, replication)
-    configs: dict[str, str] = {}
-    for entry in topic.get("configs") or []:
-        if entry["value"] is None:
-            raise KafkaError(f"config {entry['name']} has a null value", ErrorCode.INVALID_CONFIG)
-        configs[entry["name"]] = entry["value"]
-    LogConfig.from_kafka(configs, broker.logs.defaults)  # raises InvalidConfig
-    if not validate_only:
-        await node.admin.create_topic(name, plan, configs, timeout_ms / 1000)
-    return {"topic_id": node.cache.topic_ids.get(name)} if not validate_only else {}, len(plan), \
-        len(next(iter(plan.values()))), configs
 
 
 def _hide_configs(result: dict) -> dict:
@@ -157,13 +63,12 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     for topic in request["topics"]:
         first.setdefault(topic["name"], topic)
     topics = list(first.values())
-    single = broker.cluster is None
     # A single broker answers as Kafka 4's KRaft controller does: no time left (timeout_ms
-    # <= 0) is REQUEST_TIMED_OUT and nothing is created; more than REQUEST_PARTITION_LIMIT
-    # partitions in one request is POLICY_VIOLATION for every topic.
-    timed_out = single and request.get("timeout_ms", 30000) <= 0
-    too_many = single and sum(_partitions_asked(ctx, t) for t in topics
-                              if t["name"] not in duplicated) > REQUEST_PARTITION_LIMIT
+    # <= 0) is REQUEST_TIMED_OUT and nothing is created; more partitions in one request than
+    # its limit is POLICY_VIOLATION for every topic.
+    timed_out = not broker.mode.admin_time_left(request.get("timeout_ms", 30000))
+    limit = broker.mode.request_partition_limit
+    too_many = limit is not None and sum(_partitions_asked(ctx, t) for t in topics if t["name"] not in duplicated) > limit
     results = []
     for topic in topics:
         name = topic["name"]
@@ -185,20 +90,11 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                                  ErrorCode.REQUEST_TIMED_OUT)
             if too_many:
                 raise KafkaError("Excessively large number of partitions per request.", ErrorCode.POLICY_VIOLATION)
-            if broker.cluster is not None:
-                extra, partitions, replication, configs = await _cluster_create(
-                    ctx, topic, bool(request.get("validate_only")), request.get("timeout_ms", 30000))
-                result.update(num_partitions=partitions, replication_factor=replication,
-                              configs=creatable_topic_configs(broker, configs), **{k: v for k, v in extra.items() if v})
-                results.append(_hide_configs(result) if hidden else result)
-                continue
-            partitions, configs = _plan(ctx, topic)
-            if not request.get("validate_only"):
-                meta = broker.create_topic(name, partitions, configs)
-                result["topic_id"] = meta.topic_id
-            else:
-                result["topic_id"] = uuid.uuid4()  # Kafka 4 answers a validated topic with a fresh id too
-            result.update(num_partitions=partitions, replication_factor=1,
+            topic_id, partitions, replication, configs = await broker.mode.create_topic(
+                topic, bool(request.get("validate_only")), request.get("timeout_ms", 30000))
+            if topic_id is not None:
+                result["topic_id"] = topic_id
+            result.update(num_partitions=partitions, replication_factor=replication,
                           configs=creatable_topic_configs(broker, configs))
             if hidden:
                 _hide_configs(result)

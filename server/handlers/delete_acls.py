@@ -52,10 +52,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         results.append(None)
         filters.append(acl_filter)
     try:
-        if ctx.broker.cluster is not None:
-            removals = await ctx.broker.cluster.acls.remove(filters)
-        else:
-            removals = authorizer.remove(filters)
+        removals = await ctx.broker.mode.remove_acls(filters)
     except Exception as exc:
         code = logged_error_code(exc, log, "DeleteAcls", ctx.client_id)
         return {"throttle_time_ms": 0, "filter_results": [

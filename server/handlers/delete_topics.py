@@ -50,7 +50,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     repeated = {k for k in keys if keys.count(k) > 1}
     wanted = list(dict.fromkeys(wanted))
     # A single broker answers as Kafka 4's KRaft controller: no time left deletes nothing.
-    timed_out = broker.cluster is None and request.get("timeout_ms", 30000) <= 0
+    timed_out = not broker.mode.admin_time_left(request.get("timeout_ms", 30000))
     results = []
     for name, topic_id in wanted:
         result = {"name": name, "topic_id": topic_id, "error_code": ErrorCode.NONE, "error_message": None}
@@ -64,22 +64,19 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                           error_message="You may not specify both topic name and topic id." if name is not None
                           else "Neither topic name nor id were specified.")
             continue
-        cache = broker.cluster.cache if broker.cluster is not None else None
         if name is None and topic_id != ZERO_UUID:
-            name = broker.topic_name_for_id(topic_id) if cache is None else \
-                next((n for n, i in cache.topic_ids.items() if i == topic_id), None)
+            name = broker.mode.topic_name_for_id(topic_id)
             result["name"] = name
             if name is None:
                 result.update(error_code=ErrorCode.UNKNOWN_TOPIC_ID, error_message=f"no topic has id {topic_id}")
                 continue
-        meta = broker.topics.get(name) if cache is None else (name if name in cache.topics else None)
         if topic_id != ZERO_UUID and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
             # Kafka: asked by id, a principal that may not DESCRIBE the topic does not learn its name.
             result["name"] = None
             result["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif not ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, name):
             result["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        elif meta is None:
+        elif not broker.mode.topic_exists(name):
             result.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message=f"no topic {name}")
         elif name in INTERNAL_TOPICS:
             result["error_code"] = ErrorCode.INVALID_TOPIC_EXCEPTION
@@ -87,20 +84,10 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         elif timed_out:
             result.update(error_code=ErrorCode.REQUEST_TIMED_OUT,
                           error_message=f"timeout_ms {request['timeout_ms']} left no time to delete {name}")
-        elif cache is not None:
-            # A cluster: /admin/delete_topics/<t>; the controller deletes it everywhere.
-            result["topic_id"] = cache.topic_ids.get(name, ZERO_UUID)
-            try:
-                await broker.cluster.admin.delete_topic(name, request.get("timeout_ms", 30000) / 1000)
-            except Exception as exc:
-                result["error_code"] = error_code_for(exc)
-                result["error_message"] = str(exc)
-                log.warning("DeleteTopics %s: %s", name, exc)
         else:
-            result["topic_id"] = meta.topic_id
-            try:
-                broker.delete_topic(name)
-                await broker.groups.forget_topic(name)
+            result["topic_id"] = broker.mode.topic_id(name)
+            try:  # in a cluster: /admin/delete_topics/<t>, and the controller deletes it everywhere
+                await broker.mode.delete_topic(name, request.get("timeout_ms", 30000))
             except Exception as exc:
                 result["error_code"] = error_code_for(exc)
                 result["error_message"] = str(exc)

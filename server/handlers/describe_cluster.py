@@ -38,19 +38,10 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         answer.update(error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
                       error_message=f"unsupported endpoint type {endpoint}")
         return answer
-    if broker.cluster is not None:
-        cache = broker.cluster.cache
-        listener = ctx.session.listener  # the client's own listener's addresses; brokers without it left out
-        answer.update(controller_id=cache.controller_id,
-                      brokers=[{"broker_id": b.broker_id, "host": a[0], "port": a[1], "rack": b.rack}
-                               for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)
-                               if (a := b.address(listener)) is not None])
-    else:
-        host, port = broker.config.advertised_for(ctx.session.listener)  # the client's own listener
-        answer.update(
-            controller_id=broker.node_id,
-            brokers=[{"broker_id": broker.node_id, "host": host, "port": port, "rack": None}],
-        )
+    # the client's own listener's addresses; brokers without it left out
+    answer.update(controller_id=broker.mode.controller_id(),
+                  brokers=[{"broker_id": broker_id, "host": host, "port": port, "rack": rack}
+                           for broker_id, host, port, rack in broker.mode.brokers(ctx.session.listener)])
     if request.get("include_cluster_authorized_operations"):
         answer["cluster_authorized_operations"] = cluster_operations(ctx)
     return answer

@@ -43,12 +43,11 @@ from server.topics import validate_topic_name
 from server.config import SETTINGS
 from server.config_resources import check_access
 from server.context import RequestContext
-from server.errors import InvalidRequest, UnknownTopicOrPartition, logged_error_code
+from server.errors import InvalidRequest, logged_error_code
 from server.config_resources import broker_id_of, log4j_level, loggers
 from server.dynamic_config import is_dynamic
 from server.groups import group_config
-from server.topic_configs import (ConfigSource, ResourceType, broker_source, broker_synonyms, describe_topic,
-                                  explicit_configs)
+from server.topic_configs import ConfigSource, ResourceType, broker_source, broker_synonyms, describe_topic
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
 MAY_BLOCK = False
@@ -127,14 +126,10 @@ async def describe(ctx: RequestContext, resource: dict, synonyms: bool, document
     keys = resource.get("configuration_keys")
     if kind == ResourceType.TOPIC:
         validate_topic_name(name)
-        if broker.cluster is not None and name not in broker.topics:
-            # no local replica: the topic's settings as ZooKeeper holds them
-            explicit = await broker.cluster.configs.topic_configs(name)
-            return describe_topic(broker, explicit, keys, synonyms=synonyms, documentation=documentation)
-        if name not in broker.topics:
-            raise UnknownTopicOrPartition(f"topic {name} does not exist")
-        return describe_topic(broker, explicit_configs(broker, name), keys, synonyms=synonyms,
-                              documentation=documentation, effective=broker.topic_config(name))
+        # in a cluster, a topic with no replica here: its settings as ZooKeeper holds them
+        explicit, effective = await broker.mode.topic_configs(name)
+        return describe_topic(broker, explicit, keys, synonyms=synonyms, documentation=documentation,
+                              effective=effective)
     if kind == ResourceType.BROKER:
         if broker_id_of(broker, name, allow_empty=True) is None:
             return _default_entries(broker, keys, synonyms, documentation)
@@ -145,8 +140,7 @@ async def describe(ctx: RequestContext, resource: dict, synonyms: bool, document
     if kind == ResourceType.GROUP:
         if not name:
             raise InvalidRequest("Group name must not be empty")
-        if broker.cluster is not None:
-            await broker.group_configs.refresh(name)
+        await broker.group_configs.refresh(name)  # in a cluster: ZooKeeper's, re-read
         return group_config.describe(broker.config, broker.group_configs.own(name), keys, synonyms=synonyms,
                                      documentation=documentation,
                                      broker_chain=lambda setting: broker_synonyms(broker, [setting]))

@@ -6,7 +6,8 @@ converted as Kafka 3.9 converts it (`_down_convert`, wire.legacy.down_convert;
 docs/protocol-versions.md), with v0-2's hard size limit (a first batch over the limit is
 not sent). Rules kept here:
 - every requested partition is in the answer (full fetch responses must list them all,
-  CLIENTS.md §9.7), in request order; as Kafka reads them into a map, a partition named
+  docs/design/clients.md#full-fetch-responses), in request order; as Kafka reads them into a
+  map, a partition named
   twice is answered once and a topic without partitions not at all. An isolation level
   other than 0 or 1 fails the request with UNKNOWN_SERVER_ERROR, as Kafka's does; a
   consumer's partition whose read failed (OFFSET_OUT_OF_RANGE, ...) carries -1 for its
@@ -44,7 +45,8 @@ the ISR and advance the high watermark (completing acks=all produces). With
 last_fetched_epoch (v12+) the leader first checks that the follower's log agrees with its
 own: if the follower's last epoch ends earlier here, or is unknown, the answer is a
 `diverging_epoch` (epoch, end offset) and no records, and the follower truncates (KIP-320;
-CLUSTER.md §4.3). A NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH in a cluster carries the
+docs/design/replication.md#leader-side-of-a-follower-fetch). A NOT_LEADER_OR_FOLLOWER or
+FENCED_LEADER_EPOCH in a cluster carries the
 current leader (v16+, KIP-951; server/cluster/leader_hints.py).
 
 Fetch from the closest replica (KIP-392, a cluster): a consumer's Fetch v11+ carries client
@@ -60,8 +62,9 @@ at once (server/cluster/replica_selector.py); otherwise preferred_read_replica i
 Zero copy: a partition read of at least REGION_MIN_BYTES is not read into memory. The
 handler pins the segment and puts a `FileRegion` in that `records` field; the codec
 writes its length prefix and leaves it as a part of the response, which the server
-sends with os.sendfile straight from the page cache (PERF.md: copies dominate a fetch's
-cost). Smaller reads are copied as before: a pread and a copy cost less than the extra
+sends with os.sendfile straight from the page cache (copies dominate a fetch's cost:
+docs/design/performance.md#fetches-served-with-sendfile). Smaller reads are copied as before: a
+pread and a copy cost less than the extra
 syscalls. The regions of a returned body belong to the server, which releases them once
 sent or dropped; until then (a pass that leads to a wait, an exception) `_Regions` does.
 """
@@ -79,8 +82,7 @@ from wire.legacy import UnsupportedDownConversion, down_convert
 from wire.primitives import ZERO_UUID
 from wire.registry import ApiKey
 
-from server.cluster import leader_hints
-from server.cluster.replica_selector import is_rack_aware, preferred_read_replica
+from server.modes import FETCH_HINT_CODES, FETCH_MIN_VERSION
 from server.context import RequestContext
 from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from server.errors import KafkaError, error_code_for
@@ -203,7 +205,7 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
     is answered (a long poll reads again after each wake-up)."""
     partition_for = ctx.broker.partition
     # KIP-73: a leader holds back out-of-sync followers of throttled partitions (cluster only).
-    quota = ctx.broker.cluster.leader_quota if replica_id >= 0 and ctx.broker.cluster is not None else None
+    quota = ctx.broker.mode.leader_quota(replica_id)
     leader_only = not from_follower_ok
     by_id = ctx.api_version >= 13
     # v0-2 have a hard size limit (Kafka's FetchParams.hardMaxBytesLimit): a first batch
@@ -240,8 +242,7 @@ def _read_all(ctx: RequestContext, topics: list[tuple[str | None, object, list[d
             offset = part["fetch_offset"]
             throttled = False
             if select_rack and partition.is_leader:
-                preferred = preferred_read_replica(partition, ctx.broker.cluster.cache, select_rack, offset,
-                                                   _now_ms())
+                preferred = ctx.broker.mode.preferred_read_replica(partition, select_rack, offset, _now_ms())
                 if preferred >= 0:
                     entry = _partition(index, _NONE, hw, start, lso=lso)
                     entry["preferred_read_replica"] = preferred
@@ -375,8 +376,7 @@ def _log_redirects(ctx: RequestContext, rack: str, topics: list, responses: list
 def _name_for_id(broker, topic_id) -> str | None:
     # in a cluster a broker with no replica still knows the name (NOT_LEADER_OR_FOLLOWER,
     # not UNKNOWN_TOPIC_ID, as Kafka resolves ids through its metadata cache)
-    return broker.topic_name_for_id(topic_id) if broker.cluster is None \
-        else leader_hints.topic_name_by_id(broker, topic_id)
+    return broker.topic_name_for_id(topic_id) or broker.mode.topic_name_for_id(topic_id)
 
 
 def _session_context(ctx: RequestContext, request: dict, session_id: int, epoch: int, replica_id: int):
@@ -456,7 +456,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     regions = _Regions()
     read_committed = request.get("isolation_level", 0) == 1
     # KIP-392: Kafka gives a consumer's Fetch v11+ client metadata (its rack may be empty)
-    from_follower_ok = replica_id < 0 and ctx.api_version >= 11 and broker.cluster is not None
+    from_follower_ok = replica_id < 0 and ctx.api_version >= 11 and broker.mode.follower_fetch
     denied: frozenset = frozenset()
     if broker.authorizer is not None:
         # Kafka: a follower's fetch needs CLUSTER_ACTION, a consumer's READ on each topic.
@@ -467,7 +467,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             denied = frozenset(name for name, _id, _parts in topics
                                if name is not None and not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, name))
     select_rack = None
-    if from_follower_ok and request.get("rack_id") and is_rack_aware(broker.config):
+    if from_follower_ok and request.get("rack_id") and broker.mode.selects_replicas_by_rack():
         select_rack = request["rack_id"]
     # Kafka's BytesOutPerSec: what consumers are sent (followers are counted apart)
     served: list | None = [] if replica_id < 0 else None
@@ -509,9 +509,9 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         regions.hand_over()  # the body holds them; the server sends and releases them
         answer = {"throttle_time_ms": 0, "error_code": error_code, "session_id": answer_session,
                   "responses": responses}
-        if errors and broker.cluster is not None and ctx.api_version >= leader_hints.FETCH_MIN_VERSION:
-            endpoints = leader_hints.add_hints(broker, responses, "partitions", leader_hints.FETCH_HINT_CODES,
-                                               lambda t: leader_hints.topic_name_by_id(broker, t["topic_id"]))
+        if errors and ctx.api_version >= FETCH_MIN_VERSION:
+            endpoints = broker.mode.leader_hints(responses, "partitions", FETCH_HINT_CODES,
+                                                 lambda t: _name_for_id(broker, t["topic_id"]))
             if endpoints:
                 answer["node_endpoints"] = endpoints
         return answer

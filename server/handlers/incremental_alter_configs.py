@@ -49,10 +49,10 @@ from wire.registry import ApiKey
 
 from server.topics import validate_topic_name
 from server.context import RequestContext
-from server.errors import InvalidConfiguration, InvalidRequest, KafkaError, UnknownTopicOrPartition
+from server.errors import InvalidConfiguration, InvalidRequest, KafkaError
 from server.dynamic_config import incremental
 from server.config_resources import LOG4J_LEVELS, ROOT_LOGGER, answer_resources, broker_id_of, loggers
-from server.topic_configs import AlterOp, ResourceType, apply, explicit_configs, is_list_config, split_list
+from server.topic_configs import AlterOp, ResourceType, is_list_config, split_list
 
 API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
 MAY_BLOCK = False
@@ -110,21 +110,14 @@ def new_topic_configs(current: dict[str, str], effective_defaults: dict[str, str
 def _alter_topic(ctx: RequestContext, name: str, ops, validate_only: bool):
     broker = ctx.broker
     validate_topic_name(name)
-    if broker.cluster is not None:
-        return _alter_topic_in_cluster(ctx, name, ops, validate_only)
-    if name not in broker.topics:
-        raise UnknownTopicOrPartition(f"topic {name} does not exist")
-    configs = new_topic_configs(explicit_configs(broker, name), broker.logs.defaults.to_kafka(), ops)
-    apply(broker, name, configs, validate_only)
-    if not validate_only:
-        log.info("IncrementalAlterConfigs %s from %s: %s", name, ctx.client_id,
-                 [(n, op.name, v) for n, op, v in ops])
+    broker.mode.check_topic_for_config_change(name)
+    return _alter_topic_configs(ctx, name, ops, validate_only)
 
 
-async def _alter_topic_in_cluster(ctx: RequestContext, name: str, ops, validate_only: bool) -> None:
+async def _alter_topic_configs(ctx: RequestContext, name: str, ops, validate_only: bool) -> None:
     defaults = ctx.broker.logs.defaults.to_kafka()
-    await ctx.broker.cluster.configs.alter_topic(name, lambda current: new_topic_configs(current, defaults, ops),
-                                                 validate_only)
+    await ctx.broker.mode.alter_topic_configs(name, lambda current: new_topic_configs(current, defaults, ops),
+                                              validate_only)
     if not validate_only:
         log.info("IncrementalAlterConfigs %s from %s: %s", name, ctx.client_id,
                  [(n, op.name, v) for n, op, v in ops])

@@ -3,7 +3,8 @@
 Implements v0-7. Only in a cluster (no controller exists otherwise: a single broker answers
 STALE_CONTROLLER_EPOCH, it has no controller to obey). The request is fenced by broker epoch
 and controller epoch, and applied per partition only for a newer leader epoch
-(server/cluster/node.py, CLUSTER.md §3.2); v5+ answers per topic id.
+(server/cluster/node.py, docs/design/replication.md#checks-a-broker-applies);
+v5+ answers per topic id.
 """
 
 from __future__ import annotations

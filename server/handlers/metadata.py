@@ -31,7 +31,6 @@ from wire.primitives import ZERO_UUID
 from wire.registry import ApiKey
 
 from server.topics import INTERNAL_TOPICS, validate_topic_name
-from server.partition_states import cluster_partition_state, local_partition_state
 from server.authorized_operations import NOT_REQUESTED, cluster_operations, topic_operations
 from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from server.context import RequestContext
@@ -56,42 +55,18 @@ def _may_create(ctx: RequestContext, name: str) -> bool:
 
 def topic_entry(ctx: RequestContext, name: str, with_ops: bool) -> dict:
     broker = ctx.broker
-    meta = broker.topics[name]
-    partitions = broker.partitions
     return {
         "error_code": ErrorCode.NONE,
         "name": name,
-        "topic_id": meta.topic_id,
+        "topic_id": broker.mode.topic_id(name),
         "is_internal": name in INTERNAL_TOPICS,
-        "partitions": [
-            local_partition_state(partitions[(name, p)])
-            for p in range(meta.partitions)
-        ],
+        "partitions": broker.mode.partition_states(name),
         "topic_authorized_operations": topic_operations(ctx, name) if with_ops else NOT_REQUESTED,
     }
 
 
 def error_entry(name: str | None, code: ErrorCode, topic_id: uuid.UUID = ZERO_UUID) -> dict:
     return {"error_code": code, "name": name, "topic_id": topic_id, "is_internal": False, "partitions": []}
-
-
-def _cluster_topic_entry(ctx: RequestContext, cache, name: str, with_ops: bool) -> dict:
-    partitions = [cluster_partition_state(cache, index, info)
-                  for index, info in sorted(cache.topics.get(name, {}).items())]
-    return {"error_code": ErrorCode.NONE, "name": name, "topic_id": cache.topic_ids.get(name, ZERO_UUID),
-            "is_internal": name in INTERNAL_TOPICS, "partitions": partitions,
-            "topic_authorized_operations": topic_operations(ctx, name) if with_ops else NOT_REQUESTED}
-
-
-def _cluster_brokers(cache, listener: str | None) -> list[dict]:
-    """The live brokers at the addresses of the client's listener; a broker without that
-    listener is left out, as Kafka does."""
-    brokers = []
-    for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id):
-        address = b.address(listener)
-        if address is not None:
-            brokers.append({"node_id": b.broker_id, "host": address[0], "port": address[1], "rack": b.rack})
-    return brokers
 
 
 def _refused(requested: list[dict]) -> dict:
@@ -126,71 +101,9 @@ def _requested(version: int, requested: list[dict]) -> list[dict] | None:
     return out
 
 
-async def _cluster_handle(ctx: RequestContext, request: dict) -> dict:
-    broker = ctx.broker
-    node = broker.cluster
-    cache = node.cache
-    version = ctx.api_version
-    with_ops = bool(request.get("include_topic_authorized_operations"))
-    requested = request.get("topics")
-    if requested:
-        requested = _requested(version, requested)
-        if requested is None:
-            return _refused(request["topics"])
-    if requested is None or (version == 0 and not requested):
-        topics = [_cluster_topic_entry(ctx, cache, n, with_ops) for n in sorted(cache.topics) if _visible(ctx, n)]
-    else:
-        allow_create = request.get("allow_auto_topic_creation", True) if version >= 4 else True
-        topics = []
-        for item in requested:
-            name = item.get("name")
-            topic_id = item.get("topic_id") or ZERO_UUID
-            if not name and topic_id != ZERO_UUID:
-                name = next((n for n, i in cache.topic_ids.items() if i == topic_id), None)
-                if name is None:
-                    topics.append(error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id))
-                    continue
-            if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
-                # Kafka: asked by id, the name stays hidden (null); asked by name, the id does.
-                topics.append(error_entry(None if not item.get("name") else name,
-                                          ErrorCode.TOPIC_AUTHORIZATION_FAILED, topic_id))
-                continue
-            if name in cache.topics:
-                topics.append(_cluster_topic_entry(ctx, cache, name, with_ops))
-                continue
-            try:
-                validate_topic_name(name)
-            except KafkaError:
-                topics.append(error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
-                continue
-            if allow_create and name not in INTERNAL_TOPICS and broker.config.get("auto.create.topics.enable"):
-                if not _may_create(ctx, name):
-                    # Kafka: would be auto-created, but no CREATE → TOPIC_AUTHORIZATION_FAILED.
-                    topics.append(error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
-                    continue
-                try:
-                    await node.auto_create_topic(name)
-                    topics.append(error_entry(name, ErrorCode.LEADER_NOT_AVAILABLE))
-                except KafkaError as exc:
-                    topics.append(error_entry(name, exc.code))
-                continue
-            topics.append(error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-    return {
-        "throttle_time_ms": 0,
-        "brokers": _cluster_brokers(cache, ctx.session.listener),
-        "cluster_id": broker.cluster_id,
-        "controller_id": cache.controller_id,
-        "topics": topics,
-        "cluster_authorized_operations": cluster_operations(ctx)
-        if request.get("include_cluster_authorized_operations")
-        else NOT_REQUESTED,
-    }
-
-
 async def handle(ctx: RequestContext, request: dict) -> dict:
     broker = ctx.broker
-    if broker.cluster is not None:
-        return await _cluster_handle(ctx, request)
+    mode = broker.mode
     version = ctx.api_version
     with_ops = bool(request.get("include_topic_authorized_operations"))
     requested = request.get("topics")
@@ -199,8 +112,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         if requested is None:
             return _refused(request["topics"])
     if requested is None or (version == 0 and not requested):
-        names = [n for n in broker.topics if _visible(ctx, n)]
-        topics = [topic_entry(ctx, n, with_ops) for n in sorted(names)]
+        topics = [topic_entry(ctx, n, with_ops) for n in mode.topic_names() if _visible(ctx, n)]
     else:
         allow_create = request.get("allow_auto_topic_creation", True) if version >= 4 else True
         topics = []
@@ -208,7 +120,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             name = item.get("name")
             topic_id = item.get("topic_id") or ZERO_UUID
             if not name and topic_id != ZERO_UUID:
-                name = broker.topic_name_for_id(topic_id)
+                name = mode.topic_name_for_id(topic_id)
                 if name is None:
                     topics.append(error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id))
                     continue
@@ -217,7 +129,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                 topics.append(error_entry(None if not item.get("name") else name,
                                           ErrorCode.TOPIC_AUTHORIZATION_FAILED, topic_id))
                 continue
-            if name in broker.topics:
+            if mode.topic_exists(name):
                 topics.append(topic_entry(ctx, name, with_ops))
                 continue
             try:
@@ -231,20 +143,20 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                 topics.append(error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 continue
             try:
-                created = broker.maybe_auto_create(name) if auto else None
+                # in a cluster LEADER_NOT_AVAILABLE until the controller has elected its leaders
+                code = await mode.auto_create_topic(name) if auto else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             except KafkaError as exc:
                 topics.append(error_entry(name, exc.code))
                 continue
-            if created is None:
-                topics.append(error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-            else:
-                topics.append(topic_entry(ctx, name, with_ops))
-    host, port = broker.config.advertised_for(ctx.session.listener)  # the client's own listener
+            topics.append(topic_entry(ctx, name, with_ops) if code == ErrorCode.NONE else error_entry(name, code))
     return {
         "throttle_time_ms": 0,
-        "brokers": [{"node_id": broker.node_id, "host": host, "port": port, "rack": None}],
+        # the live brokers at the addresses of the client's own listener (a broker without
+        # it left out, as Kafka does)
+        "brokers": [{"node_id": node_id, "host": host, "port": port, "rack": rack}
+                    for node_id, host, port, rack in mode.brokers(ctx.session.listener)],
         "cluster_id": broker.cluster_id,
-        "controller_id": broker.node_id,
+        "controller_id": mode.controller_id(),
         "topics": topics,
         "cluster_authorized_operations": cluster_operations(ctx)
         if request.get("include_cluster_authorized_operations")

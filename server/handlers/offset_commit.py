@@ -28,7 +28,7 @@ from wire.registry import ApiKey
 from server.context import RequestContext
 from server.errors import logged_error_code
 from server.security.acls import AclOperation, ResourceType
-from server.groups import CommittedOffset, zookeeper_offsets
+from server.groups import CommittedOffset
 from server.groups.offsets import MAX_METADATA_BYTES
 
 API_KEY = ApiKey.OFFSET_COMMIT
@@ -50,8 +50,7 @@ async def _commit_to_zookeeper(ctx: RequestContext, group_id: str,
     for tp in offsets:
         if not ctx.broker.partition_exists(*tp):
             results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    cluster = ctx.broker.cluster
-    if cluster is None:
+    if not ctx.broker.mode.zookeeper_offsets:
         if len(results) == len(offsets):
             return results
         log.info("OffsetCommit v0 from %s for group %s: offsets in ZooKeeper need a cluster", ctx.client_id, group_id)
@@ -63,7 +62,7 @@ async def _commit_to_zookeeper(ctx: RequestContext, group_id: str,
             results[(topic, index)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
         else:
             try:
-                await zookeeper_offsets.commit(cluster.zk, group_id, topic, index, committed.offset)
+                await ctx.broker.mode.commit_offset_v0(group_id, topic, index, committed.offset)
                 results[(topic, index)] = ErrorCode.NONE
             except Exception as exc:
                 results[(topic, index)] = logged_error_code(exc, log, f"OffsetCommit v0 of group {group_id}",

@@ -24,7 +24,6 @@ from wire.registry import ApiKey
 
 from server.context import RequestContext
 from server.errors import logged_error_code
-from server.groups import zookeeper_offsets
 from server.security.acls import AclOperation, ResourceType
 
 API_KEY = ApiKey.OFFSET_FETCH
@@ -98,10 +97,9 @@ async def _fetch_from_zookeeper(ctx: RequestContext, request: dict) -> dict:
     """v0: Kafka 3.9's handleOffsetFetchRequestFromZookeeper."""
     group_id = request["group_id"]
     topics = request["topics"] or []
-    cluster = ctx.broker.cluster
     if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
         code = ErrorCode.GROUP_AUTHORIZATION_FAILED
-    elif cluster is None:
+    elif not ctx.broker.mode.zookeeper_offsets:
         log.info("OffsetFetch v0 from %s for group %s: offsets in ZooKeeper need a cluster", ctx.client_id, group_id)
         code = ErrorCode.UNSUPPORTED_VERSION
     else:
@@ -122,7 +120,7 @@ async def _fetch_from_zookeeper(ctx: RequestContext, request: dict) -> dict:
                 parts.append(_v0_partition(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             try:
-                offset = await zookeeper_offsets.fetch(cluster.zk, group_id, name, index)
+                offset = await ctx.broker.mode.fetch_offset_v0(group_id, name, index)
             except Exception as exc:
                 parts.append(_v0_partition(index, logged_error_code(exc, log, f"OffsetFetch v0 of group {group_id}",
                                                                     ctx.client_id)))

@@ -8,7 +8,7 @@ otherwise the start offset of the next higher epoch in the partition's leader-ep
 checkpoint (Kafka's LeaderEpochFileCache.endOffsetFor). An epoch below every known one is
 answered -1/-1. The client's current_leader_epoch is checked by `Broker.partition`
 (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH). Java consumers use this only when the max
-advertised version is ≥ 3, librdkafka at v2 (CLIENTS.md §7).
+advertised version is ≥ 3, librdkafka at v2 (docs/design/clients.md#leader-epoch-validation).
 """
 
 from __future__ import annotations

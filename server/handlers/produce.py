@@ -46,7 +46,7 @@ from wire.errors import CorruptRecords, ErrorCode, ProtocolError
 from wire.records import HEADER_SIZE, iter_headers, parse_header, peek_magic
 from wire.registry import ApiKey
 
-from server.cluster import leader_hints
+from server.modes import PRODUCE_HINT_CODES, PRODUCE_MIN_VERSION
 from server.context import RequestContext
 from server.security.acls import AclOperation, ResourceType
 from server.delayed import DelayedResponse
@@ -107,10 +107,7 @@ async def _verify(ctx: RequestContext, partition, header, transactional_id: str 
     if pid in producers.ongoing or producers.verified.get(pid) == epoch:
         return
     tp = (partition.topic, partition.index)
-    if ctx.broker.cluster is None:
-        code = ctx.broker.txn.verify_partition(transactional_id, pid, epoch, tp)
-    else:
-        code = await ctx.broker.txn.verifier.verify(transactional_id, pid, epoch, tp)
+    code = await ctx.broker.txn.verifier.verify(transactional_id, pid, epoch, tp)
     if code == ErrorCode.NONE:
         producers.verified[pid] = epoch
         return
@@ -257,7 +254,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
         ]
     else:
         responses = []
-        waits: list | None = [] if acks == -1 and ctx.broker.cluster is not None else None
+        waits: list | None = [] if acks == -1 and ctx.broker.mode.acks_all_waits_for_replicas else None
         for topic_data in request["topic_data"]:
             name = topic_data["name"]
             if not ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, name):
@@ -288,9 +285,9 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
 
 def _answer(ctx: RequestContext, responses: list) -> dict:
     answer = {"responses": responses, "throttle_time_ms": 0}
-    if ctx.broker.cluster is not None and ctx.api_version >= leader_hints.PRODUCE_MIN_VERSION:
-        endpoints = leader_hints.add_hints(ctx.broker, responses, "partition_responses",
-                                           leader_hints.PRODUCE_HINT_CODES, lambda t: t["name"])
+    if ctx.api_version >= PRODUCE_MIN_VERSION:
+        endpoints = ctx.broker.mode.leader_hints(responses, "partition_responses", PRODUCE_HINT_CODES,
+                                                 lambda t: t["name"])
         if endpoints:
             answer["node_endpoints"] = endpoints
     return answer

@@ -19,7 +19,7 @@ import logging
 from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
-from server.cluster.leader_hints import FETCH_HINT_CODES, add_hints
+from server.modes import FETCH_HINT_CODES
 from server.context import RequestContext
 from server.errors import InvalidRequest, InvalidShareSessionEpoch, KafkaError
 from server.groups.share import FINAL_EPOCH, INITIAL_EPOCH
@@ -65,9 +65,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             partitions.append({"partition_index": part["partition_index"], "error_code": code,
                                "error_message": message, "current_leader": NO_LEADER})
         responses.append({"topic_id": topic["topic_id"], "partitions": partitions})
-    endpoints = []
-    if ctx.broker.cluster is not None:  # KIP-951's hints for a partition led elsewhere
-        endpoints = add_hints(ctx.broker, responses, "partitions", FETCH_HINT_CODES,
-                              lambda t: share.topic_name(t["topic_id"]))
+    # KIP-951's hints for a partition led elsewhere
+    endpoints = ctx.broker.mode.leader_hints(responses, "partitions", FETCH_HINT_CODES,
+                                             lambda t: share.topic_name(t["topic_id"]))
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": responses,
             "node_endpoints": endpoints}

@@ -43,7 +43,7 @@ import trio
 from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
-from server.cluster.leader_hints import FETCH_HINT_CODES, add_hints
+from server.modes import FETCH_HINT_CODES
 from server.context import RequestContext
 from server.errors import InvalidRequest, KafkaError, NotLeaderOrFollower, error_code_for
 from server.groups.share import FINAL_EPOCH, INITIAL_EPOCH, ISOLATION_LEVEL
@@ -144,8 +144,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                 break
             limit = budget_bytes if partition_max_bytes is None else min(budget_bytes, max(partition_max_bytes, 1))
             try:
-                if broker.cluster is not None and (not partition.is_leader or partition.leader_epoch != sp.leader_epoch
-                                                   or broker.partitions.get(key_name(sp)) is not partition):
+                if broker.mode.leadership_moved(partition, sp):
                     # Leadership moved during the wait: the next leader serves it (its state reread).
                     raise NotLeaderOrFollower(f"{partition.name} is no longer led here in epoch {sp.leader_epoch}")
                 upto = partition.last_stable_offset if read_committed else partition.high_watermark
@@ -180,11 +179,9 @@ def _answer(broker, group_id: str, entries: dict[tuple[uuid.UUID, int], dict]) -
     for (topic_id, _index), entry in entries.items():
         by_topic.setdefault(topic_id, []).append(entry)
     responses = [{"topic_id": t, "partitions": parts} for t, parts in by_topic.items()]
-    endpoints = []
-    if broker.cluster is not None:
-        # KIP-951's hints, as Kafka's ShareFetch answers a partition led elsewhere.
-        endpoints = add_hints(broker, responses, "partitions", FETCH_HINT_CODES,
-                              lambda t: broker.share.topic_name(t["topic_id"]))
+    # KIP-951's hints, as Kafka's ShareFetch answers a partition led elsewhere.
+    endpoints = broker.mode.leader_hints(responses, "partitions", FETCH_HINT_CODES,
+                                         lambda t: broker.share.topic_name(t["topic_id"]))
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
             "acquisition_lock_timeout_ms": broker.share.lock_duration_ms(group_id), "responses": responses,
             "node_endpoints": endpoints}

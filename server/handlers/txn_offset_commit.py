@@ -73,11 +73,8 @@ async def _commit(ctx: RequestContext, request: dict,
         results.update({tp: status for tp in known})
         return results
     offsets_tp = (OFFSETS_TOPIC, groups.partition_for(group_id))
-    if broker.cluster is None:
-        verified = broker.txn.verify_partition(request["transactional_id"], producer_id, producer_epoch, offsets_tp)
-    else:  # the transaction coordinator may be another broker (server/txn/verification.py)
-        verified = await broker.txn.verifier.verify(request["transactional_id"], producer_id, producer_epoch,
-                                                    offsets_tp)
+    # in a cluster the transaction coordinator may be another broker (server/txn/verification.py)
+    verified = await broker.txn.verifier.verify(request["transactional_id"], producer_id, producer_epoch, offsets_tp)
     if verified != ErrorCode.NONE:
         code = _VERIFY_ERRORS.get(verified, verified)
         results.update({tp: code for tp in known})

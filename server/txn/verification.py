@@ -4,7 +4,8 @@ Before a producer's first transactional write to a partition (Produce) or to its
 offsets (TxnOffsetCommit) the leader asks the transactional id's coordinator. On one broker
 that is `TransactionCoordinator.verify_partition`, in-process. In a cluster the coordinator
 is the leader of the `__transaction_state` partition the id hashes to (the FindCoordinator
-rule, CLUSTER.md §5), looked up in the metadata cache: this broker, asked in-process, or
+rule, docs/design/replication.md#coordinator-placement), looked up in the metadata cache: this
+broker, asked in-process, or
 another one, asked with AddPartitionsToTxn v4 `verify_only` on connections of its own
 (Kafka's AddPartitionsToTxnManager; a long-polling replica Fetch on the shared connections
 must not delay a produce). The leader's errors are Kafka's (AddPartitionsToTxnManager):

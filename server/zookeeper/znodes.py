@@ -10,7 +10,8 @@ them:
 - Partition numbers are object keys, hence strings: `"partitions":{"0":[1,2]}`.
 - Readers look keys up by name and ignore keys they do not know.
 
-Key order follows the examples in CLUSTER.md §1 (Kafka's Scala maps of five or more
+Key order follows Kafka's examples (docs/design/replication.md#znode-payloads; Kafka's Scala
+maps of five or more
 entries are hash maps, so Kafka's own order is whatever the hash gives; readers never
 depend on it, but tests compare bytes, so ours is fixed).
 

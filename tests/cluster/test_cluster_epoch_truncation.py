@@ -1,4 +1,6 @@
-"""Leader-epoch truncation on a real cluster (CLUSTER.md §4.4): a follower whose epoch cache
+"""Leader-epoch truncation on a real cluster
+(docs/design/replication.md#leader-epochs-and-truncation):
+a follower whose epoch cache
 ends with an epoch it led without writing anything must drop that entry, or it fetches with
 that epoch forever.
 

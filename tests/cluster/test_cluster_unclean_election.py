@@ -1,5 +1,5 @@
 """Unclean leader election in a 3-broker cluster on a real ZooKeeper (Kafka's
-`unclean.leader.election.enable`, CLUSTER.md §2.3, §4.9).
+`unclean.leader.election.enable`, docs/design/replication.md#unclean-leader-election).
 
 The scene of every test: an RF=2 partition on the two brokers that are not the controller
 (so killing its leader never moves the controller). Records `before` are written while both

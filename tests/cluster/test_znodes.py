@@ -1,4 +1,5 @@
-"""The znode codecs write what Kafka writes: the examples of CLUSTER.md §1, byte for byte."""
+"""The znode codecs write what Kafka writes: Kafka's examples, byte for byte
+(docs/design/replication.md#znode-payloads)."""
 
 from __future__ import annotations
 

@@ -263,8 +263,14 @@ def test_fetch_out_of_range(broker, offset):
     body = roundtrip(broker.port, ApiKey.FETCH, 12, fetch_body(topic, 0, offset, max_wait_ms=0))
     part = body["responses"][0]["partitions"][0]
     assert part["error_code"] == ErrorCode.OFFSET_OUT_OF_RANGE
-    assert part["high_watermark"] == 3 and part["log_start_offset"] == 0
+    # Kafka 4.4 answers a consumer's failed read with no offsets at all (ReplicaManager's
+    # failed LogReadResult: high watermark, last stable offset and log start all -1).
+    offsets = (part["high_watermark"], part["last_stable_offset"], part["log_start_offset"])
+    assert offsets == (-1, -1, -1)
     assert not part["records"]
+    # The refused read changed nothing: the partition still holds its three records.
+    part = fetch(broker.port, topic, 0, 0)
+    assert (part["error_code"], part["high_watermark"], part["log_start_offset"]) == (ErrorCode.NONE, 3, 0)
 
 
 def test_fetch_at_log_end_is_not_an_error(broker):

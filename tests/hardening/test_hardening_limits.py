@@ -340,7 +340,7 @@ def test_file_descriptor_exhaustion(tmp_path):
         assert wait_until(lambda: api_versions_ok(broker.port, timeout=2), 15), "broker did not recover"
         assert alive(broker)
         # The flood's closes may still be in flight when the probe is answered: the accept
-        # loop takes a queued burst at once (issue 21), so up to ~190 connections end together.
+        # loop takes a queued burst at once, so up to ~190 connections end together.
         assert wait_until(lambda: fd_count(pid) < 60, 5), f"{fd_count(pid)} descriptors still open"
         keeper.close()
     finally:

@@ -188,7 +188,7 @@ def test_torn_segment_recovery(tmp_path, scenario, seed):
         broker.start()
         # Reported: which segment, where, and what was dropped. After a crash the log is
         # recovered before the broker listens; after a clean stop it is opened (and the
-        # damage found) by the warm-up right after, or by its first use (issue 21).
+        # damage found) by the warm-up right after, or by its first use.
         pattern = (rf"{TOPIC}-0: segment {damaged.name} cut at position (\d+) \(offset (\d+)\), "
                    rf"(\d+) bytes dropped")
         deadline = time.monotonic() + (0 if how == "kill" else 20)

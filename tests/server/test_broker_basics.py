@@ -42,7 +42,8 @@ def test_api_versions_every_version(broker, version):
     ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]}
     assert ranges == {k: v for k, v in API_VERSIONS.items()}
     if version >= 3:
-        # No tagged fields at all: librdkafka < 2.2 cannot skip them (CLIENTS.md §9.1).
+        # No tagged fields at all: librdkafka < 2.2 cannot skip them
+        # (docs/design/clients.md#no-tagged-fields-at-their-default).
         assert frame.endswith(b"\x00") and "supported_features" not in body
 
 

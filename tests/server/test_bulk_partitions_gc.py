@@ -1,4 +1,4 @@
-"""Issue 21: partitions created in bulk are frozen out of the cyclic collector's full passes
+"""Partitions created in bulk are frozen out of the cyclic collector's full passes
 (gc.freeze), as the start-up heap is; small creations are left to the collector."""
 
 from __future__ import annotations

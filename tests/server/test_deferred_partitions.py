@@ -1,4 +1,4 @@
-"""Issue 21: after a clean shutdown the broker listens before it opens its logs. A partition
+"""After a clean shutdown the broker listens before it opens its logs. A partition
 is served from the log-summary-checkpoint (Metadata) until its first use opens it, with its
 producer state: an idempotent retry is still recognised, and a transaction left open keeps
 read_committed readers below it. The warm-up opens the rest right after start-up; a topic

@@ -130,7 +130,7 @@ def test_idempotent_state_survives_restart_through_a_snapshot(tmp_path):
 
 
 def test_a_clean_restart_reads_no_batch_header_of_non_idempotent_data(tmp_path):
-    """Issue 21: a clean shutdown snapshots every log with data, an empty snapshot when no
+    """A clean shutdown snapshots every log with data, an empty snapshot when no
     producer wrote to it, so the restart does not read the log's batch headers looking for
     producers; an empty log gets no file. An idempotent producer after the restart works."""
     with BrokerProcess(tmp_path / "data") as broker:

@@ -1,4 +1,4 @@
-"""Issue 21's server changes for many connections, on real sockets where there are any.
+"""The server's changes for many connections, on real sockets where there are any.
 
 - `PurgatoryTimer`: the shared deadlines of parked long polls expire each at its own time,
   also when a later-added one is earlier than the one the timer sleeps to; a Fetch long

@@ -145,7 +145,7 @@ def test_directories_no_topic_claims_leave_the_summary(tmp_path):
 
 
 def test_the_recovery_point_checkpoint_of_many_logs_leaves_the_cyclic_gc_alone(tmp_path):
-    """Issue 21: the checkpoint is written every log.flush.offset.checkpoint.interval.ms from
+    """The checkpoint is written every log.flush.offset.checkpoint.interval.ms from
     a worker thread. Built from a copy of 100 000 (key, log) pairs, it made the cyclic
     collector run over and over while the GIL was held: 0.1-0.3 s without the event loop.
     Straight to strings (untracked), it triggers no collection however many logs there are."""

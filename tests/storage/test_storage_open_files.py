@@ -116,7 +116,7 @@ def test_descriptors_stay_bounded_with_1000_partitions(tmp_path):
 
 
 def test_a_clean_restart_opens_no_segment_file_of_an_empty_partition(tmp_path):
-    """Issue 21: after a clean shutdown an empty active segment is trusted without opening
+    """After a clean shutdown an empty active segment is trusted without opening
     its .log (there is no tail to walk), so a restart of 100 000 quiet partitions costs no
     descriptors; one with data past its last index entry is opened to walk that tail, and
     the empty ones still take appends and serve them after the restart."""

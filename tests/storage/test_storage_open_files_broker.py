@@ -3,7 +3,7 @@ idle ones closed: log.open.files.max defaults to half the soft limit), and when 
 connections eat every descriptor it refuses connections and answers produce with success
 or KAFKA_STORAGE_ERROR, with log lines, without crashing; once they are gone it serves
 every partition again. A soft limit below the hard one is raised to it at start-up, with a
-log line naming both (issue 21: a container's default soft limit is the small one)."""
+log line naming both (a container's default soft limit is the small one)."""
 
 from __future__ import annotations
 

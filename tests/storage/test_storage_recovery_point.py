@@ -245,7 +245,7 @@ def test_scan_keeps_index_files_that_agree(tmp_path):
 
 
 def test_flush_timer_visits_only_logs_with_unflushed_writes(tmp_path):
-    """Issue 21: the flush timer (run_flush, twice a second) walked every log, 15 % of a
+    """The flush timer (run_flush, twice a second) walked every log, 15 % of a
     100 000-partition broker's CPU under load. It now visits the logs some write made
     dirty, and forgets each once flushed; a log written again is visited again."""
     interval = LogConfig(index_interval_bytes=300, flush_policy="interval", flush_interval_ms=1000)

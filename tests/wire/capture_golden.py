@@ -12,7 +12,8 @@ from Metadata, then the group coordinator — goes through the proxy.
 
 Brokers: Tansu 0.6 (`.cache/tansu/.../tansu`, memory storage) for confluent-kafka,
 kafka-python and aiokafka. kcat (Debian: librdkafka 2.0.2) cannot read Tansu's ApiVersions
-v3 tags (CLIENTS.md §9.1), so it is captured against a Trafka broker (`python -m server`)
+v3 tags (docs/design/clients.md#no-tagged-fields-at-their-default), so it is captured against a
+Trafka broker (`python -m server`)
 if one starts, and skipped otherwise.
 
 Output: one `<client>.hex` file per client: comment lines, then one frame per line,

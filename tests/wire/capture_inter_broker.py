@@ -11,7 +11,7 @@ version)` and writes it with the message's own `write(accessor, cache, version)`
 a Kafka 3.9 controller or broker puts after the header. Those go, one per line, to
 tests/wire/golden/inter_broker_kafka_3_9_2.bodies as `request|response <key> <version> <hex>`.
 Run once; commit the file; test_codec_inter_broker.py compares our codec with it. Needs a
-JDK; defaults: the jar in /work/main/.cache/java-compat, Jackson from ~/.m2.
+JDK; defaults: the jar in this checkout's .cache/java-compat, Jackson from ~/.m2.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ public class InterBrokerGolden {
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jar", default="/work/main/.cache/java-compat/kafka-clients-3.9.2.jar")
+    parser.add_argument("--jar", default=str(ROOT / ".cache" / "java-compat" / "kafka-clients-3.9.2.jar"))
     parser.add_argument("--jackson", default=str(pathlib.Path.home() / ".m2/repository/com/fasterxml/jackson/core"))
     args = parser.parse_args()
     jackson = pathlib.Path(args.jackson)

@@ -11,7 +11,8 @@ Two layers:
    test_codec_roundtrip): every (API, version) both sides know, requests and responses.
 2. Realistic: the request builders a client calls (aiokafka's `Request.prepare` against our
    advertised ranges picks the version it would send us; kafka-python's classes at the
-   versions CLIENTS.md lists), for ApiVersions, Metadata, Produce, Fetch, ListOffsets,
+   versions it sends us, docs/design/clients.md#kafka-python), for ApiVersions, Metadata,
+   Produce, Fetch, ListOffsets,
    FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
    OffsetFetch, CreateTopics, DeleteTopics and DescribeConfigs.
 """
@@ -411,7 +412,10 @@ def test_aiokafka_differential(key, version, kind):
 
 # --------------------------------------------------------------------------- coverage of the client versions
 
-# CLIENTS.md §1 and §2: what kafka-python 3.0.12 and aiokafka 0.14 send to a broker advertising §10's ranges.
+# What kafka-python 3.0.12 and aiokafka 0.14 send to a broker advertising our ranges (read from
+# their
+# sources and seen on the wire: docs/design/clients.md#kafka-python and
+# docs/design/clients.md#aiokafka).
 KAFKA_PYTHON_VERSIONS = {18: 4, 3: 12, 0: 9, 1: 12, 2: 9, 10: 6, 11: 7, 14: 5, 12: 4, 13: 5, 9: 8, 8: 8, 19: 7,
                          20: 6, 32: 4, 22: 4}
 AIOKAFKA_VERSIONS = {18: 0, 3: 5, 0: 7, 1: 11, 2: 3, 10: 1, 11: 5, 14: 3, 12: 1, 13: 1, 9: 3, 8: 3, 19: 3, 20: 3,
@@ -488,7 +492,7 @@ def _aio_build(request):
 @pytest.mark.parametrize("key", sorted(AIOKAFKA_VERSIONS))
 def test_aiokafka_request_builders(key):
     struct = _aio_build(_aio_requests()[key])
-    assert struct.API_VERSION == AIOKAFKA_VERSIONS[key], "aiokafka picks the version CLIENTS.md lists"
+    assert struct.API_VERSION == AIOKAFKA_VERSIONS[key], "aiokafka picks the version recorded above"
     frame = aio_request_frame(struct, correlation_id=99, client_id="aiokafka-0.14")
     request = decode_request(frame[4:])
     assert isinstance(request, Request)

@@ -84,7 +84,7 @@ def test_golden_frame_roundtrip(source, lineno, direction, key, version, frame):
 
 
 def test_golden_covers_the_client_apis():
-    """The capture holds the APIs and versions the issue asks for (CLIENTS.md tables)."""
+    """The capture holds the APIs and versions the stock clients send (docs/design/clients.md)."""
     seen = {(source, direction, key, version) for source, _l, direction, key, version, _f in FRAMES}
     expected = {
         "confluent_kafka": {(18, 3), (3, 12), (0, 10), (1, 16), (10, 2), (11, 5), (14, 3), (9, 9), (8, 9),

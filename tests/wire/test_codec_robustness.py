@@ -501,7 +501,8 @@ def test_none_for_a_tagged_field_means_absent():
 
 
 def test_tags_at_their_default_are_not_written_unless_they_arrived_so():
-    """Handlers never emit default-valued tags (librdkafka < 2.2, CLIENTS.md §9.1), but a
+    """Handlers never emit default-valued tags (librdkafka < 2.2,
+    docs/design/clients.md#no-tagged-fields-at-their-default), but a
     decoded frame that carried one re-encodes to the same bytes."""
     body = {"error_code": 0, "api_keys": [], "throttle_time_ms": 0, "zk_migration_ready": False,
             "finalized_features_epoch": -1, "supported_features": []}

@@ -1,4 +1,4 @@
-"""The web console at `/` of the HTTP listener (issue 19): brokers, topics, a message
+"""The web console at `/` of the HTTP listener: brokers, topics, a message
 browser, consumer groups with lag, live rates, and create/delete topic and reset offsets.
 
 Why a room of its own, and this shape: the console reads the broker's state in-process,

@@ -1,0 +1,254 @@
+"""A broker alone: the one-broker implementation of the broker's mode (server/modes/).
+
+Its topic registry and partitions are the whole cluster and it leads every partition it
+has; ACLs, client quotas, topic configs and group offsets are kept in its data directory;
+admin requests are answered as Kafka 4's KRaft controller answers them (no time left is
+REQUEST_TIMED_OUT, at most REQUEST_PARTITION_LIMIT partitions per request), replicas
+assigned to a broker other than this one are INVALID_REPLICA_ASSIGNMENT.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from storage import LogConfig
+from wire.errors import ErrorCode
+from wire.primitives import ZERO_UUID
+
+from server.errors import InvalidPartitions, InvalidRequest, KafkaError, PolicyViolation, UnknownTopicOrPartition
+from server.modes import OFFSETS_TOPIC, REQUEST_PARTITION_LIMIT, BrokerAddress, BrokerMode, local_partition_state
+from server.topic_configs import apply, explicit_configs
+from server.topics import INTERNAL_TOPICS, validate_topic_name
+
+if TYPE_CHECKING:
+    from server.groups.share.partition import SharePartition
+    from server.partition import Partition
+    from server.security.acls import AclBinding, AclFilter
+
+
+class SingleBroker(BrokerMode):
+    """A broker alone: a cluster of one."""
+
+    follower_fetch = False
+    acks_all_waits_for_replicas = False
+    zookeeper_offsets = False
+    request_partition_limit = REQUEST_PARTITION_LIMIT
+
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+
+    # ---- metadata -------------------------------------------------------------------
+    def topic_names(self) -> list[str]:
+        return sorted(self.broker.topics)
+
+    def topic_exists(self, name: str) -> bool:
+        return name in self.broker.topics
+
+    def topic_id(self, name: str) -> uuid.UUID:
+        meta = self.broker.topics.get(name)
+        return meta.topic_id if meta is not None else ZERO_UUID
+
+    def topic_name_for_id(self, topic_id: uuid.UUID) -> str | None:
+        return self.broker.topic_name_for_id(topic_id)
+
+    def partition_count(self, name: str) -> int:
+        meta = self.broker.topics.get(name)
+        return meta.partitions if meta is not None else 0
+
+    def partition_states(self, name: str, start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
+        broker = self.broker
+        meta = broker.topics[name]
+        end = meta.partitions if stop is None else min(stop, meta.partitions)
+        states = []
+        for index in range(max(start, 0), end):
+            partition = broker.partitions.get((name, index))
+            if partition is not None:
+                states.append(local_partition_state(partition))
+        return states
+
+    def partition_exists(self, topic: str, index: int) -> bool:
+        meta = self.broker.topics.get(topic)
+        return meta is not None and 0 <= index < meta.partitions
+
+    def controller_id(self) -> int:
+        return self.broker.node_id
+
+    def brokers(self, listener: str | None) -> list[BrokerAddress]:
+        host, port = self.broker.config.advertised_for(listener)
+        return [(self.broker.node_id, host, port, None)]
+
+    async def auto_create_topic(self, name: str) -> ErrorCode:
+        created = self.broker.maybe_auto_create(name)
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if created is None else ErrorCode.NONE
+
+    # ---- leadership and coordinators --------------------------------------------------
+    def leader_hints(self, responses: list[dict], partitions_key: str, codes: frozenset,
+                     topic_name: Callable[[dict], str | None]) -> list[dict]:
+        return []  # it leads every partition it has: there is no other leader to name
+
+    def leadership_moved(self, partition: "Partition", share_partition: "SharePartition") -> bool:
+        return False
+
+    def selects_replicas_by_rack(self) -> bool:
+        return False  # no follower to send a consumer to
+
+    def preferred_read_replica(self, partition: "Partition", rack_id: str, fetch_offset: int, now_ms: int) -> int:
+        return -1
+
+    def leader_quota(self, replica_id: int):
+        return None
+
+    async def find_coordinator(self, key: str, internal_topic: str, listener: str | None) -> dict:
+        broker = self.broker
+        if internal_topic == OFFSETS_TOPIC:
+            loading = broker.groups is None or not broker.groups.loaded
+            message = "the group coordinator is loading"
+        else:
+            loading = not broker.txn.loaded
+            message = "the transaction coordinator is loading"
+        if loading:
+            return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                    "error_message": message}
+        host, port = self.broker.config.advertised_for(listener)  # the client's own listener
+        return {"key": key, "node_id": self.broker.node_id, "host": host, "port": port,
+                "error_code": ErrorCode.NONE, "error_message": None}
+
+    # ---- stores ---------------------------------------------------------------------
+    async def add_acls(self, bindings: list["AclBinding"]) -> None:
+        self.broker.authorizer.add(bindings)  # <data dir>/__security/acls.json
+
+    async def remove_acls(self, filters: list["AclFilter"]) -> list[list["AclBinding"]]:
+        return self.broker.authorizer.remove(filters)
+
+    async def alter_client_quotas(self, accepted: list[tuple[Any, dict[str, float | None]]]) -> None:
+        quotas = self.broker.quotas
+        for entity, changes in accepted:
+            quotas.configs.apply(entity, changes)
+        quotas.configs.save()
+        quotas.changed()
+
+    async def topic_configs(self, name: str) -> tuple[dict[str, str], LogConfig | None]:
+        broker = self.broker
+        if name not in broker.topics:
+            raise UnknownTopicOrPartition(f"topic {name} does not exist")
+        return explicit_configs(broker, name), broker.topic_config(name)
+
+    def check_topic_for_config_change(self, name: str) -> None:
+        if name not in self.broker.topics:
+            raise UnknownTopicOrPartition(f"topic {name} does not exist")
+
+    async def alter_topic_configs(self, name: str, change: Callable[[dict[str, str]], Mapping[str, str]],
+                                  validate_only: bool) -> None:
+        self.check_topic_for_config_change(name)
+        apply(self.broker, name, change(explicit_configs(self.broker, name)), validate_only)
+
+    async def commit_offset_v0(self, group_id: str, topic: str, index: int, offset: int) -> None:
+        raise KafkaError("offsets in ZooKeeper need a cluster", ErrorCode.UNSUPPORTED_VERSION)
+
+    async def fetch_offset_v0(self, group_id: str, topic: str, index: int) -> int | None:
+        raise KafkaError("offsets in ZooKeeper need a cluster", ErrorCode.UNSUPPORTED_VERSION)
+
+    # ---- topics (the controller's side) ------------------------------------------------
+    def admin_time_left(self, timeout_ms: int) -> bool:
+        return timeout_ms > 0  # Kafka 4's KRaft controller: no time left changes nothing
+
+    async def create_topic(self, topic: dict, validate_only: bool,
+                           timeout_ms: int) -> tuple[uuid.UUID | None, int, int, dict[str, str]]:
+        broker = self.broker
+        name = topic["name"]
+        partitions, configs = self._plan(topic)
+        if not validate_only:
+            topic_id = broker.create_topic(name, partitions, configs).topic_id
+        else:
+            topic_id = uuid.uuid4()  # Kafka 4 answers a validated topic with a fresh id too
+        return topic_id, partitions, 1, configs
+
+    def _plan(self, topic: dict) -> tuple[int, dict[str, str]]:
+        broker = self.broker
+        name = topic["name"]
+        validate_topic_name(name)
+        if name in broker.topics:
+            raise KafkaError(f"Topic '{name}' already exists.", ErrorCode.TOPIC_ALREADY_EXISTS)
+        if name in INTERNAL_TOPICS:
+            raise KafkaError(f"{name} is an internal topic", ErrorCode.INVALID_REQUEST)
+        assignments = topic.get("assignments") or []
+        partitions = topic["num_partitions"]
+        replication = topic["replication_factor"]
+        if assignments:
+            if partitions != -1 or replication != -1:
+                raise KafkaError("give either assignments or partitions and replication factor", ErrorCode.INVALID_REQUEST)
+            indexes = sorted(a["partition_index"] for a in assignments)
+            if indexes != list(range(len(indexes))):
+                raise KafkaError("assignments must cover partitions 0..n-1", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+            for a in assignments:
+                if a["broker_ids"] != [broker.node_id]:
+                    raise KafkaError(f"partition {a['partition_index']} assigned to brokers {a['broker_ids']}; "
+                                     f"only broker {broker.node_id} exists", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+            partitions = len(assignments)
+        else:
+            if partitions == -1:
+                partitions = broker.config.get("num.partitions")
+            if partitions <= 0:
+                raise KafkaError(f"number of partitions must be positive, got {partitions}", ErrorCode.INVALID_PARTITIONS)
+            if replication not in (-1, 1):
+                raise KafkaError(f"replication factor {replication} is larger than the 1 available broker"
+                                 if replication > 1 else f"replication factor must be positive, got {replication}",
+                                 ErrorCode.INVALID_REPLICATION_FACTOR)
+        configs: dict[str, str] = {}
+        for entry in topic.get("configs") or []:
+            if entry["value"] is None:
+                raise KafkaError(f"config {entry['name']} has a null value", ErrorCode.INVALID_CONFIG)
+            configs[entry["name"]] = entry["value"]
+        LogConfig.from_kafka(configs, broker.logs.defaults)  # raises InvalidConfig
+        limit = broker.config.get("trafka.max.partitions")
+        if broker.total_partitions() + partitions > limit:
+            raise KafkaError(f"{partitions} more partitions would exceed trafka.max.partitions={limit}",
+                             ErrorCode.POLICY_VIOLATION)
+        return partitions, configs
+
+
+
+    async def create_partitions(self, topic: dict, validate_only: bool, timeout_ms: int) -> None:
+        self._check_partitions(topic)
+        if not validate_only:
+            self.broker.create_partitions(topic["name"], topic["count"])
+
+    def _check_partitions(self, topic: dict) -> int:
+        """Validate one topic's request; the number of partitions it would add."""
+        broker = self.broker
+        name = topic["name"]
+        meta = broker.topics.get(name)
+        if meta is None:
+            raise UnknownTopicOrPartition(f"topic {name} does not exist")
+        if name in INTERNAL_TOPICS:
+            raise InvalidRequest(f"{name} is an internal topic; its partition count cannot change")
+        current, count = meta.partitions, topic["count"]
+        # Kafka 4.x's (ReplicationControlManager) messages, which kafka-topics --alter prints.
+        if count == current:
+            raise InvalidPartitions(f"Topic already has {current} partition(s).")
+        if count < current:
+            raise InvalidPartitions(f"The topic {name} currently has {current} partition(s); {count} would not be an "
+                                    f"increase.")
+        added = count - current
+        assignments = topic.get("assignments")
+        if assignments is not None:
+            if len(assignments) != added:
+                raise KafkaError(f"Attempted to add {added} additional partition(s), but only {len(assignments)} "
+                                 f"assignment(s) were specified.", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+            for index, assignment in enumerate(assignments):
+                replicas = assignment["broker_ids"]
+                if replicas != [broker.node_id]:
+                    raise KafkaError(f"assignment of new partition {current + index} is {replicas}; the only broker "
+                                     f"is {broker.node_id} and the replication factor is 1",
+                                     ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+        if added > REQUEST_PARTITION_LIMIT:
+            raise PolicyViolation("Excessively large number of additional partitions per request.")
+        limit = broker.config.get("trafka.max.partitions")
+        if broker.total_partitions() + added > limit:
+            raise PolicyViolation(f"{added} more partitions would exceed trafka.max.partitions={limit}")
+        return added
+
+    async def delete_topic(self, name: str, timeout_ms: int) -> None:
+        self.broker.delete_topic(name)
+        await self.broker.groups.forget_topic(name)
