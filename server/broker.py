@@ -545,7 +545,7 @@ class Broker:
         if partitions <= 0:
             raise KafkaError(f"partitions must be positive, got {partitions}", ErrorCode.INVALID_PARTITIONS)
         if name in self.topics:
-            raise KafkaError(f"topic {name} already exists", ErrorCode.TOPIC_ALREADY_EXISTS)
+            raise KafkaError(f"Topic '{name}' already exists.", ErrorCode.TOPIC_ALREADY_EXISTS)
         self._check_partition_limit(partitions)
         configs = dict(configs or {})
         config = LogConfig.from_kafka(configs, self.logs.defaults)

@@ -143,7 +143,8 @@ class DynamicBrokerConfigs:
         the other brokers apply them when the store's change notice reaches them)."""
         per_broker = broker_id is not None
         props = dict(change(await self.stored(broker_id)))
-        validate_update(self.config, props, per_broker, self.broker.topic_defaults)
+        validate_update(self.config, props, per_broker, self.broker.topic_defaults,
+                        kraft=self.broker.cluster is None)
         if validate_only:
             return props
         entity = entity_name(broker_id)

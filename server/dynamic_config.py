@@ -15,7 +15,9 @@ num.replica.fetchers (DynamicThreadPool), max.connections and max.connection.cre
 (DynamicConnectionQuota),
 transaction.partition.verification.enable (DynamicProducerStateManagerConfig) and the
 replication throttles (KIP-73's broker quota configs). Every other Trafka setting is
-static: Kafka answers "Cannot update these configs dynamically: Set(...)".
+static: Kafka answers "Cannot update these configs dynamically: Set(...)" in ZooKeeper mode
+(Kafka 3.9, a Scala set), "... dynamically: [...]" as Kafka 4.x (KRaft, a Java set), which a
+single broker answers as (kafka-configs prints the message).
 
 Error codes follow Kafka's ConfigAdminManager, which checks BROKER resources before
 anything is written: a static setting or a bad value is INVALID_REQUEST (KAFKA-13609 keeps
@@ -69,11 +71,13 @@ def is_custom(name: str) -> bool:
     return name not in SETTINGS
 
 
-def check_names(props: Mapping[str, str | None]) -> None:
-    """Static settings → INVALID_REQUEST with Kafka's message; custom names pass."""
+def check_names(props: Mapping[str, str | None], kraft: bool = False) -> None:
+    """Static settings → INVALID_REQUEST with Kafka's message (a Scala set in ZooKeeper mode,
+    a Java one with `kraft`, as Kafka 4.x words it); custom names pass."""
     static = [name for name in props if not is_custom(name) and not is_dynamic(name)]
     if static:
-        raise InvalidRequest(f"Cannot update these configs dynamically: {_scala_set(static)}")
+        names = "[" + ", ".join(static) + "]" if kraft else _scala_set(static)
+        raise InvalidRequest(f"Cannot update these configs dynamically: {names}")
 
 
 def check_values(props: Mapping[str, str]) -> None:
@@ -125,11 +129,13 @@ def with_layer(config: BrokerConfig, props: Mapping[str, str], per_broker: bool)
                         listener_list=config.listener_list, inter_broker_listener=config.inter_broker_listener)
 
 
-def validate_update(config: BrokerConfig, props: Mapping[str, str], per_broker: bool, topic_defaults) -> None:
+def validate_update(config: BrokerConfig, props: Mapping[str, str], per_broker: bool, topic_defaults,
+                    kraft: bool = False) -> None:
     """Raise unless `props` may become this broker's per-broker (or the cluster default)
     layer as a whole. `topic_defaults(config)` builds the storage LogConfig of the broker
-    defaults, so the log.* values are checked by the same rules as a topic's."""
-    check_names(props)
+    defaults, so the log.* values are checked by the same rules as a topic's. `kraft`: a
+    single broker, whose messages are Kafka 4.x's (KRaft) wording."""
+    check_names(props, kraft)
     check_values(props)
     proposed = with_layer(config, props, per_broker)
     check_thread_counts(config, proposed)

@@ -273,6 +273,18 @@ class PartitionProducers:
         """(producer id, epoch, last batch) of each producer with state here."""
         return [(pid, s.epoch, s.batches[-1]) for pid, s in self._states.items() if s.batches]
 
+    def active_producers(self) -> list[dict]:
+        """Every producer with state here, as DescribeProducers answers them (Kafka's
+        ProducerStateManager.activeProducers): epoch, last sequence and timestamp (-1 when
+        only a marker is known), the coordinator epoch of its last marker, and the offset
+        where its open transaction began (-1: none)."""
+        return [{"producer_id": pid, "producer_epoch": s.epoch,
+                 "last_sequence": s.batches[-1].last_sequence if s.batches else -1,
+                 "last_timestamp": s.batches[-1].timestamp if s.batches else -1,
+                 "coordinator_epoch": s.coordinator_epoch,
+                 "current_txn_start_offset": self.ongoing.get(pid, -1)}
+                for pid, s in sorted(self._states.items())]
+
     # ---- snapshots (Kafka's .snapshot files) ------------------------------------------
     def snapshot_entries(self) -> list[SnapshotEntry]:
         entries = []

@@ -94,6 +94,12 @@ _SYNONYM_GROUPS = (("log.retention.ms", "log.retention.minutes", "log.retention.
                    ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"))
 
 
+# Broker settings Kafka defines only as dynamic broker configs (DynamicConfig.Broker, the
+# replication quotas), outside KafkaConfig: no built-in value of theirs is ever a synonym.
+_DYNAMIC_ONLY = frozenset({"leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                           "replica.alter.log.dirs.io.max.bytes.per.second"})
+
+
 def synonym_group(name: str) -> tuple[str, ...]:
     """`name` and the broker settings that stand in for it, those Trafka has, most specific first."""
     group = next((g for g in _SYNONYM_GROUPS if name in g), (name,))
@@ -107,10 +113,17 @@ def broker_synonyms(broker: TopicConfigBroker, name: str) -> list[dict]:
     within a layer the group's order; and nothing before the first entry of `name` itself
     (log.retention.hours is no synonym of an unset log.retention.ms)."""
     chain = [{"name": b, "value": value, "source": layer_source(layer)}
-             for b in synonym_group(name) for layer, value in broker.config.layers(b)]
+             for b in synonym_group(name) for layer, value in broker.config.layers(b)
+             if not (layer == "default" and b in _DYNAMIC_ONLY)]
     chain.sort(key=lambda entry: entry["source"])  # stable: ids ascend with generality
     first = next((i for i, entry in enumerate(chain) if entry["name"] == name), len(chain))
     return chain[first:]
+
+
+# Topic configs storage does not act on, so the log defaults (Broker.topic_defaults) do not
+# carry their broker-level value: a topic without its own takes the broker setting's (its
+# static or dynamic min.insync.replicas=2 is what the topic has, not the built-in 1).
+_BROKER_VALUED = frozenset({"min.insync.replicas", "unclean.leader.election.enable"})
 
 
 def _broker_chain(broker: TopicConfigBroker, topic_name: str) -> list[dict]:
@@ -145,6 +158,8 @@ def describe_topic(
         chain = _broker_chain(broker, name)
         if name in explicit:
             chain.insert(0, {"name": name, "value": values[name], "source": ConfigSource.DYNAMIC_TOPIC_CONFIG})
+        elif name in _BROKER_VALUED:
+            values[name] = broker.config.raw(name)  # the broker setting of the same name
         source = chain[0]["source"] if chain else ConfigSource.DEFAULT_CONFIG
         entries.append({
             "name": name,
@@ -184,7 +199,7 @@ def validate(broker: TopicConfigBroker, explicit: Mapping[str, str]) -> None:
         if value is None:
             raise InvalidConfig(name, "null values are not supported for topic configs")
         if name not in TOPIC_CONFIGS:
-            raise InvalidConfig(name, "unknown topic config")
+            raise InvalidConfig.unknown(name)
     LogConfig.from_kafka(explicit, broker.logs.defaults)
 
 

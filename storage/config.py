@@ -140,17 +140,27 @@ BROKER_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
 }
 
 
-# -- value parsers: raise ValueError(reason) -----------------------------------------------
+# -- value parsers: raise ValueError(reason), reasons in Kafka's ConfigDef wording ----------
 
 
-def _integer(lo: int, hi: int) -> Callable[[str], int]:
+class _BadItem(ValueError):
+    """A list item that is not allowed: Kafka names the item, not the whole list."""
+
+    def __init__(self, reason: str, item: str) -> None:
+        super().__init__(reason)
+        self.item = item
+
+
+def _integer(lo: int, hi: int, kind: str = "INT") -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
             value = int(text.strip())
         except ValueError:
-            raise ValueError(f"not an integer: {text!r}") from None
-        if not lo <= value <= hi:
-            raise ValueError(f"{value} outside [{lo}, {hi}]")
+            raise ValueError(f"Not a number of type {kind}") from None
+        if value < lo:
+            raise ValueError(f"Value must be at least {lo}")
+        if value > hi:
+            raise ValueError(f"Value must be no more than {hi}")
         return value
 
     return parse
@@ -161,9 +171,11 @@ def _double(lo: float, hi: float) -> Callable[[str], float]:
         try:
             value = float(text.strip())
         except ValueError:
-            raise ValueError(f"not a number: {text!r}") from None
-        if not lo <= value <= hi:
-            raise ValueError(f"{value} outside [{lo}, {hi}]")
+            raise ValueError("Not a number of type DOUBLE") from None
+        if value < lo:
+            raise ValueError(f"Value must be at least {lo}")
+        if value > hi:
+            raise ValueError(f"Value must be no more than {hi}")
         return value
 
     return parse
@@ -175,7 +187,7 @@ def _boolean(text: str) -> bool:
         return True
     if lowered == "false":
         return False
-    raise ValueError(f"not true or false: {text!r}")
+    raise ValueError("Expected value to be either true or false")
 
 
 def _choice(choices: tuple[str, ...], *, case_insensitive: bool = False) -> Callable[[str], str]:
@@ -184,7 +196,7 @@ def _choice(choices: tuple[str, ...], *, case_insensitive: bool = False) -> Call
         for choice in choices:
             if value == choice or (case_insensitive and value.lower() == choice.lower()):
                 return choice
-        raise ValueError(f"{text!r} is not one of {', '.join(choices)}")
+        raise ValueError(f"String must be one of: {', '.join(choices)}")
 
     return parse
 
@@ -195,7 +207,7 @@ def _cleanup_policy(text: str) -> frozenset[str]:
         raise ValueError("empty list; use delete, compact or compact,delete")
     for item in items:
         if item not in CLEANUP_POLICIES:
-            raise ValueError(f"{item!r} is not compact or delete")
+            raise _BadItem(f"String must be one of: {', '.join(CLEANUP_POLICIES)}", item)
     return frozenset(items)
 
 
@@ -223,11 +235,11 @@ def _only(value: str, why: str) -> Callable[[str], str]:
 
 
 def _long(lo: int = LONG_MIN) -> Callable[[str], int]:
-    return _integer(lo, LONG_MAX)
+    return _integer(lo, LONG_MAX, "LONG")
 
 
 def _int(lo: int = -(1 << 31)) -> Callable[[str], int]:
-    return _integer(lo, INT_MAX)
+    return _integer(lo, INT_MAX, "INT")
 
 
 _PARSERS: dict[str, Callable[[str], Any]] = {
@@ -318,13 +330,13 @@ def parse_value(name: str, value: str) -> Any:
     """Validate one topic config value; raise InvalidConfig naming the key."""
     parser = _PARSERS.get(name)
     if parser is None:
-        raise InvalidConfig(name, "unknown topic config")
+        raise InvalidConfig.unknown(name)
     if value is None:
         raise InvalidConfig(name, "a value is required")
     try:
         return parser(value)
     except ValueError as exc:
-        raise InvalidConfig(name, str(exc)) from None
+        raise InvalidConfig(name, str(exc), getattr(exc, "item", value)) from None
 
 
 @dataclass(frozen=True)
@@ -429,14 +441,14 @@ class LogConfig:
                     try:
                         raw = str(int(raw.strip()) * factor)
                     except ValueError:
-                        raise InvalidConfig(broker_name, f"not an integer: {raw!r}") from None
+                        raise InvalidConfig(broker_name, "Not a number of type INT", raw) from None
                 topic_values[topic_name] = raw
                 break
         try:
             config = cls.from_kafka(topic_values)
         except InvalidConfig as exc:
             broker_name = next((b for b, _ in BROKER_SYNONYMS.get(exc.name, ())), exc.name)
-            raise InvalidConfig(broker_name, exc.reason) from None
+            raise InvalidConfig(broker_name, exc.reason, exc.value) from None
         return config
 
     def to_kafka(self) -> dict[str, str]:
@@ -456,6 +468,6 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
     for name, value in configs.items():
         if value is None:
             if name not in TOPIC_CONFIGS:
-                raise InvalidConfig(name, "unknown topic config")
+                raise InvalidConfig.unknown(name)
             continue
         parse_value(name, value)

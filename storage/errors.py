@@ -30,12 +30,25 @@ class InvalidTopicName(StorageError):
 
 
 class InvalidConfig(StorageError):
-    """An unknown topic config name or a value it cannot take (INVALID_CONFIG)."""
+    """An unknown topic config name or a value it cannot take (INVALID_CONFIG).
 
-    def __init__(self, name: str, reason: str) -> None:
-        super().__init__(f"{name}: {reason}")
+    With the offending `value`, the message is Kafka's ConfigException wording
+    ("Invalid value abc for configuration retention.ms: Not a number of type LONG"), which
+    Kafka's tools print as the broker's answer; `unknown()` is Kafka's wording for a name
+    that is not a topic config."""
+
+    def __init__(self, name: str, reason: str, value: object = None, *, message: str | None = None) -> None:
+        if message is None:
+            message = (f"Invalid value {value} for configuration {name}: {reason}" if value is not None
+                       else f"{name}: {reason}")
+        super().__init__(message)
         self.name = name
         self.reason = reason
+        self.value = value
+
+    @classmethod
+    def unknown(cls, name: str) -> "InvalidConfig":
+        return cls(name, "unknown topic config", message=f"Unknown topic config name: {name}")
 
 
 class InvalidPartitions(StorageError):

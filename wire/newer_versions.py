@@ -16,10 +16,15 @@ cross-check alike, so both still compare against one reference:
   fields; ShareFetch (78) v1 adds MaxRecords and BatchSize to the request and drops
   PartitionMaxBytes (now v0 only), and its response adds AcquisitionLockTimeoutMs. The
   field text is Kafka 4.1's Share*.json.
+- DescribeGroups v6 (Kafka 4.0, KIP-1043): an unknown group (or one that is not a classic
+  group) is answered GROUP_ID_NOT_FOUND with an ErrorMessage (new in v6) instead of a bare
+  Dead state; Kafka 4.x's admin client and kafka-consumer-groups report it as such. The
+  field text is Kafka 4.4's DescribeGroupsResponse.json.
 
 Each entry: schema name -> {"validVersions": new range, "insert": [(after_field, field), ...],
 "narrow": [(field path, versions), ...]}. A field path names nested fields with dots
-("Topics.Partitions.PartitionMaxBytes"); `narrow` ends a field's range before the new
+("Topics.Partitions.PartitionMaxBytes"), in `insert` too (the new field goes into the
+struct after that field); `narrow` ends a field's range before the new
 version (a field a later version drops). Only additions of whole fields and the end of a
 field's range are expressed; nothing here changes a 3.9.2 version.
 """
@@ -57,6 +62,16 @@ UPDATES: dict[str, dict[str, Any]] = {
         ],
         "narrow": [("Topics.Partitions.PartitionMaxBytes", "0")],
     },
+    "DescribeGroupsRequest": {"validVersions": "0-6", "insert": []},
+    "DescribeGroupsResponse": {
+        "validVersions": "0-6",
+        "insert": [
+            ("Groups.ErrorCode", {
+                "name": "ErrorMessage", "type": "string", "versions": "6+", "nullableVersions": "6+",
+                "default": "null",
+            }),
+        ],
+    },
     "ShareFetchResponse": {
         "validVersions": "0-1",
         "insert": [
@@ -81,10 +96,12 @@ def apply(schema: dict[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(schema)
     out["validVersions"] = update["validVersions"]
     for after, field in update["insert"]:
-        names = [f["name"] for f in out["fields"]]
+        parent, _, after = after.rpartition(".")
+        fields = _field(out["fields"], parent)["fields"] if parent else out["fields"]
+        names = [f["name"] for f in fields]
         if field["name"] in names:
             continue  # the reference already has it (a newer schema folder)
-        out["fields"].insert(names.index(after) + 1, dict(field))
+        fields.insert(names.index(after) + 1, dict(field))
     for path, versions in update.get("narrow", ()):
         _field(out["fields"], path)["versions"] = versions
     return out

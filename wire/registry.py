@@ -85,6 +85,7 @@ class ApiKey(enum.IntEnum):
     ALTER_CLIENT_QUOTAS = 49
     ALTER_PARTITION = 56
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
     DESCRIBE_TOPIC_PARTITIONS = 75
@@ -112,7 +113,7 @@ API_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.HEARTBEAT: (0, 4),
     ApiKey.LEAVE_GROUP: (0, 5),
     ApiKey.SYNC_GROUP: (0, 5),
-    ApiKey.DESCRIBE_GROUPS: (0, 5),
+    ApiKey.DESCRIBE_GROUPS: (0, 6),  # v6: Kafka 4.0 (wire.newer_versions)
     ApiKey.LIST_GROUPS: (0, 5),
     ApiKey.SASL_HANDSHAKE: (0, 1),
     ApiKey.API_VERSIONS: (0, 4),
@@ -149,6 +150,7 @@ API_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
     ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.ALTER_PARTITION: (0, 3),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),

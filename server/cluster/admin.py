@@ -62,9 +62,9 @@ class ClusterAdmin:
                            timeout_s: float) -> None:
         """Write the topic; raise KafkaError (TOPIC_ALREADY_EXISTS, REQUEST_TIMED_OUT, ...)."""
         if await self.zk.exists(zn.topic_path(name)):
-            raise KafkaError(f"topic {name} already exists", E.TOPIC_ALREADY_EXISTS)
+            raise KafkaError(f"Topic '{name}' already exists.", E.TOPIC_ALREADY_EXISTS)
         if await self.zk.exists(zn.delete_topic_path(name)):
-            raise KafkaError(f"topic {name} is being deleted", E.TOPIC_ALREADY_EXISTS)
+            raise KafkaError(f"Topic '{name}' is marked for deletion.", E.TOPIC_ALREADY_EXISTS)
         # Another broker may be creating the same topic right now (the internal topics and
         # `_schemas` are created by whichever broker needs them first): the config znode is
         # written whoever wins, and the assignment znode decides who created the topic.
@@ -72,7 +72,7 @@ class ClusterAdmin:
         try:
             await self.zk.create(zn.topic_path(name), zn.TopicAssignment(assignment, uuid.uuid4()).encode())
         except NodeExists:
-            raise KafkaError(f"topic {name} already exists", E.TOPIC_ALREADY_EXISTS) from None
+            raise KafkaError(f"Topic '{name}' already exists.", E.TOPIC_ALREADY_EXISTS) from None
         log.info("created topic %s in ZooKeeper with assignment %s", name, assignment)
         await self.wait_for(lambda: self._has_leaders(name, len(assignment)), timeout_s,
                             f"topic {name} has no leaders yet")

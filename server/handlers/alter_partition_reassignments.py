@@ -15,6 +15,8 @@ NO_REASSIGNMENT_IN_PROGRESS (replicas = null for a partition not moving).
 
 from __future__ import annotations
 
+import logging
+
 from wire.errors import ErrorCode
 from wire.registry import ApiKey
 
@@ -23,6 +25,8 @@ from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 API_KEY = ApiKey.ALTER_PARTITION_REASSIGNMENTS
 MAY_BLOCK = True
+
+log = logging.getLogger("trafka.admin")
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
@@ -57,18 +61,30 @@ def _single_broker(ctx: RequestContext, request: dict) -> dict:
                 code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {name}:{index}."
             elif replicas is None:
                 code = ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
-            elif not replicas:
-                code, message = ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes " \
-                                                                      "an empty replica list."
-            elif len(set(replicas)) != len(replicas):
-                code, message = ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes " \
-                                                                      "a broker more than once."
-            elif replicas != [broker.node_id]:
-                other = next(r for r in replicas if r != broker.node_id)
-                code, message = ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes " \
-                                                                      f"broker {other}, but no such broker is registered."
+            else:
+                code, message = _check_target(replicas, broker.node_id)
+            if code != ErrorCode.NONE:
+                log.info("AlterPartitionReassignments %s-%d to %s from %s: %s (%s)", name, index, replicas,
+                         ctx.client_id, code.name, message)
             partitions.append({"partition_index": index, "error_code": code, "error_message": message})
         responses.append({"name": name, "partitions": partitions})
     # Kafka answers an empty request with error_message "".
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None if responses else "",
             "responses": responses}
+
+
+def _check_target(target: list[int], node_id: int) -> tuple[ErrorCode, str | None]:
+    """Kafka's validateManualPartitionAssignment with this broker the only one registered:
+    the broker ids are checked in sorted order, so the message names the lowest offender."""
+    if not target:
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list."
+    previous = None
+    for broker_id in sorted(target):
+        if broker_id != node_id:
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, (f"The manual partition assignment includes broker "
+                                                          f"{broker_id}, but no such broker is registered.")
+        if broker_id == previous:
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, (f"The manual partition assignment includes the broker "
+                                                          f"{previous} more than once.")
+        previous = broker_id
+    return ErrorCode.NONE, None

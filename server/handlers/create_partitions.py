@@ -11,6 +11,10 @@ twice in the request → INVALID_REQUEST, answered once; internal topics → INV
 and creates nothing. The new partitions exist when the response is sent; as Kafka 4's
 KRaft controller, a single broker answers timeout_ms <= 0 with REQUEST_TIMED_OUT and adds
 nothing.
+
+The messages are Kafka's, which kafka-topics --alter prints: a single broker's those of a
+one-node Kafka 4.x (ReplicationControlManager), a cluster's those of Kafka's ZooKeeper mode
+(ZkAdminManager), the design it shares.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     authorizer = ctx.broker.authorizer
     if authorizer is None:
         log.info("DescribeAcls from %s: no authorizer is configured (authorizer.class.name)", ctx.session.peer)
-        return _error(ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
+        return _error(ErrorCode.SECURITY_DISABLED, "No Authorizer is configured on the broker")
     if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
         return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     acl_filter = AclFilter.from_wire(request)

@@ -1,8 +1,10 @@
 """DescribeGroups (15): state, protocol and members of groups.
 
-Implements v0-5. State names are Kafka's ("Empty", "PreparingRebalance",
+Implements v0-6. State names are Kafka's ("Empty", "PreparingRebalance",
 "CompletingRebalance", "Stable", "Dead"); an unknown group is described as Dead with no
-error, as Kafka does before v6; a group this broker does not coordinate answers
+error before v6, and from v6 on (Kafka 4.0, KIP-1043) as Dead with GROUP_ID_NOT_FOUND and
+Kafka's message ("Group g not found.", or "Group g is not a classic group." for a KIP-848
+group, which DescribeGroups does not describe); a group this broker does not coordinate answers
 NOT_COORDINATOR, one whose offsets partition is loading COORDINATOR_LOAD_IN_PROGRESS. Member metadata and assignments are only shown while the
 group is Stable (otherwise they are empty and protocol_data is ""), also as Kafka does.
 Needs DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED). With
@@ -25,6 +27,12 @@ MAY_BLOCK = False
 
 
 def _describe(ctx: RequestContext, group_id: str, with_operations: bool) -> dict:
+    answer = _describe_group(ctx, group_id, with_operations)
+    answer.setdefault("error_message", None)
+    return answer
+
+
+def _describe_group(ctx: RequestContext, group_id: str, with_operations: bool) -> dict:
     if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "group_id": group_id, "group_state": "",
                 "protocol_type": "", "protocol_data": "", "members": [], "authorized_operations": NOT_REQUESTED}
@@ -40,8 +48,13 @@ def _describe(ctx: RequestContext, group_id: str, with_operations: bool) -> dict
     if group is None or is_consumer_group(group):
         # A KIP-848 group is not a classic group: Kafka 3.9 describes it as Dead (its
         # members are seen with ConsumerGroupDescribe).
-        return {"error_code": ErrorCode.NONE, "group_id": group_id, "group_state": str(GroupState.DEAD),
-                "protocol_type": "", "protocol_data": "", "members": [], "authorized_operations": operations}
+        answer = {"error_code": ErrorCode.NONE, "group_id": group_id, "group_state": str(GroupState.DEAD),
+                  "protocol_type": "", "protocol_data": "", "members": [], "authorized_operations": operations}
+        if ctx.api_version >= 6:
+            answer.update(error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+                          error_message=f"Group {group_id} not found." if group is None
+                          else f"Group {group_id} is not a classic group.")
+        return answer
     stable = group.state == GroupState.STABLE
     members = [{
         "member_id": m.member_id,

@@ -2,7 +2,9 @@
 
 Implements v0-4 (v0 is v1's layout). One log dir (the data dir, as an absolute path). topics null means
 every partition; otherwise only the requested partitions that exist are listed (Kafka
-leaves unknown ones out rather than failing). partition_size is the bytes of the
+leaves unknown ones out rather than failing). In a cluster every replica this broker
+hosts is listed, followers as well as leaders (kafka-log-dirs and kafka-reassign-partitions
+ask each broker for the log dirs of its replicas). partition_size is the bytes of the
 partition's segments (Kafka's `UnifiedLog.size`, indexes not counted); offset_lag is 0
 and is_future_key false (no replica movement between dirs). v3+ top-level error_code
 is NONE; v4 total_bytes/usable_bytes come from statvfs of the data dir (-1 if that
@@ -63,7 +65,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         entries = []
         for index in partitions:
             try:
-                size = broker.partition(name, index).log.size_bytes
+                size = broker.partition(name, index, leader_only=False).log.size_bytes
             except Exception as exc:  # deleted meanwhile, or closed: leave it out
                 log.info("DescribeLogDirs %s-%d: %s", name, index, exc)
                 continue

@@ -12,10 +12,12 @@ the callback per partition. A null `topic_partitions` means every partition, and
 partitions that needed no election are left out of the answer.
 
 On a single broker every replica is the preferred one and leads: each existing partition
-is ELECTION_NOT_NEEDED, others UNKNOWN_TOPIC_OR_PARTITION, answered as Kafka 4's KRaft
-controller does (`_single_broker`: entry by entry; every topic, without results, for a
-null `topic_partitions`; REQUEST_TIMED_OUT for timeout_ms <= 0). Without ALTER on the
-cluster: CLUSTER_AUTHORIZATION_FAILED.
+is ELECTION_NOT_NEEDED, others UNKNOWN_TOPIC_OR_PARTITION with a one-node Kafka 4.x's
+message ("No such topic as T" / "No such partition as T-P", ReplicationControlManager), which
+kafka-leader-election prints; answered as Kafka 4's KRaft controller does (`_single_broker`:
+entry by entry; every topic, without results, for a null `topic_partitions`;
+REQUEST_TIMED_OUT for timeout_ms <= 0). Without ALTER on the cluster:
+CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ MAY_BLOCK = True
 log = logging.getLogger("trafka.admin")
 E = ErrorCode
 _NOT_NEEDED = "Leader election not needed for topic partition."
-_UNKNOWN = "The partition does not exist."
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
@@ -87,8 +88,12 @@ def _single_broker(ctx: RequestContext, asked: list[dict] | None, timeout_ms: in
         meta = topics.get(entry["topic"])
         partitions = []
         for index in entry["partitions"]:
-            known = meta is not None and 0 <= index < meta.partitions
-            code, message = (E.ELECTION_NOT_NEEDED, _NOT_NEEDED) if known else (E.UNKNOWN_TOPIC_OR_PARTITION, _UNKNOWN)
+            if meta is None:
+                code, message = E.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {entry['topic']}"
+            elif not 0 <= index < meta.partitions:
+                code, message = E.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {entry['topic']}-{index}"
+            else:
+                code, message = E.ELECTION_NOT_NEEDED, _NOT_NEEDED
             partitions.append({"partition_id": index, "error_code": code, "error_message": message})
         results.append({"topic": entry["topic"], "partition_result": partitions})
     return {"throttle_time_ms": 0, "error_code": E.NONE, "replica_election_results": results}

@@ -89,7 +89,7 @@ def new_topic_configs(current: dict[str, str], effective_defaults: dict[str, str
             configs.pop(name, None)
             continue
         if name not in TOPIC_CONFIGS:
-            raise InvalidConfig(name, "unknown topic config")
+            raise InvalidConfig.unknown(name)
         if value is None:
             raise InvalidConfig(name, f"{op.name} needs a value")
         if op == AlterOp.SET:

@@ -1,10 +1,12 @@
 """ListPartitionReassignments (46): the partitions being moved, with their replicas, adding
 and removing replicas (KIP-455).
 
-Implements v0. In a cluster served by the active controller only (NOT_CONTROLLER
-elsewhere); a single broker, like a one-node Kafka 4, never moves a partition and answers
-an empty list. topics = null lists every move; named partitions that are not moving
-are left out of the answer, as Kafka does.
+Implements v0. In a cluster, served by the active controller only (NOT_CONTROLLER
+elsewhere). topics = null lists every move; named partitions that are not moving are left
+out of the answer, as Kafka does. A single broker is its own controller (Metadata names
+it), and with one broker nothing can be moving: the answer is an empty list, as a one-node
+Kafka gives. (Answering NOT_CONTROLLER there made the admin client re-read Metadata, find
+the same controller and retry until its timeout: kafka-topics --describe hung a minute.)
 """
 
 from __future__ import annotations

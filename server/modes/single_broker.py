@@ -172,7 +172,7 @@ class SingleBroker(BrokerMode):
         name = topic["name"]
         validate_topic_name(name)
         if name in broker.topics:
-            raise KafkaError(f"topic {name} already exists", ErrorCode.TOPIC_ALREADY_EXISTS)
+            raise KafkaError(f"Topic '{name}' already exists.", ErrorCode.TOPIC_ALREADY_EXISTS)
         if name in INTERNAL_TOPICS:
             raise KafkaError(f"{name} is an internal topic", ErrorCode.INVALID_REQUEST)
         assignments = topic.get("assignments") or []
@@ -227,16 +227,18 @@ class SingleBroker(BrokerMode):
         if name in INTERNAL_TOPICS:
             raise InvalidRequest(f"{name} is an internal topic; its partition count cannot change")
         current, count = meta.partitions, topic["count"]
-        if count < current:
-            raise InvalidPartitions(f"topic {name} has {current} partitions; {count} would not be an increase")
+        # Kafka 4.x's (ReplicationControlManager) messages, which kafka-topics --alter prints.
         if count == current:
-            raise InvalidPartitions(f"topic {name} already has {current} partitions")
+            raise InvalidPartitions(f"Topic already has {current} partition(s).")
+        if count < current:
+            raise InvalidPartitions(f"The topic {name} currently has {current} partition(s); {count} would not be an "
+                                    f"increase.")
         added = count - current
         assignments = topic.get("assignments")
         if assignments is not None:
             if len(assignments) != added:
-                raise KafkaError(f"adding {added} partitions needs {added} assignments, got {len(assignments)}",
-                                 ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+                raise KafkaError(f"Attempted to add {added} additional partition(s), but only {len(assignments)} "
+                                 f"assignment(s) were specified.", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
             for index, assignment in enumerate(assignments):
                 replicas = assignment["broker_ids"]
                 if replicas != [broker.node_id]:

@@ -174,7 +174,7 @@ class ZooKeeperCluster(BrokerMode):
         name = topic["name"]
         validate_topic_name(name)
         if name in node.cache.topics:
-            raise KafkaError(f"topic {name} already exists", ErrorCode.TOPIC_ALREADY_EXISTS)
+            raise KafkaError(f"Topic '{name}' already exists.", ErrorCode.TOPIC_ALREADY_EXISTS)
         if name in INTERNAL_TOPICS:
             raise KafkaError(f"{name} is an internal topic", ErrorCode.INVALID_REQUEST)
         assignments = topic.get("assignments") or []
@@ -218,10 +218,14 @@ class ZooKeeperCluster(BrokerMode):
             raise InvalidRequest(f"{name} is an internal topic; its partition count cannot change")
         known = node.cache.topics.get(name)
         if known is None:
-            raise UnknownTopicOrPartition(f"topic {name} does not exist")
+            raise UnknownTopicOrPartition(f"The topic '{name}' does not exist.")
         current, count = len(known), topic["count"]
-        if count <= current:
-            raise InvalidPartitions(f"topic {name} has {current} partitions; {count} would not be an increase")
+        # Kafka's ZooKeeper-mode (ZkAdminManager) messages, which kafka-topics --alter prints.
+        if count < current:
+            raise InvalidPartitions(f"Topic currently has {current} partitions, which is higher than the requested "
+                                    f"{count}.")
+        if count == current:
+            raise InvalidPartitions(f"Topic already has {current} partitions.")
         plan = None
         assignments = topic.get("assignments")
         if assignments is not None:

@@ -39,6 +39,13 @@ def test_create_with_assignment_add_partitions_delete_everywhere(tmp_path, zk_co
         cluster.wait_for(lambda: len(cluster.partition("placed", 2, 3)["isr_nodes"]) == 2, 20, "partition 2 in sync")
         assert partition_dirs(cluster, "placed") == {1: ["placed-1", "placed-2"], 2: ["placed-0", "placed-2"],
                                                      3: ["placed-0", "placed-1"]}
+        # DescribeLogDirs lists every replica a broker hosts, the followers too (kafka-log-dirs,
+        # kafka-reassign-partitions); it listed only the partitions each broker led.
+        for node, dirs in partition_dirs(cluster, "placed").items():
+            answer = cluster.call(ApiKey.DESCRIBE_LOG_DIRS, 4, {"topics": None}, node)
+            listed = sorted(f"{t['name']}-{p['partition_index']}" for d in answer["results"] for t in d["topics"]
+                            for p in t["partitions"] if t["name"] == "placed")
+            assert listed == dirs, (node, answer)
         # DeleteTopics on one broker removes it from every broker's metadata and disk.
         deleted = cluster.call(ApiKey.DELETE_TOPICS, 4, {"topic_names": ["placed"], "timeout_ms": 20000}, node=1)
         assert deleted["responses"][0]["error_code"] == E.NONE

@@ -206,6 +206,12 @@ def test_per_broker_overrides_sources_and_errors(tmp_path, zk_connect):
             ("168", ConfigSource.DEFAULT_CONFIG.value)]  # log.retention.hours (Kafka 4.4)
         assert (one["log.segment.bytes"].value, one["log.segment.bytes"].source) == (
             "50000000", ConfigSource.STATIC_BROKER_CONFIG.value)
+        # A replication quota is a dynamic-only config in Kafka (no built-in synonym after it)
+        assert alter(client, BROKER, "1", [("leader.replication.throttled.rate", SET, "7000000")]) is None
+        assert cluster.wait_for(lambda: synonyms(cluster, 1, 4, "1", "leader.replication.throttled.rate"), 20,
+                                "the rate described") == [
+            ("leader.replication.throttled.rate", "7000000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)]
+        assert alter(client, BROKER, "1", [("leader.replication.throttled.rate", DELETE, None)]) is None
         assert one["broker.id"].is_read_only and one["zookeeper.connect"].is_read_only
         assert one["num.replica.fetchers"].value == "2"
         cluster.wait_for(lambda: describe(client, BROKER, "3")["log.retention.ms"].value == "3600000", 20,

@@ -338,6 +338,11 @@ def test_group_types_do_not_mix_when_migration_is_disabled(group_env):
         described = await env.call_api(ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["modern"],
                                                                    "include_authorized_operations": False})
         assert described["groups"][0]["group_state"] == "Dead"
+        # v6 (KIP-1043): Kafka 4.x says why
+        described = await env.call_api(ApiKey.DESCRIBE_GROUPS, 6, {"groups": ["modern"],
+                                                                   "include_authorized_operations": False})
+        assert (described["groups"][0]["error_code"], described["groups"][0]["error_message"]) == (
+            69, "Group modern is not a classic group.")
         # an empty consumer group may become a classic one
         await env.call_api(HB, 1, {"group_id": "modern", "member_id": "m", "member_epoch": -1})
         assert (await env.join_new("modern")).error == E.NONE

@@ -238,7 +238,13 @@ def test_describe_groups_versions(group_env, version):
         assert (m["member_id"], m["client_id"], m["client_host"], m["member_assignment"]) == (
             r.member_id, "c", "/127.0.0.1", b"asg")
         assert m["member_metadata"] == consumer_subscription("t")
-        assert (missing["error_code"], missing["group_state"], missing["members"]) == (0, "Dead", [])
+        # An unknown group: Dead with no error before v6; from v6 (KIP-1043) GROUP_ID_NOT_FOUND
+        # with Kafka 4.x's message.
+        if version >= 6:
+            assert (missing["error_code"], missing["error_message"], missing["group_state"], missing["members"]) == (
+                69, "Group missing not found.", "Dead", [])
+        else:
+            assert (missing["error_code"], missing["group_state"], missing["members"]) == (0, "Dead", [])
         if version >= 3:
             # READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: what Kafka 4.4 answers.
             assert g["authorized_operations"] == (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)

@@ -215,6 +215,8 @@ def test_security_disabled_without_authorizer(tmp_path):
     with BrokerProcess(tmp_path / "data") as b:
         answer = raw_request("127.0.0.1", b.port, 29, 1, DESCRIBE_ANY)
         assert answer["error_code"] == KafkaError.SECURITY_DISABLED
+        # Kafka's words (AclApis): DescribeAcls "... on the broker", Create/DeleteAcls without
+        assert answer["error_message"] == "No Authorizer is configured on the broker"
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
         for call in (lambda: create(admin, topic_acl("t", "User:bob", AclOperation.READ)),
                      lambda: admin.delete_acls([ANY_FILTER])[ANY_FILTER].result(timeout=10)):

@@ -437,3 +437,25 @@ def test_config_survives_restart(broker, ck):
     configs = topic_configs(broker, name, ["retention.bytes"])
     assert configs["retention.bytes"]["value"] == "123456789"
     assert configs["retention.bytes"]["config_source"] == DYNAMIC_TOPIC_CONFIG
+
+
+def test_topic_inherits_broker_min_isr_and_unclean(tmp_path):
+    """min.insync.replicas and unclean.leader.election.enable are not log settings, but a
+    topic without its own still has the broker's: Kafka describes the broker's static value
+    (STATIC_BROKER_CONFIG), and kafka-topics --describe lists it among the topic's configs.
+    Trafka described the built-in 1 / false with the static source."""
+    b = TrafkaBroker(tmp_path, extra_args=["--set", "min.insync.replicas=2",
+                                           "--set", "unclean.leader.election.enable=true"])
+    b.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        name = new_topic(admin)
+        configs = ck_describe(admin, name)
+        assert (configs["min.insync.replicas"].value, configs["min.insync.replicas"].source) == (
+            "2", ConfigSource.STATIC_BROKER_CONFIG.value)
+        assert (configs["unclean.leader.election.enable"].value,
+                configs["unclean.leader.election.enable"].source) == ("true", ConfigSource.STATIC_BROKER_CONFIG.value)
+        own = new_topic(admin, {"min.insync.replicas": "1"})
+        assert ck_describe(admin, own)["min.insync.replicas"].value == "1"
+    finally:
+        b.stop()

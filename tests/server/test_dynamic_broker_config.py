@@ -64,6 +64,9 @@ def test_validation_errors_are_kafkas(tmp_path):
     check({"log.retention.ms": "1000", "message.max.bytes": "2000", "num.replica.fetchers": "2"})
     assert error_of(lambda: check({"broker.id": "7", "log.dirs": "/x"})) == (
         ErrorCode.INVALID_REQUEST, "Cannot update these configs dynamically: Set(broker.id, log.dirs)")
+    # A single broker words it as Kafka 4.4 (KRaft, a Java set): kafka-configs prints it.
+    assert error_of(lambda: validate_update(cfg, {"broker.id": "7"}, True, broker.topic_defaults, kraft=True)) == (
+        ErrorCode.INVALID_REQUEST, "Cannot update these configs dynamically: [broker.id]")
     check({"no.such.setting": "1"})  # a custom config, kept as Kafka keeps one
     assert error_of(lambda: check({"message.max.bytes": "big"}))[0] == ErrorCode.INVALID_REQUEST
     assert error_of(lambda: check({"log.cleanup.policy": "sometimes"}))[1].startswith(
