@@ -226,3 +226,16 @@ class BrokerMode:
 
     async def delete_topic(self, name: str, timeout_ms: int) -> None:
         raise NotImplementedError
+
+    # ---- the controller's requests to this broker -----------------------------------------
+    async def leader_and_isr(self, request: dict, version: int) -> tuple[ErrorCode, list[tuple[str, int, ErrorCode]]]:
+        """LeaderAndIsr: (top-level code, (topic, partition, code) per partition applied)."""
+        raise NotImplementedError
+
+    async def stop_replica(self, request: dict, version: int) -> tuple[ErrorCode, list[tuple[str, int, ErrorCode]]]:
+        """StopReplica: (top-level code, (topic, partition, code) per partition stopped)."""
+        raise NotImplementedError
+
+    async def update_metadata(self, request: dict, version: int) -> ErrorCode:
+        """UpdateMetadata: the code of the answer once the metadata cache took the request."""
+        raise NotImplementedError

@@ -250,3 +250,15 @@ class SingleBroker(BrokerMode):
     async def delete_topic(self, name: str, timeout_ms: int) -> None:
         self.broker.delete_topic(name)
         await self.broker.groups.forget_topic(name)
+
+    # ---- the controller's requests to this broker -----------------------------------------
+    # A single broker has no controller to obey: whatever controller epoch a request carries
+    # is not that of this broker's controller, STALE_CONTROLLER_EPOCH, and nothing changes.
+    async def leader_and_isr(self, request: dict, version: int) -> tuple[ErrorCode, list[tuple[str, int, ErrorCode]]]:
+        return ErrorCode.STALE_CONTROLLER_EPOCH, []
+
+    async def stop_replica(self, request: dict, version: int) -> tuple[ErrorCode, list[tuple[str, int, ErrorCode]]]:
+        return ErrorCode.STALE_CONTROLLER_EPOCH, []
+
+    async def update_metadata(self, request: dict, version: int) -> ErrorCode:
+        return ErrorCode.STALE_CONTROLLER_EPOCH

@@ -238,3 +238,14 @@ class ZooKeeperCluster(BrokerMode):
     async def delete_topic(self, name: str, timeout_ms: int) -> None:
         # /admin/delete_topics/<t>; the controller deletes it everywhere
         await self.node.admin.delete_topic(name, timeout_ms / 1000)
+
+    # ---- the controller's requests to this broker -----------------------------------------
+    # Fenced by broker and controller epoch, then applied (server/cluster/node.py).
+    async def leader_and_isr(self, request: dict, version: int) -> tuple[ErrorCode, list[tuple[str, int, ErrorCode]]]:
+        return await self.node.leader_and_isr(request, version)
+
+    async def stop_replica(self, request: dict, version: int) -> tuple[ErrorCode, list[tuple[str, int, ErrorCode]]]:
+        return await self.node.stop_replica(request, version)
+
+    async def update_metadata(self, request: dict, version: int) -> ErrorCode:
+        return await self.node.update_metadata(request, version)
