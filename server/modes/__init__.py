@@ -239,3 +239,14 @@ class BrokerMode:
     async def update_metadata(self, request: dict, version: int) -> ErrorCode:
         """UpdateMetadata: the code of the answer once the metadata cache took the request."""
         raise NotImplementedError
+
+    # ---- requests the active controller serves ----------------------------------------------
+    async def alter_partition(self, request: dict, version: int) -> dict:
+        """AlterPartition's answer from the active controller; NotController on any other
+        broker."""
+        raise NotImplementedError
+
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[tuple[str, int]]]:
+        """ControlledShutdown: (code, the partitions `broker_id` still leads) once the
+        controller moved what it could; NotController on any other broker."""
+        raise NotImplementedError

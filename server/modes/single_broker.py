@@ -16,7 +16,8 @@ from storage import LogConfig
 from wire.errors import ErrorCode
 from wire.primitives import ZERO_UUID
 
-from server.errors import InvalidPartitions, InvalidRequest, KafkaError, PolicyViolation, UnknownTopicOrPartition
+from server.errors import (InvalidPartitions, InvalidRequest, KafkaError, NotController, PolicyViolation,
+                           UnknownTopicOrPartition)
 from server.modes import OFFSETS_TOPIC, REQUEST_PARTITION_LIMIT, BrokerAddress, BrokerMode, local_partition_state
 from server.topic_configs import apply, explicit_configs
 from server.topics import INTERNAL_TOPICS, validate_topic_name
@@ -262,3 +263,12 @@ class SingleBroker(BrokerMode):
 
     async def update_metadata(self, request: dict, version: int) -> ErrorCode:
         return ErrorCode.STALE_CONTROLLER_EPOCH
+
+    # ---- requests the active controller serves ----------------------------------------------
+    # A single broker has no controller: NOT_CONTROLLER, as any Kafka broker but the
+    # controller answers them.
+    async def alter_partition(self, request: dict, version: int) -> dict:
+        raise NotController("a single broker has no controller")
+
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[tuple[str, int]]]:
+        raise NotController("a single broker has no controller")

@@ -20,7 +20,7 @@ from wire.primitives import ZERO_UUID
 
 from server.cluster import leader_hints, replica_selector
 from server.coordinator_log import partition_for_key
-from server.errors import InvalidPartitions, InvalidRequest, KafkaError, UnknownTopicOrPartition
+from server.errors import InvalidPartitions, InvalidRequest, KafkaError, NotController, UnknownTopicOrPartition
 from server.groups import zookeeper_offsets
 from server.modes import BrokerAddress, BrokerMode, cluster_partition_state
 from server.topic_configs import explicit_configs
@@ -29,6 +29,7 @@ from server.topics import INTERNAL_TOPICS, validate_topic_name
 log = logging.getLogger("trafka.coordinator")  # FindCoordinator's
 
 if TYPE_CHECKING:
+    from server.cluster.controller import Controller
     from server.cluster.node import ClusterNode
     from server.groups.share.partition import SharePartition
     from server.partition import Partition
@@ -249,3 +250,20 @@ class ZooKeeperCluster(BrokerMode):
 
     async def update_metadata(self, request: dict, version: int) -> ErrorCode:
         return await self.node.update_metadata(request, version)
+
+    # ---- requests the active controller serves ----------------------------------------------
+    def _active_controller(self) -> "Controller":
+        """The controller, when this broker is the active one (NotController otherwise:
+        Kafka's ZooKeeper-mode brokers forward none of these, the client finds the
+        controller through Metadata)."""
+        controller = self.node.controller
+        if not controller.active:
+            raise NotController(f"broker {self.broker.node_id} is not the controller")
+        return controller
+
+    async def alter_partition(self, request: dict, version: int) -> dict:
+        # checks and the compare-and-set write are the controller's
+        return await self._active_controller().alter_partition(request, version)
+
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[tuple[str, int]]]:
+        return await self._active_controller().controlled_shutdown(broker_id, broker_epoch)
