@@ -250,3 +250,13 @@ class BrokerMode:
         """ControlledShutdown: (code, the partitions `broker_id` still leads) once the
         controller moved what it could; NotController on any other broker."""
         raise NotImplementedError
+
+    async def list_reassignments(self, request: dict) -> dict:
+        """ListPartitionReassignments' answer (KIP-455); NotController on a broker of a
+        cluster that is not the active controller."""
+        raise NotImplementedError
+
+    async def alter_reassignments(self, request: dict) -> dict:
+        """AlterPartitionReassignments' answer once each move has started (KIP-455);
+        NotController on a broker of a cluster that is not the active controller."""
+        raise NotImplementedError

@@ -272,3 +272,48 @@ class SingleBroker(BrokerMode):
 
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[tuple[str, int]]]:
         raise NotController("a single broker has no controller")
+
+    async def list_reassignments(self, request: dict) -> dict:
+        # like a one-node Kafka 4, it never moves a partition
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "topics": []}
+
+    async def alter_reassignments(self, request: dict) -> dict:
+        """As a one-node Kafka 4 (KRaft) controller answers: its partitions can only stay
+        where they are, so reassigning one to this broker is done at once, any other
+        replica list is INVALID_REPLICA_ASSIGNMENT, a cancel NO_REASSIGNMENT_IN_PROGRESS;
+        topics are answered as asked; timeout_ms <= 0 is REQUEST_TIMED_OUT."""
+        broker = self.broker
+        if request.get("timeout_ms", 60000) <= 0:
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.REQUEST_TIMED_OUT, "error_message": None,
+                    "responses": [{"name": t["name"], "partitions": [
+                        {"partition_index": p["partition_index"], "error_code": ErrorCode.REQUEST_TIMED_OUT,
+                         "error_message": None} for p in t["partitions"]]} for t in request["topics"]]}
+        responses = []
+        for topic in request["topics"]:
+            name = topic["name"]
+            meta = broker.topics.get(name)
+            partitions = []
+            for part in topic["partitions"]:
+                index, replicas = part["partition_index"], part.get("replicas")
+                code, message = ErrorCode.NONE, None
+                if meta is None:
+                    code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {name}."
+                elif not 0 <= index < meta.partitions:
+                    code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {name}:{index}."
+                elif replicas is None:
+                    code = ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+                elif not replicas:
+                    code, message = (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                     "The manual partition assignment includes an empty replica list.")
+                elif len(set(replicas)) != len(replicas):
+                    code, message = (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                     "The manual partition assignment includes a broker more than once.")
+                elif replicas != [broker.node_id]:
+                    other = next(r for r in replicas if r != broker.node_id)
+                    code, message = (ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes "
+                                     f"broker {other}, but no such broker is registered.")
+                partitions.append({"partition_index": index, "error_code": code, "error_message": message})
+            responses.append({"name": name, "partitions": partitions})
+        # Kafka answers an empty request with error_message "".
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None if responses else "",
+                "responses": responses}

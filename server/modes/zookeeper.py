@@ -267,3 +267,11 @@ class ZooKeeperCluster(BrokerMode):
 
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[tuple[str, int]]]:
         return await self._active_controller().controlled_shutdown(broker_id, broker_epoch)
+
+    async def list_reassignments(self, request: dict) -> dict:
+        return await self._active_controller().reassignments.list(request)
+
+    async def alter_reassignments(self, request: dict) -> dict:
+        # the answer once each move has started; the copy goes on in the background
+        # (server/cluster/reassignment.py)
+        return await self._active_controller().reassignments.alter(request)
