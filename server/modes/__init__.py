@@ -34,7 +34,7 @@ from server.cluster.leader_hints import FETCH_HINT_CODES, FETCH_MIN_VERSION, PRO
 
 __all__ = ["FETCH_HINT_CODES", "FETCH_MIN_VERSION", "OFFSETS_TOPIC", "PRODUCE_HINT_CODES", "PRODUCE_MIN_VERSION",
            "REQUEST_PARTITION_LIMIT", "TXN_TOPIC", "BrokerAddress", "BrokerMode", "cluster_partition_state",
-           "local_partition_state"]
+           "election_answer", "local_partition_state"]
 
 if TYPE_CHECKING:
     from storage import LogConfig
@@ -84,6 +84,16 @@ def cluster_partition_state(cache: "MetadataCache", index: int, info: "Partition
         "isr_nodes": list(info.isr),
         "offline_replicas": list(info.offline_replicas),
     }
+
+
+def election_answer(results: Mapping[tuple[str, int], tuple[ErrorCode, str | None]], error_code: ErrorCode) -> dict:
+    """An ElectLeaders answer from (topic, partition) -> (code, message), its topics in the
+    order first met."""
+    by_topic: dict[str, list[dict]] = {}
+    for (topic, index), (code, message) in results.items():
+        by_topic.setdefault(topic, []).append({"partition_id": index, "error_code": code, "error_message": message})
+    return {"throttle_time_ms": 0, "error_code": error_code,
+            "replica_election_results": [{"topic": t, "partition_result": ps} for t, ps in by_topic.items()]}
 
 
 class BrokerMode:
@@ -259,4 +269,10 @@ class BrokerMode:
     async def alter_reassignments(self, request: dict) -> dict:
         """AlterPartitionReassignments' answer once each move has started (KIP-455);
         NotController on a broker of a cluster that is not the active controller."""
+        raise NotImplementedError
+
+    async def elect_leaders(self, asked: list[dict] | None, election_type: int, timeout_ms: int,
+                            client_id: str | None) -> dict:
+        """ElectLeaders' answer (KIP-460) for ElectLeadersRequest's `topic_partitions`
+        (`asked`; None: every partition), its election type already checked."""
         raise NotImplementedError

@@ -28,6 +28,11 @@ if TYPE_CHECKING:
     from server.security.acls import AclBinding, AclFilter
 
 
+# Kafka 4's KRaft controller's messages for ElectLeaders
+_ELECTION_NOT_NEEDED = "Leader election not needed for topic partition."
+_UNKNOWN_PARTITION = "The partition does not exist."
+
+
 class SingleBroker(BrokerMode):
     """A broker alone: a cluster of one."""
 
@@ -317,3 +322,34 @@ class SingleBroker(BrokerMode):
         # Kafka answers an empty request with error_message "".
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None if responses else "",
                 "responses": responses}
+
+    async def elect_leaders(self, asked: list[dict] | None, election_type: int, timeout_ms: int,
+                            client_id: str | None) -> dict:
+        """Every replica is the preferred one and leads: each existing partition is
+        ELECTION_NOT_NEEDED, others UNKNOWN_TOPIC_OR_PARTITION, answered as Kafka 4's KRaft
+        controller does: the topics as asked, entry by entry (a partition named twice is
+        answered twice); for every partition (None), every topic, its partitions all
+        needing no election left out; no time left (timeout_ms <= 0): REQUEST_TIMED_OUT
+        for the request and each partition."""
+        E = ErrorCode
+        topics = self.broker.topics
+        if asked is None:
+            return {"throttle_time_ms": 0, "error_code": E.NONE,
+                    "replica_election_results": [{"topic": name, "partition_result": []} for name in topics]}
+        if timeout_ms <= 0:
+            return {"throttle_time_ms": 0, "error_code": E.REQUEST_TIMED_OUT, "replica_election_results": [
+                {"topic": t["topic"], "partition_result": [
+                    {"partition_id": p, "error_code": E.REQUEST_TIMED_OUT, "error_message": None}
+                    for p in t["partitions"]]}
+                for t in asked]}
+        results = []
+        for entry in asked:
+            meta = topics.get(entry["topic"])
+            partitions = []
+            for index in entry["partitions"]:
+                known = meta is not None and 0 <= index < meta.partitions
+                code, message = ((E.ELECTION_NOT_NEEDED, _ELECTION_NOT_NEEDED) if known
+                                 else (E.UNKNOWN_TOPIC_OR_PARTITION, _UNKNOWN_PARTITION))
+                partitions.append({"partition_id": index, "error_code": code, "error_message": message})
+            results.append({"topic": entry["topic"], "partition_result": partitions})
+        return {"throttle_time_ms": 0, "error_code": E.NONE, "replica_election_results": results}

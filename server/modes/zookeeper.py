@@ -22,11 +22,12 @@ from server.cluster import leader_hints, replica_selector
 from server.coordinator_log import partition_for_key
 from server.errors import InvalidPartitions, InvalidRequest, KafkaError, NotController, UnknownTopicOrPartition
 from server.groups import zookeeper_offsets
-from server.modes import BrokerAddress, BrokerMode, cluster_partition_state
+from server.modes import BrokerAddress, BrokerMode, cluster_partition_state, election_answer
 from server.topic_configs import explicit_configs
 from server.topics import INTERNAL_TOPICS, validate_topic_name
 
 log = logging.getLogger("trafka.coordinator")  # FindCoordinator's
+admin_log = logging.getLogger("trafka.admin")  # ElectLeaders'
 
 if TYPE_CHECKING:
     from server.cluster.controller import Controller
@@ -275,3 +276,25 @@ class ZooKeeperCluster(BrokerMode):
         # the answer once each move has started; the copy goes on in the background
         # (server/cluster/reassignment.py)
         return await self._active_controller().reassignments.alter(request)
+
+    async def elect_leaders(self, asked: list[dict] | None, election_type: int, timeout_ms: int,
+                            client_id: str | None) -> dict:
+        """The controller elects (server/cluster/elections.py) and answers once this broker's
+        metadata shows the new leaders or `timeout_ms` passed (REQUEST_TIMED_OUT). Any other
+        broker answers NOT_CONTROLLER for each partition asked for (for all it knows when
+        `asked` is None) with no top-level error, as Kafka's KafkaApis.handleElectLeaders
+        does, its controller answering through the callback per partition. For every
+        partition (None), the partitions that needed no election are left out."""
+        tps = None if asked is None else [(t["topic"], p) for t in asked for p in t["partitions"]]
+        controller = self.node.controller
+        if not controller.active:
+            if tps is None:
+                tps = [(t, p) for t, parts in self.node.cache.topics.items() for p in parts]
+            admin_log.info("ElectLeaders from %s on broker %d, which is not the controller: NOT_CONTROLLER", client_id,
+                           self.broker.node_id)
+            results = {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in tps}
+        else:
+            results = await controller.elections.elect_leaders(tps, election_type, timeout_ms / 1000)
+        if asked is None:
+            results = {tp: r for tp, r in results.items() if r[0] != ErrorCode.ELECTION_NOT_NEEDED}
+        return election_answer(results, ErrorCode.NONE)
