@@ -5,16 +5,20 @@ Why: a single broker is a cluster of one. Without this package every feature tha
 metadata, leadership or a shared store was written twice, once per mode, as a branch on
 whether the broker had a cluster node. Handlers now ask `broker.mode` the question such a
 branch decided — which topics exist and who leads them, where ACLs, quotas, topic configs
-and v0 offsets are kept, who coordinates a group, how a topic is created — and the two
-implementations give the two answers:
+and v0 offsets are kept, who coordinates a group, how a topic is created, whether a
+controller serves this request or sent that one — and the two implementations give the
+two answers:
 
 - `SingleBroker` (single_broker.py): this broker's own registry and partitions are the whole
   cluster; it leads every partition it has, keeps ACLs, client quotas and configs in its data
-  directory, and answers admin requests as Kafka 4's KRaft controller does.
+  directory, and answers admin requests as Kafka 4's KRaft controller does; it has no
+  controller, so what only the active controller serves is NOT_CONTROLLER (NotController)
+  and what a controller sends is STALE_CONTROLLER_EPOCH.
 - `ZooKeeperCluster` (zookeeper.py): the metadata cache the controller fills
   (server/cluster/metadata_cache.py) is the cluster; leadership moves, stores live in
   ZooKeeper (server/cluster/), and admin requests are answered as a ZooKeeper-mode Kafka 3.9
-  broker answers them.
+  broker answers them: the active controller serves elections, reassignments, ISR changes
+  and controlled shutdowns, and the cluster node applies the controller's requests.
 
 Kafka 3.x has the same seam: its KafkaApis asks a `MetadataSupport` (ZkSupport or
 RaftSupport). The mode is chosen once, when the broker is built (`Broker.__init__`), and

@@ -4,7 +4,11 @@ Its topic registry and partitions are the whole cluster and it leads every parti
 has; ACLs, client quotas, topic configs and group offsets are kept in its data directory;
 admin requests are answered as Kafka 4's KRaft controller answers them (no time left is
 REQUEST_TIMED_OUT, at most REQUEST_PARTITION_LIMIT partitions per request), replicas
-assigned to a broker other than this one are INVALID_REPLICA_ASSIGNMENT.
+assigned to a broker other than this one are INVALID_REPLICA_ASSIGNMENT. Elections and
+reassignments find nothing to do (every replica is the preferred one and stays). It has no
+controller: requests only the active controller serves are NOT_CONTROLLER, and a
+controller's requests to it (LeaderAndIsr, StopReplica, UpdateMetadata)
+STALE_CONTROLLER_EPOCH.
 """
 
 from __future__ import annotations

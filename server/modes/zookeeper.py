@@ -6,6 +6,10 @@ is the cluster; leadership moves between brokers, so answers carry KIP-951's lea
 ACLs, client quotas, topic configs and v0 offsets live in ZooKeeper, where every broker
 follows them; topics are created and deleted by writing their znodes, as a ZooKeeper-mode
 Kafka 3.9 broker does, and the controller (server/cluster/controller.py) does the rest.
+Elections, reassignments, ISR changes and controlled shutdowns are served by the active
+controller alone (NOT_CONTROLLER on any other broker, as Kafka's ZooKeeper-mode brokers
+forward none of them); the controller's requests to this broker are fenced and applied by
+the cluster node (server/cluster/node.py).
 """
 
 from __future__ import annotations
