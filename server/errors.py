@@ -118,6 +118,13 @@ class InvalidShareSessionEpoch(KafkaError):
     code = ErrorCode.INVALID_SHARE_SESSION_EPOCH
 
 
+class NotController(KafkaError):
+    """A request only the active controller serves reached another broker (a single broker
+    has no controller); the client finds the controller through Metadata and retries."""
+
+    code = ErrorCode.NOT_CONTROLLER
+
+
 class ClusterAuthorizationFailed(KafkaError):
     code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 

@@ -32,13 +32,6 @@ def _partition(index: int, code: ErrorCode, producers: list[dict] | None = None)
             "active_producers": producers or []}
 
 
-def _topic_known(ctx: RequestContext, name: str) -> bool:
-    cluster = ctx.broker.cluster
-    if cluster is not None:
-        return name in cluster.cache.topics
-    return name in ctx.broker.topics
-
-
 async def handle(ctx: RequestContext, request: dict) -> dict:
     topics = []
     for topic in request["topics"]:
@@ -46,7 +39,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         indexes = topic["partition_indexes"]
         if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, name):
             error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        elif not _topic_known(ctx, name):
+        elif not ctx.broker.mode.topic_exists(name):
             error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         else:
             error = None

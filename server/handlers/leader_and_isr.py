@@ -1,10 +1,10 @@
 """LeaderAndIsr (4): the controller makes local replicas leaders or followers.
 
 Implements v0-7. Only in a cluster (no controller exists otherwise: a single broker answers
-STALE_CONTROLLER_EPOCH, it has no controller to obey). The request is fenced by broker epoch
-and controller epoch, and applied per partition only for a newer leader epoch
-(server/cluster/node.py, docs/design/replication.md#checks-a-broker-applies);
-v5+ answers per topic id.
+STALE_CONTROLLER_EPOCH, it has no controller to obey; the broker's mode decides,
+server/modes/). The request is fenced by broker epoch and controller epoch, and applied per
+partition only for a newer leader epoch (server/cluster/node.py,
+docs/design/replication.md#checks-a-broker-applies); v5+ answers per topic id.
 """
 
 from __future__ import annotations
@@ -23,11 +23,8 @@ MAY_BLOCK = False
 async def handle(ctx: RequestContext, request: dict) -> dict:
     if not ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
         return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "partition_errors": [], "topics": []}
-    node = ctx.broker.cluster
     version = ctx.api_version
-    if node is None:
-        return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH, "partition_errors": [], "topics": []}
-    code, results = await node.leader_and_isr(request, version)
+    code, results = await ctx.broker.mode.leader_and_isr(request, version)
     if version >= 5:
         ids = {t["topic_name"]: t.get("topic_id") or ZERO_UUID for t in request["topic_states"]}
         by_topic: dict[str, list[dict]] = {}

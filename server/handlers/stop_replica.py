@@ -2,7 +2,8 @@
 
 Implements v0-4. Fenced by broker and controller epoch; per partition by leader epoch
 (-2 = the topic is being deleted). Replicas of __consumer_offsets / __transaction_state
-also unload their coordinator state (server/cluster/node.py).
+also unload their coordinator state (server/cluster/node.py). A single broker has no
+controller to obey: STALE_CONTROLLER_EPOCH (the broker's mode decides, server/modes/).
 """
 
 from __future__ import annotations
@@ -20,9 +21,6 @@ MAY_BLOCK = False
 async def handle(ctx: RequestContext, request: dict) -> dict:
     if not ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
         return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "partition_errors": []}
-    node = ctx.broker.cluster
-    if node is None:
-        return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH, "partition_errors": []}
-    code, results = await node.stop_replica(request, ctx.api_version)
+    code, results = await ctx.broker.mode.stop_replica(request, ctx.api_version)
     return {"error_code": code, "partition_errors": [{"topic_name": t, "partition_index": i, "error_code": e}
                                                      for t, i, e in results]}

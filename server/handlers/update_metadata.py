@@ -2,7 +2,8 @@
 
 Implements v0-8. Fills the metadata cache clients are answered from (live brokers,
 controller, partition leaders/ISR/replicas); fenced by broker and controller epoch
-(server/cluster/metadata_cache.py). A single broker has no controller: STALE_CONTROLLER_EPOCH.
+(server/cluster/metadata_cache.py). A single broker has no controller: STALE_CONTROLLER_EPOCH
+(the broker's mode decides, server/modes/).
 """
 
 from __future__ import annotations
@@ -20,7 +21,4 @@ MAY_BLOCK = False
 async def handle(ctx: RequestContext, request: dict) -> dict:
     if not ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
         return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
-    node = ctx.broker.cluster
-    if node is None:
-        return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH}
-    return {"error_code": await node.update_metadata(request, ctx.api_version)}
+    return {"error_code": await ctx.broker.mode.update_metadata(request, ctx.api_version)}

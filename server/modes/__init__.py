@@ -5,16 +5,20 @@ Why: a single broker is a cluster of one. Without this package every feature tha
 metadata, leadership or a shared store was written twice, once per mode, as a branch on
 whether the broker had a cluster node. Handlers now ask `broker.mode` the question such a
 branch decided — which topics exist and who leads them, where ACLs, quotas, topic configs
-and v0 offsets are kept, who coordinates a group, how a topic is created — and the two
-implementations give the two answers:
+and v0 offsets are kept, who coordinates a group, how a topic is created, whether a
+controller serves this request or sent that one — and the two implementations give the
+two answers:
 
 - `SingleBroker` (single_broker.py): this broker's own registry and partitions are the whole
   cluster; it leads every partition it has, keeps ACLs, client quotas and configs in its data
-  directory, and answers admin requests as Kafka 4's KRaft controller does.
+  directory, and answers admin requests as Kafka 4's KRaft controller does; it has no
+  controller, so what only the active controller serves is NOT_CONTROLLER (NotController)
+  and what a controller sends is STALE_CONTROLLER_EPOCH.
 - `ZooKeeperCluster` (zookeeper.py): the metadata cache the controller fills
   (server/cluster/metadata_cache.py) is the cluster; leadership moves, stores live in
   ZooKeeper (server/cluster/), and admin requests are answered as a ZooKeeper-mode Kafka 3.9
-  broker answers them.
+  broker answers them: the active controller serves elections, reassignments, ISR changes
+  and controlled shutdowns, and the cluster node applies the controller's requests.
 
 Kafka 3.x has the same seam: its KafkaApis asks a `MetadataSupport` (ZkSupport or
 RaftSupport). The mode is chosen once, when the broker is built (`Broker.__init__`), and
@@ -34,7 +38,7 @@ from server.cluster.leader_hints import FETCH_HINT_CODES, FETCH_MIN_VERSION, PRO
 
 __all__ = ["FETCH_HINT_CODES", "FETCH_MIN_VERSION", "OFFSETS_TOPIC", "PRODUCE_HINT_CODES", "PRODUCE_MIN_VERSION",
            "REQUEST_PARTITION_LIMIT", "TXN_TOPIC", "BrokerAddress", "BrokerMode", "cluster_partition_state",
-           "local_partition_state"]
+           "election_answer", "local_partition_state"]
 
 if TYPE_CHECKING:
     from storage import LogConfig
@@ -84,6 +88,16 @@ def cluster_partition_state(cache: "MetadataCache", index: int, info: "Partition
         "isr_nodes": list(info.isr),
         "offline_replicas": list(info.offline_replicas),
     }
+
+
+def election_answer(results: Mapping[tuple[str, int], tuple[ErrorCode, str | None]], error_code: ErrorCode) -> dict:
+    """An ElectLeaders answer from (topic, partition) -> (code, message), its topics in the
+    order first met."""
+    by_topic: dict[str, list[dict]] = {}
+    for (topic, index), (code, message) in results.items():
+        by_topic.setdefault(topic, []).append({"partition_id": index, "error_code": code, "error_message": message})
+    return {"throttle_time_ms": 0, "error_code": error_code,
+            "replica_election_results": [{"topic": t, "partition_result": ps} for t, ps in by_topic.items()]}
 
 
 class BrokerMode:
@@ -226,4 +240,44 @@ class BrokerMode:
         raise NotImplementedError
 
     async def delete_topic(self, name: str, timeout_ms: int) -> None:
+        raise NotImplementedError
+
+    # ---- the controller's requests to this broker -----------------------------------------
+    async def leader_and_isr(self, request: dict, version: int) -> tuple[ErrorCode, list[tuple[str, int, ErrorCode]]]:
+        """LeaderAndIsr: (top-level code, (topic, partition, code) per partition applied)."""
+        raise NotImplementedError
+
+    async def stop_replica(self, request: dict, version: int) -> tuple[ErrorCode, list[tuple[str, int, ErrorCode]]]:
+        """StopReplica: (top-level code, (topic, partition, code) per partition stopped)."""
+        raise NotImplementedError
+
+    async def update_metadata(self, request: dict, version: int) -> ErrorCode:
+        """UpdateMetadata: the code of the answer once the metadata cache took the request."""
+        raise NotImplementedError
+
+    # ---- requests the active controller serves ----------------------------------------------
+    async def alter_partition(self, request: dict, version: int) -> dict:
+        """AlterPartition's answer from the active controller; NotController on any other
+        broker."""
+        raise NotImplementedError
+
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[tuple[str, int]]]:
+        """ControlledShutdown: (code, the partitions `broker_id` still leads) once the
+        controller moved what it could; NotController on any other broker."""
+        raise NotImplementedError
+
+    async def list_reassignments(self, request: dict) -> dict:
+        """ListPartitionReassignments' answer (KIP-455); NotController on a broker of a
+        cluster that is not the active controller."""
+        raise NotImplementedError
+
+    async def alter_reassignments(self, request: dict) -> dict:
+        """AlterPartitionReassignments' answer once each move has started (KIP-455);
+        NotController on a broker of a cluster that is not the active controller."""
+        raise NotImplementedError
+
+    async def elect_leaders(self, asked: list[dict] | None, election_type: int, timeout_ms: int,
+                            client_id: str | None) -> dict:
+        """ElectLeaders' answer (KIP-460) for ElectLeadersRequest's `topic_partitions`
+        (`asked`; None: every partition), its election type already checked."""
         raise NotImplementedError

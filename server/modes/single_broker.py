@@ -4,11 +4,16 @@ Its topic registry and partitions are the whole cluster and it leads every parti
 has; ACLs, client quotas, topic configs and group offsets are kept in its data directory;
 admin requests are answered as Kafka 4's KRaft controller answers them (no time left is
 REQUEST_TIMED_OUT, at most REQUEST_PARTITION_LIMIT partitions per request), replicas
-assigned to a broker other than this one are INVALID_REPLICA_ASSIGNMENT.
+assigned to a broker other than this one are INVALID_REPLICA_ASSIGNMENT. Elections and
+reassignments find nothing to do (every replica is the preferred one and stays). It has no
+controller: requests only the active controller serves are NOT_CONTROLLER, and a
+controller's requests to it (LeaderAndIsr, StopReplica, UpdateMetadata)
+STALE_CONTROLLER_EPOCH.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
@@ -16,7 +21,8 @@ from storage import LogConfig
 from wire.errors import ErrorCode
 from wire.primitives import ZERO_UUID
 
-from server.errors import InvalidPartitions, InvalidRequest, KafkaError, PolicyViolation, UnknownTopicOrPartition
+from server.errors import (InvalidPartitions, InvalidRequest, KafkaError, NotController, PolicyViolation,
+                           UnknownTopicOrPartition)
 from server.modes import OFFSETS_TOPIC, REQUEST_PARTITION_LIMIT, BrokerAddress, BrokerMode, local_partition_state
 from server.topic_configs import apply, explicit_configs
 from server.topics import INTERNAL_TOPICS, validate_topic_name
@@ -25,6 +31,11 @@ if TYPE_CHECKING:
     from server.groups.share.partition import SharePartition
     from server.partition import Partition
     from server.security.acls import AclBinding, AclFilter
+
+
+# Kafka 4's KRaft controller's messages for ElectLeaders
+_ELECTION_NOT_NEEDED = "Leader election not needed for topic partition."
+log = logging.getLogger("trafka.admin")
 
 
 class SingleBroker(BrokerMode):
@@ -255,3 +266,117 @@ class SingleBroker(BrokerMode):
     async def delete_topic(self, name: str, timeout_ms: int) -> None:
         self.broker.delete_topic(name)
         await self.broker.groups.forget_topic(name)
+
+    # ---- the controller's requests to this broker -----------------------------------------
+    # A single broker has no controller to obey: whatever controller epoch a request carries
+    # is not that of this broker's controller, STALE_CONTROLLER_EPOCH, and nothing changes.
+    async def leader_and_isr(self, request: dict, version: int) -> tuple[ErrorCode, list[tuple[str, int, ErrorCode]]]:
+        return ErrorCode.STALE_CONTROLLER_EPOCH, []
+
+    async def stop_replica(self, request: dict, version: int) -> tuple[ErrorCode, list[tuple[str, int, ErrorCode]]]:
+        return ErrorCode.STALE_CONTROLLER_EPOCH, []
+
+    async def update_metadata(self, request: dict, version: int) -> ErrorCode:
+        return ErrorCode.STALE_CONTROLLER_EPOCH
+
+    # ---- requests the active controller serves ----------------------------------------------
+    # A single broker has no controller: NOT_CONTROLLER, as any Kafka broker but the
+    # controller answers them.
+    async def alter_partition(self, request: dict, version: int) -> dict:
+        raise NotController("a single broker has no controller")
+
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[tuple[str, int]]]:
+        raise NotController("a single broker has no controller")
+
+    async def list_reassignments(self, request: dict) -> dict:
+        # like a one-node Kafka 4, it never moves a partition
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "topics": []}
+
+    async def alter_reassignments(self, request: dict) -> dict:
+        """As a one-node Kafka 4 (KRaft) controller answers: its partitions can only stay
+        where they are, so reassigning one to this broker is done at once, any other
+        replica list is INVALID_REPLICA_ASSIGNMENT, a cancel NO_REASSIGNMENT_IN_PROGRESS;
+        topics are answered as asked; timeout_ms <= 0 is REQUEST_TIMED_OUT."""
+        broker = self.broker
+        if request.get("timeout_ms", 60000) <= 0:
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.REQUEST_TIMED_OUT, "error_message": None,
+                    "responses": [{"name": t["name"], "partitions": [
+                        {"partition_index": p["partition_index"], "error_code": ErrorCode.REQUEST_TIMED_OUT,
+                         "error_message": None} for p in t["partitions"]]} for t in request["topics"]]}
+        responses = []
+        for topic in request["topics"]:
+            name = topic["name"]
+            meta = broker.topics.get(name)
+            partitions = []
+            for part in topic["partitions"]:
+                index, replicas = part["partition_index"], part.get("replicas")
+                code, message = ErrorCode.NONE, None
+                if meta is None:
+                    code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {name}."
+                elif not 0 <= index < meta.partitions:
+                    code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {name}:{index}."
+                elif replicas is None:
+                    code = ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+                else:
+                    code, message = _check_target(replicas, broker.node_id)
+                if code != ErrorCode.NONE:
+                    log.info("AlterPartitionReassignments %s-%d to %s: %s (%s)", name, index, replicas,
+                             code.name, message)
+                partitions.append({"partition_index": index, "error_code": code, "error_message": message})
+            responses.append({"name": name, "partitions": partitions})
+        # Kafka answers an empty request with error_message "".
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None if responses else "",
+                "responses": responses}
+
+    async def elect_leaders(self, asked: list[dict] | None, election_type: int, timeout_ms: int,
+                            client_id: str | None) -> dict:
+        """Every replica is the preferred one and leads: each existing partition is
+        ELECTION_NOT_NEEDED, others UNKNOWN_TOPIC_OR_PARTITION, answered as Kafka 4's KRaft
+        controller does: the topics as asked, entry by entry (a partition named twice is
+        answered twice); for every partition (None), every topic, its partitions all
+        needing no election left out; no time left (timeout_ms <= 0): REQUEST_TIMED_OUT
+        for the request and each partition."""
+        E = ErrorCode
+        topics = self.broker.topics
+        if asked is None:
+            return {"throttle_time_ms": 0, "error_code": E.NONE,
+                    "replica_election_results": [{"topic": name, "partition_result": []} for name in topics]}
+        if timeout_ms <= 0:
+            return {"throttle_time_ms": 0, "error_code": E.REQUEST_TIMED_OUT, "replica_election_results": [
+                {"topic": t["topic"], "partition_result": [
+                    {"partition_id": p, "error_code": E.REQUEST_TIMED_OUT, "error_message": None}
+                    for p in t["partitions"]]}
+                for t in asked]}
+        results = []
+        for entry in asked:
+            meta = topics.get(entry["topic"])
+            partitions = []
+            for index in entry["partitions"]:
+                # a one-node Kafka 4's messages (ReplicationControlManager), which
+                # kafka-leader-election prints
+                if meta is None:
+                    code, message = E.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {entry['topic']}"
+                elif not 0 <= index < meta.partitions:
+                    code, message = E.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {entry['topic']}-{index}"
+                else:
+                    code, message = E.ELECTION_NOT_NEEDED, _ELECTION_NOT_NEEDED
+                partitions.append({"partition_id": index, "error_code": code, "error_message": message})
+            results.append({"topic": entry["topic"], "partition_result": partitions})
+        return {"throttle_time_ms": 0, "error_code": E.NONE, "replica_election_results": results}
+
+
+def _check_target(target: list[int], node_id: int) -> tuple[ErrorCode, str | None]:
+    """Kafka's validateManualPartitionAssignment with this broker the only one registered:
+    the broker ids are checked in sorted order, so the message names the lowest offender."""
+    if not target:
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list."
+    previous = None
+    for broker_id in sorted(target):
+        if broker_id != node_id:
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, (f"The manual partition assignment includes broker "
+                                                          f"{broker_id}, but no such broker is registered.")
+        if broker_id == previous:
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, (f"The manual partition assignment includes the broker "
+                                                          f"{previous} more than once.")
+        previous = broker_id
+    return ErrorCode.NONE, None

@@ -6,6 +6,10 @@ is the cluster; leadership moves between brokers, so answers carry KIP-951's lea
 ACLs, client quotas, topic configs and v0 offsets live in ZooKeeper, where every broker
 follows them; topics are created and deleted by writing their znodes, as a ZooKeeper-mode
 Kafka 3.9 broker does, and the controller (server/cluster/controller.py) does the rest.
+Elections, reassignments, ISR changes and controlled shutdowns are served by the active
+controller alone (NOT_CONTROLLER on any other broker, as Kafka's ZooKeeper-mode brokers
+forward none of them); the controller's requests to this broker are fenced and applied by
+the cluster node (server/cluster/node.py).
 """
 
 from __future__ import annotations
@@ -20,15 +24,17 @@ from wire.primitives import ZERO_UUID
 
 from server.cluster import leader_hints, replica_selector
 from server.coordinator_log import partition_for_key
-from server.errors import InvalidPartitions, InvalidRequest, KafkaError, UnknownTopicOrPartition
+from server.errors import InvalidPartitions, InvalidRequest, KafkaError, NotController, UnknownTopicOrPartition
 from server.groups import zookeeper_offsets
-from server.modes import BrokerAddress, BrokerMode, cluster_partition_state
+from server.modes import BrokerAddress, BrokerMode, cluster_partition_state, election_answer
 from server.topic_configs import explicit_configs
 from server.topics import INTERNAL_TOPICS, validate_topic_name
 
 log = logging.getLogger("trafka.coordinator")  # FindCoordinator's
+admin_log = logging.getLogger("trafka.admin")  # ElectLeaders'
 
 if TYPE_CHECKING:
+    from server.cluster.controller import Controller
     from server.cluster.node import ClusterNode
     from server.groups.share.partition import SharePartition
     from server.partition import Partition
@@ -242,3 +248,61 @@ class ZooKeeperCluster(BrokerMode):
     async def delete_topic(self, name: str, timeout_ms: int) -> None:
         # /admin/delete_topics/<t>; the controller deletes it everywhere
         await self.node.admin.delete_topic(name, timeout_ms / 1000)
+
+    # ---- the controller's requests to this broker -----------------------------------------
+    # Fenced by broker and controller epoch, then applied (server/cluster/node.py).
+    async def leader_and_isr(self, request: dict, version: int) -> tuple[ErrorCode, list[tuple[str, int, ErrorCode]]]:
+        return await self.node.leader_and_isr(request, version)
+
+    async def stop_replica(self, request: dict, version: int) -> tuple[ErrorCode, list[tuple[str, int, ErrorCode]]]:
+        return await self.node.stop_replica(request, version)
+
+    async def update_metadata(self, request: dict, version: int) -> ErrorCode:
+        return await self.node.update_metadata(request, version)
+
+    # ---- requests the active controller serves ----------------------------------------------
+    def _active_controller(self) -> "Controller":
+        """The controller, when this broker is the active one (NotController otherwise:
+        Kafka's ZooKeeper-mode brokers forward none of these, the client finds the
+        controller through Metadata)."""
+        controller = self.node.controller
+        if not controller.active:
+            raise NotController(f"broker {self.broker.node_id} is not the controller")
+        return controller
+
+    async def alter_partition(self, request: dict, version: int) -> dict:
+        # checks and the compare-and-set write are the controller's
+        return await self._active_controller().alter_partition(request, version)
+
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[tuple[str, int]]]:
+        return await self._active_controller().controlled_shutdown(broker_id, broker_epoch)
+
+    async def list_reassignments(self, request: dict) -> dict:
+        return await self._active_controller().reassignments.list(request)
+
+    async def alter_reassignments(self, request: dict) -> dict:
+        # the answer once each move has started; the copy goes on in the background
+        # (server/cluster/reassignment.py)
+        return await self._active_controller().reassignments.alter(request)
+
+    async def elect_leaders(self, asked: list[dict] | None, election_type: int, timeout_ms: int,
+                            client_id: str | None) -> dict:
+        """The controller elects (server/cluster/elections.py) and answers once this broker's
+        metadata shows the new leaders or `timeout_ms` passed (REQUEST_TIMED_OUT). Any other
+        broker answers NOT_CONTROLLER for each partition asked for (for all it knows when
+        `asked` is None) with no top-level error, as Kafka's KafkaApis.handleElectLeaders
+        does, its controller answering through the callback per partition. For every
+        partition (None), the partitions that needed no election are left out."""
+        tps = None if asked is None else [(t["topic"], p) for t in asked for p in t["partitions"]]
+        controller = self.node.controller
+        if not controller.active:
+            if tps is None:
+                tps = [(t, p) for t, parts in self.node.cache.topics.items() for p in parts]
+            admin_log.info("ElectLeaders from %s on broker %d, which is not the controller: NOT_CONTROLLER", client_id,
+                           self.broker.node_id)
+            results = {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in tps}
+        else:
+            results = await controller.elections.elect_leaders(tps, election_type, timeout_ms / 1000)
+        if asked is None:
+            results = {tp: r for tp, r in results.items() if r[0] != ErrorCode.ELECTION_NOT_NEEDED}
+        return election_answer(results, ErrorCode.NONE)
