@@ -11,7 +11,7 @@ Every section starts its brokers fresh (Trafka from this checkout, Apache Kafka 
 (A,B then B,A in the next repeat, so the machine's drift falls on both), verifies every
 window, and appends one JSON line per window to `.cache/bench-results/race-<time>.jsonl`
 (the first line the machine, versions and settings; the last the load average at the end).
-The Markdown table is generated from those lines into `--md` (default bench/RACE.md): medians
+The Markdown table is generated from those lines into `--md` (default docs/race.md, a page of the manual): medians
 with min..max over the repeats, and ratios Trafka/Kafka.
 
 Sections (`--only`):
@@ -636,7 +636,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kafka-set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--run-timeout", type=float, default=300.0)
     ap.add_argument("--out", default=None, help="JSONL (default .cache/bench-results/race-<time>.jsonl)")
-    ap.add_argument("--md", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "RACE.md"),
+    ap.add_argument("--md", default=os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "race.md"),
                     help="the generated Markdown table ('' for none)")
     ap.add_argument("--log-dir", default=None, help="keep broker logs here (default: temporary, removed)")
     ap.add_argument("--summarize", nargs="+", default=None, help="only render the table of JSONL files")
