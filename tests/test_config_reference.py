@@ -24,13 +24,14 @@ def test_every_setting_and_topic_config_has_a_row_with_its_default():
     page = REFERENCE.read_text()
     rows = {line.split("|")[1].strip().strip("`"): line for line in page.splitlines() if line.startswith("| `")}
     assert set(SETTINGS) | set(TOPIC_CONFIGS) <= set(rows)
-    assert "| `num.partitions` | LONG | `1` |" in rows["num.partitions"]
-    assert "| `log.retention.ms` | LONG | `604800000` | yes |" in rows["log.retention.ms"]
+    assert "| `num.partitions` | INT | `1` |" in rows["num.partitions"]
+    assert "| `log.retention.ms` | LONG | (empty) | yes |" in rows["log.retention.ms"]  # null, as Kafka's
+    assert "| `log.retention.hours` | INT | `168` |" in rows["log.retention.hours"]
 
 
 def test_check_mode_fails_on_a_stale_page(tmp_path):
     stale = tmp_path / "reference.md"
-    stale.write_text(render().replace("| `num.partitions` | LONG | `1` |", "| `num.partitions` | LONG | `3` |"))
+    stale.write_text(render().replace("| `num.partitions` | INT | `1` |", "| `num.partitions` | INT | `3` |"))
     check = [sys.executable, "-m", "server.config_docs", "--check", "--output"]
     stale_run = subprocess.run([*check, str(stale)], cwd=REPO, capture_output=True, text=True)
     assert stale_run.returncode == 1 and "is stale" in stale_run.stderr
