@@ -41,6 +41,8 @@ from pathlib import Path
 
 import pytest
 
+from compat_tests.parts import part_suffix
+
 HERE = Path(__file__).resolve().parent
 PEER_RESULTS = HERE / "peer_results"
 # The peer kinds whose results are kept between runs (one file each).
@@ -167,15 +169,28 @@ class MatrixReport:
                 terminalreporter.write_line(f"{kind} results kept in {path.relative_to(HERE.parent)}")
         markdown = render_markdown(results, load_peer_results(skip={r.broker for r in results}),
                                    generated=generated, elapsed_s=elapsed)
-        (HERE / "report.md").write_text(markdown)
-        (HERE / "report.json").write_text(json.dumps({
+        suffix = part_suffix()
+        (HERE / f"report{suffix}.md").write_text(markdown)
+        (HERE / f"report{suffix}.json").write_text(json.dumps({
             "generated": generated,
             "elapsed_s": round(elapsed, 1),
             "brokers": order_brokers({r.broker for r in results}),
             "results": [_json_result(r) for r in sorted(results, key=_result_key)],
         }, indent=1) + "\n")
-        terminalreporter.write_sep("=", "compatibility matrix (compat_tests/report.md)")
+        terminalreporter.write_sep("=", f"compatibility matrix (compat_tests/report{suffix}.md)")
         terminalreporter.write_line(markdown)
+
+
+def merge_parts(paths: list[Path]) -> dict:
+    """One run's report.json contents from its parts' (the results of all; the latest
+    generation time; the longest part's elapsed time, the parts having run side by side)."""
+    parts = [json.loads(path.read_text()) for path in paths]
+    results = [r for part in parts for r in part["results"]]
+    results.sort(key=lambda r: _result_key(Result.from_dict(r)))
+    return {"generated": max(part["generated"] for part in parts),
+            "elapsed_s": max(part.get("elapsed_s") or 0 for part in parts),
+            "brokers": order_brokers({r["broker"] for r in results}),
+            "results": results}
 
 
 def _json_result(r: Result) -> dict:
@@ -515,7 +530,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true",
                         help="exit 1 when docs/compatibility/matrix.md is not what "
                         "docs/compatibility/report.json renders (writes nothing)")
+    parser.add_argument("--merge", nargs="+", type=Path, metavar="PART_JSON",
+                        help="make report.json and report.md from the report-<part>.json of a run "
+                        "split into parts (COMPAT_PART), and print the matrix")
     args = parser.parse_args(argv)
+    if args.merge:
+        data = merge_parts(args.merge)
+        (HERE / "report.json").write_text(json.dumps(data, indent=1) + "\n")
+        markdown = render_from_data(data)
+        (HERE / "report.md").write_text(markdown)
+        print(markdown)
+        print(f"wrote {HERE / 'report.json'} and {HERE / 'report.md'} from {len(args.merge)} parts")
+        return 0
     if args.check:
         page = render_page(json.loads(DOCS_DATA.read_text()))
         if not DOCS_PAGE.exists() or DOCS_PAGE.read_text() != page:

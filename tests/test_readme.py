@@ -30,6 +30,7 @@ def test_the_readme_states_the_ci_test_command_after_the_two_commands():
     assert "python -m pytest -q tests compat_tests --broker kafka,trafka" in text
     ci = (REPO / ".ci" / "run").read_text()
     assert 'BROKERS="${COMPAT_BROKERS:-kafka,trafka}"' in ci and '-m pytest -q tests compat_tests --broker "$BROKERS"' in ci
-    # run by default as its two halves side by side
-    assert "python -m pytest -q tests` and `python -m pytest -q compat_tests\n--broker kafka,trafka`" in text
-    assert "half tests tests " in ci and 'half compat_tests compat_tests --broker "$BROKERS"' in ci
+    # run by default as three processes side by side: tests/ and compat_tests/ in two parts
+    assert "`python -m pytest -q tests`, and `python -m pytest -q compat_tests\n--broker kafka,trafka` in two parts" in text
+    assert "half tests tests &" in ci and 'COMPAT_PART=a half compat_tests-a compat_tests "${ignore_b[@]}" --broker "$BROKERS"' in ci
+    assert 'COMPAT_PART=b half compat_tests-b "${COMPAT_B[@]}" --broker "$BROKERS"' in ci

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from compat_tests import recording as record
+from compat_tests.parts import part_suffix
 from compat_tests.observe import allowlist, compare, normalise, report
 from compat_tests.observe.verdict import PairResult, Side, Verdict
 
@@ -46,9 +47,11 @@ class ObservationPlugin:
                  allowed: tuple[allowlist.Allowance, ...] | None = None) -> None:
         self.config = config
         self.allowed = allowlist.ALLOWED if allowed is None else allowed
-        self.out_dir = root / "observations"
-        self.report_md = root / "differences.md"
-        self.report_json = root / "differences.json"
+        # a part of a split run (COMPAT_PART) keeps its own files: the parts run side by side
+        suffix = part_suffix()
+        self.out_dir = root / f"observations{suffix}"
+        self.report_md = root / f"differences{suffix}.md"
+        self.report_json = root / f"differences{suffix}.json"
         self.kinds: set[str] = set()
         self.outcomes: dict[str, str] = {}
         self.sides: dict[tuple[str, str, str, str], Side] = {}  # (kind, module, scenario, client)
