@@ -30,10 +30,13 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from storage import LogConfig
 from wire.errors import ErrorCode
 
 # KIP-951's leader hints: which answers carry them and from which version (handlers take
 # them from here, never from server.cluster)
+from server.errors import KafkaError
+from server.topics import INTERNAL_TOPICS, validate_topic_name
 from server.cluster.leader_hints import FETCH_HINT_CODES, FETCH_MIN_VERSION, PRODUCE_HINT_CODES, PRODUCE_MIN_VERSION
 
 __all__ = ["FETCH_HINT_CODES", "FETCH_MIN_VERSION", "OFFSETS_TOPIC", "PRODUCE_HINT_CODES", "PRODUCE_MIN_VERSION",
@@ -41,7 +44,6 @@ __all__ = ["FETCH_HINT_CODES", "FETCH_MIN_VERSION", "OFFSETS_TOPIC", "PRODUCE_HI
            "election_answer", "local_partition_state"]
 
 if TYPE_CHECKING:
-    from storage import LogConfig
     from server.cluster.metadata_cache import MetadataCache, PartitionInfo
     from server.groups.share.partition import SharePartition
     from server.partition import Partition
@@ -281,3 +283,25 @@ class BrokerMode:
         """ElectLeaders' answer (KIP-460) for ElectLeadersRequest's `topic_partitions`
         (`asked`; None: every partition), its election type already checked."""
         raise NotImplementedError
+
+
+def new_topic_configs(topic: dict, defaults: "LogConfig") -> dict[str, str]:
+    """A CreateTopics entry's configs as a dict, checked as Kafka checks them (a null value is
+    INVALID_CONFIG; LogConfig.from_kafka raises InvalidConfig for a bad one): both modes'
+    controller side uses it."""
+    configs: dict[str, str] = {}
+    for entry in topic.get("configs") or []:
+        if entry["value"] is None:
+            raise KafkaError(f"config {entry['name']} has a null value", ErrorCode.INVALID_CONFIG)
+        configs[entry["name"]] = entry["value"]
+    LogConfig.from_kafka(configs, defaults)
+    return configs
+
+
+def check_new_topic(name: str, exists: bool) -> None:
+    """The checks of a topic to create that come before its plan, in Kafka's order."""
+    validate_topic_name(name)
+    if exists:
+        raise KafkaError(f"Topic '{name}' already exists.", ErrorCode.TOPIC_ALREADY_EXISTS)
+    if name in INTERNAL_TOPICS:
+        raise KafkaError(f"{name} is an internal topic", ErrorCode.INVALID_REQUEST)

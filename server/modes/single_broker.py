@@ -23,9 +23,10 @@ from wire.primitives import ZERO_UUID
 
 from server.errors import (InvalidPartitions, InvalidRequest, KafkaError, NotController, PolicyViolation,
                            UnknownTopicOrPartition)
-from server.modes import OFFSETS_TOPIC, REQUEST_PARTITION_LIMIT, BrokerAddress, BrokerMode, local_partition_state
+from server.modes import (OFFSETS_TOPIC, REQUEST_PARTITION_LIMIT, BrokerAddress, BrokerMode, check_new_topic,
+                          local_partition_state, new_topic_configs)
 from server.topic_configs import apply, explicit_configs
-from server.topics import INTERNAL_TOPICS, validate_topic_name
+from server.topics import INTERNAL_TOPICS
 
 if TYPE_CHECKING:
     from server.groups.share.partition import SharePartition
@@ -181,11 +182,7 @@ class SingleBroker(BrokerMode):
     def _plan(self, topic: dict) -> tuple[int, dict[str, str]]:
         broker = self.broker
         name = topic["name"]
-        validate_topic_name(name)
-        if name in broker.topics:
-            raise KafkaError(f"Topic '{name}' already exists.", ErrorCode.TOPIC_ALREADY_EXISTS)
-        if name in INTERNAL_TOPICS:
-            raise KafkaError(f"{name} is an internal topic", ErrorCode.INVALID_REQUEST)
+        check_new_topic(name, name in broker.topics)
         assignments = topic.get("assignments") or []
         partitions = topic["num_partitions"]
         replication = topic["replication_factor"]
@@ -209,12 +206,7 @@ class SingleBroker(BrokerMode):
                 raise KafkaError(f"replication factor {replication} is larger than the 1 available broker"
                                  if replication > 1 else f"replication factor must be positive, got {replication}",
                                  ErrorCode.INVALID_REPLICATION_FACTOR)
-        configs: dict[str, str] = {}
-        for entry in topic.get("configs") or []:
-            if entry["value"] is None:
-                raise KafkaError(f"config {entry['name']} has a null value", ErrorCode.INVALID_CONFIG)
-            configs[entry["name"]] = entry["value"]
-        LogConfig.from_kafka(configs, broker.logs.defaults)  # raises InvalidConfig
+        configs = new_topic_configs(topic, broker.logs.defaults)
         limit = broker.config.get("trafka.max.partitions")
         if broker.total_partitions() + partitions > limit:
             raise KafkaError(f"{partitions} more partitions would exceed trafka.max.partitions={limit}",

@@ -26,9 +26,10 @@ from server.cluster import leader_hints, replica_selector
 from server.coordinator_log import partition_for_key
 from server.errors import InvalidPartitions, InvalidRequest, KafkaError, NotController, UnknownTopicOrPartition
 from server.groups import zookeeper_offsets
-from server.modes import BrokerAddress, BrokerMode, cluster_partition_state, election_answer
+from server.modes import (BrokerAddress, BrokerMode, check_new_topic, cluster_partition_state, election_answer,
+                          new_topic_configs)
 from server.topic_configs import explicit_configs
-from server.topics import INTERNAL_TOPICS, validate_topic_name
+from server.topics import INTERNAL_TOPICS
 
 log = logging.getLogger("trafka.coordinator")  # FindCoordinator's
 admin_log = logging.getLogger("trafka.admin")  # ElectLeaders'
@@ -178,11 +179,7 @@ class ZooKeeperCluster(BrokerMode):
         broker = self.broker
         node = self.node
         name = topic["name"]
-        validate_topic_name(name)
-        if name in node.cache.topics:
-            raise KafkaError(f"Topic '{name}' already exists.", ErrorCode.TOPIC_ALREADY_EXISTS)
-        if name in INTERNAL_TOPICS:
-            raise KafkaError(f"{name} is an internal topic", ErrorCode.INVALID_REQUEST)
+        check_new_topic(name, name in node.cache.topics)
         assignments = topic.get("assignments") or []
         partitions = topic["num_partitions"]
         replication = topic["replication_factor"]
@@ -204,12 +201,7 @@ class ZooKeeperCluster(BrokerMode):
                 raise KafkaError(f"replication factor must be positive, got {replication}",
                                  ErrorCode.INVALID_REPLICATION_FACTOR)
             plan = node.admin.plan(partitions, replication)
-        configs: dict[str, str] = {}
-        for entry in topic.get("configs") or []:
-            if entry["value"] is None:
-                raise KafkaError(f"config {entry['name']} has a null value", ErrorCode.INVALID_CONFIG)
-            configs[entry["name"]] = entry["value"]
-        LogConfig.from_kafka(configs, broker.logs.defaults)  # raises InvalidConfig
+        configs = new_topic_configs(topic, broker.logs.defaults)
         if not validate_only:
             await node.admin.create_topic(name, plan, configs, timeout_ms / 1000)
         topic_id = node.cache.topic_ids.get(name) if not validate_only else None
