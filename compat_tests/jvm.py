@@ -13,9 +13,11 @@ is an error, never a skip.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -112,3 +114,28 @@ def java(tool: str = "java") -> str:
     if found is None:
         raise JvmUnavailable(f"no `{tool}` on PATH (apt-get install openjdk-17-jdk-headless)")
     return found
+
+
+def compile_java(source: Path, jars: list[Path], cache: Path, javac: str) -> Path:
+    """The classes directory of `source` compiled against `jars`, under `cache`, named by a
+    digest of the source and the jar names: compiled once per change, shared by sessions
+    running side by side (the first to finish renames its staging directory into place).
+    A compile error is a bug of the suite, never a skip: RuntimeError with javac's output."""
+    digest = hashlib.sha256(source.read_bytes())
+    for jar in jars:
+        digest.update(jar.name.encode())
+    classes = cache / f"{source.stem}-{digest.hexdigest()[:16]}"
+    if not (classes / f"{source.stem}.class").is_file():
+        cache.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix="classes-", dir=cache))
+        result = subprocess.run([javac, "-nowarn", "-d", str(staging),
+                                 "-cp", os.pathsep.join(map(str, jars)), str(source)],
+                                capture_output=True, text=True)
+        if result.returncode != 0:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise RuntimeError(f"javac {source.name} failed:\n{result.stderr[-3000:]}")
+        try:
+            staging.rename(classes)
+        except OSError:  # another session compiled the same source meanwhile
+            shutil.rmtree(staging, ignore_errors=True)
+    return classes

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import hashlib
 import json
 import os
 import shutil
@@ -60,24 +59,7 @@ def _toolchain() -> tuple[list[str], str]:
         classpath = jvm.classpath("clients")
     except jvm.JvmUnavailable as exc:
         return [], str(exc)
-    digest = hashlib.sha256(SOURCE.read_bytes())
-    for jar in classpath:
-        digest.update(jar.name.encode())
-    classes = CACHE / f"classes-{digest.hexdigest()[:16]}"
-    if not (classes / f"{MAIN_CLASS}.class").is_file():
-        CACHE.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix="classes-", dir=CACHE))
-        result = subprocess.run([javac, "-nowarn", "-d", str(staging),
-                                 "-cp", os.pathsep.join(map(str, classpath)), str(SOURCE)],
-                                capture_output=True, text=True)
-        if result.returncode != 0:
-            shutil.rmtree(staging, ignore_errors=True)
-            # A compile error is a bug of ours, not a missing tool: never a skip.
-            raise RuntimeError(f"javac {SOURCE.name} failed:\n{result.stderr[-3000:]}")
-        try:
-            staging.rename(classes)
-        except OSError:  # another session compiled the same source meanwhile
-            shutil.rmtree(staging, ignore_errors=True)
+    classes = jvm.compile_java(SOURCE, classpath, CACHE, javac)  # a compile error: never a skip
     return [java, *JVM_FLAGS, "-cp", os.pathsep.join(map(str, [classes, *classpath])), MAIN_CLASS], ""
 
 

@@ -11,13 +11,10 @@ PID: SIGTERM (a clean shutdown) or SIGKILL (a crash).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -70,25 +67,7 @@ def compile_app(source: str, module: str) -> list[Path]:
     """Compile `source` (a .java file beside this module) against `module`'s classpath;
     returns the classpath to run it with (its classes first)."""
     jars = classpath(module)
-    javac = jvm.java("javac")
-    src = SOURCES / source
-    digest = hashlib.sha256(src.read_bytes())
-    for jar in jars:
-        digest.update(jar.name.encode())
-    classes = CACHE / f"{src.stem}-{digest.hexdigest()[:16]}"
-    if not (classes / f"{src.stem}.class").is_file():
-        CACHE.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix="classes-", dir=CACHE))
-        result = subprocess.run([javac, "-nowarn", "-d", str(staging),
-                                 "-cp", os.pathsep.join(map(str, jars)), str(src)],
-                                capture_output=True, text=True)
-        if result.returncode != 0:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise RuntimeError(f"javac {src.name} failed:\n{result.stderr[-3000:]}")
-        try:
-            staging.rename(classes)
-        except OSError:  # another session compiled the same source meanwhile
-            shutil.rmtree(staging, ignore_errors=True)
+    classes = jvm.compile_java(SOURCES / source, jars, CACHE, jvm.java("javac"))
     return [classes, *jars]
 
 
