@@ -33,7 +33,13 @@ class Cluster:
     def start(self) -> "Cluster":
         for broker in self.brokers.values():
             broker.start()
-        self.wait_for(lambda: len(self.metadata()["brokers"]) == len(self.brokers), 30, "all brokers registered")
+        # Every broker, not just the first: a broker answers from its metadata cache, which the
+        # controller's UpdateMetadata fills a moment after it registers (Kafka's ZkAdminManager
+        # too places a new topic's replicas over the brokers its cache knows; before that first
+        # UpdateMetadata it answers CreateTopics with INVALID_REPLICATION_FACTOR).
+        for node in self.brokers:
+            self.wait_for(lambda: len(self.metadata(node=node)["brokers"]) == len(self.brokers), 30,
+                          f"broker {node} knows every broker")
         return self
 
     def stop(self) -> None:
