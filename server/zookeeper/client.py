@@ -3,10 +3,13 @@
 
 How this works:
 
-- kazoo runs its own threads (one for the connection, one for callbacks). Every request
-  goes through `trio.to_thread.run_sync`, so the event loop never blocks on ZooKeeper; a
-  request waits at most the session timeout (kazoo queues requests while disconnected and
-  drops the queue when the session expires), then raises `ConnectionLoss`.
+- kazoo runs its own threads (one for the connection, one for callbacks). A request is
+  handed to kazoo with its `*_async` call (a queue append, never blocking) and awaited
+  through kazoo's completion callback, which wakes the waiting task with
+  `TrioToken.run_sync_soon`: no worker thread is held, so ZooKeeper traffic never queues
+  behind trio's thread limiter (shared with log appends and flushes, which can fill it on a
+  loaded broker). A request waits at most the session timeout (kazoo queues requests while
+  disconnected and drops the queue when the session expires), then raises `ConnectionLoss`.
 - What kazoo's threads report (session state changes, watch notifications) enters trio
   with `TrioToken.run_sync_soon`, which never blocks kazoo's threads, into memory channels
   and events owned by this client.
@@ -399,42 +402,66 @@ class ZooKeeperClient:
         return self._kazoo
 
     async def _run(self, fn: Callable[[KazooClient], Any], path: str | None) -> Any:
+        """Run blocking kazoo code in a worker thread: only for what kazoo offers no single
+        asynchronous request for (a recursive delete)."""
         client = self._client()
         try:
             return await trio.to_thread.run_sync(fn, client, abandon_on_cancel=True)
         except (kz.KazooException, KazooTimeoutError) as e:
             raise _translate(e, path) from e
 
+    async def _call(self, send: Callable[[KazooClient], Any], path: str | None) -> Any:
+        """Send one request (`send` returns kazoo's IAsyncResult) and wait for its answer
+        without a worker thread; no answer within the request timeout is `ConnectionLoss`."""
+        client = self._client()
+        token = trio.lowlevel.current_trio_token()
+        answered = trio.Event()
+
+        def wake(_result: Any) -> None:  # on kazoo's callback thread
+            try:
+                token.run_sync_soon(answered.set)
+            except trio.RunFinishedError:
+                pass
+
+        try:
+            result = send(client)
+            if not result.ready():
+                result.rawlink(wake)
+                with trio.move_on_after(self._request_timeout_s):
+                    await answered.wait()
+                if not result.ready():
+                    result.unlink(wake)
+                    raise ConnectionLoss(f"ConnectionLoss {path or ''}: no answer within "
+                                         f"{self._request_timeout_s:g}s", path=path)
+            return result.get_nowait()
+        except (kz.KazooException, KazooTimeoutError) as e:
+            raise _translate(e, path) from e
+
     async def get(self, path: str) -> tuple[bytes, ZnodeStat] | None:
         """The znode's data and stat, or None if it does not exist."""
-        timeout = self._request_timeout_s
         try:
-            return await self._run(lambda c: c.get_async(path).get(timeout=timeout), path)
+            return await self._call(lambda c: c.get_async(path), path)
         except NoNode:
             return None
 
     async def exists(self, path: str) -> ZnodeStat | None:
-        timeout = self._request_timeout_s
-        return await self._run(lambda c: c.exists_async(path).get(timeout=timeout), path)
+        return await self._call(lambda c: c.exists_async(path), path)
 
     async def children(self, path: str) -> list[str]:
         """Child names, sorted (raises NoNode if `path` does not exist)."""
-        timeout = self._request_timeout_s
-        return sorted(await self._run(lambda c: c.get_children_async(path).get(timeout=timeout), path))
+        return sorted(await self._call(lambda c: c.get_children_async(path), path))
 
     async def create(self, path: str, data: bytes = b"", ephemeral: bool = False, sequential: bool = False,
                      make_parents: bool = False) -> str:
         """Create a znode; returns its path (with the sequence suffix when `sequential`).
         `make_parents` creates missing ancestors (persistent, empty)."""
-        timeout = self._request_timeout_s
-        return await self._run(lambda c: c.create_async(path, data, ephemeral=ephemeral, sequence=sequential,
-                                                        makepath=make_parents).get(timeout=timeout), path)
+        return await self._call(lambda c: c.create_async(path, data, ephemeral=ephemeral, sequence=sequential,
+                                                         makepath=make_parents), path)
 
     async def set(self, path: str, data: bytes, expected_version: int) -> ZnodeStat:
         """setData, a compare-and-set unless `expected_version` is -1; returns the new stat
         (its `version` is the next expected version)."""
-        timeout = self._request_timeout_s
-        return await self._run(lambda c: c.set_async(path, data, expected_version).get(timeout=timeout), path)
+        return await self._call(lambda c: c.set_async(path, data, expected_version), path)
 
     async def delete(self, path: str, expected_version: int = -1, recursive: bool = False) -> None:
         """Delete a znode (raises NoNode if absent). `recursive` deletes the subtree first
@@ -451,8 +478,7 @@ class ZooKeeperClient:
 
             await self._run(run, path)
             return
-        timeout = self._request_timeout_s
-        await self._run(lambda c: c.delete_async(path, expected_version).get(timeout=timeout), path)
+        await self._call(lambda c: c.delete_async(path, expected_version), path)
 
     async def multi(self, ops: Sequence[Op]) -> list[Any]:
         """Run `ops` as one ZooKeeper transaction: all or nothing.
@@ -460,9 +486,7 @@ class ZooKeeperClient:
         Returns one result per op: the created path (CreateOp), the new stat (SetDataOp),
         True (CheckOp, DeleteOp). On failure raises the failed op's error (e.g. BadVersion)
         with `op_index` set and `results` holding every op's outcome."""
-        timeout = self._request_timeout_s
-
-        def run(c: KazooClient) -> list[Any]:
+        def send(c: KazooClient) -> Any:
             tx = c.transaction()
             for op in ops:
                 if isinstance(op, CheckOp):
@@ -475,9 +499,9 @@ class ZooKeeperClient:
                     tx.delete(op.path, op.version)
                 else:
                     raise TypeError(f"not a multi op: {op!r}")
-            return tx.commit_async().get(timeout=timeout)
+            return tx.commit_async()
 
-        raw = await self._run(run, ops[0].path if ops else None)
+        raw = await self._call(send, ops[0].path if ops else None)
         # ZooKeeper answers a failed multi with the culprit's error, "rolled back" for the ops
         # before it and "runtime inconsistency" for those after
         errors = [i for i, r in enumerate(raw) if isinstance(r, Exception)]
@@ -529,27 +553,22 @@ class ZooKeeperClient:
                 await watch._fired.wait()
 
     async def _read_watched(self, watch: Watch) -> Any:
-        path, watcher, timeout = watch.path, watch._kazoo_watcher, self._request_timeout_s
-
-        def read_children(c: KazooClient) -> list[str]:
+        path, watcher = watch.path, watch._kazoo_watcher
+        if watch.kind == "children":
             while True:
                 try:
-                    return sorted(c.get_children_async(path, watch=watcher).get(timeout=timeout))
-                except kz.NoNodeError:
+                    return sorted(await self._call(lambda c: c.get_children_async(path, watch=watcher), path))
+                except NoNode:
                     # no node: arm an exists watch, which fires when it is created
-                    if c.exists_async(path, watch=watcher).get(timeout=timeout) is None:
+                    if await self._call(lambda c: c.exists_async(path, watch=watcher), path) is None:
                         return []
-
-        def read_data(c: KazooClient) -> tuple[bytes, ZnodeStat] | None:
-            while True:
-                if c.exists_async(path, watch=watcher).get(timeout=timeout) is None:
-                    return None
-                try:
-                    return c.get_async(path, watch=watcher).get(timeout=timeout)
-                except kz.NoNodeError:
-                    continue  # deleted in between: look again
-
-        return await self._run(read_children if watch.kind == "children" else read_data, path)
+        while True:
+            if await self._call(lambda c: c.exists_async(path, watch=watcher), path) is None:
+                return None
+            try:
+                return await self._call(lambda c: c.get_async(path, watch=watcher), path)
+            except NoNode:
+                continue  # deleted in between: look again
 
     # --- Kafka's broker-side helpers (KafkaZkClient) ------------------------------------------
 

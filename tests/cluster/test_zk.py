@@ -3,6 +3,7 @@ ephemerals and sessions, watches delivered into trio, Kafka's registration helpe
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any, Awaitable, Callable
 
@@ -223,6 +224,40 @@ def test_watches_fire_in_trio_and_rearm(zk_connect):
             await next_event(events, SessionState.NEW_SESSION)
             await writer.set(znodes.CONTROLLER_PATH, znodes.ControllerRegistration(4).encode(), -1)
             await wait_until(lambda: seen_controller[-1] == 4)
+
+    run(main)
+
+
+def test_requests_and_watches_answer_while_every_worker_thread_is_busy(zk_connect):
+    """ZooKeeper traffic holds no trio worker thread: with trio's default thread limiter
+    full (a loaded broker's log appends and flushes use it), reads, writes, a multi and a
+    watch still complete. Before, each request held a worker thread for its whole round
+    trip and queued behind the busy ones, the broker's ZooKeeper calls all waiting."""
+    async def main():
+        release = threading.Event()
+        limiter = trio.to_thread.current_default_thread_limiter()
+        seen: list[list[str]] = []
+
+        async def on_children(children: list[str]) -> None:
+            seen.append(children)
+
+        async with ZooKeeperClient() as zk, trio.open_nursery() as nursery:
+            await zk.start(zk_connect, SESSION_MS)
+            for _ in range(int(limiter.total_tokens)):
+                nursery.start_soon(lambda: trio.to_thread.run_sync(release.wait, 30))
+            await wait_until(lambda: limiter.available_tokens == 0)
+            try:
+                with trio.fail_after(5):
+                    await zk.create("/busy", b"a")
+                    assert (await zk.get("/busy"))[0] == b"a"
+                    await zk.multi([CheckOp("/busy", 0), SetDataOp("/busy", b"b", 0), CreateOp("/busy/child", b"")])
+                    assert await zk.children("/busy") == ["child"]
+                    await zk.watch_children("/busy", on_children)
+                    await zk.create("/busy/second", b"")
+                    await wait_until(lambda: seen and seen[-1] == ["child", "second"])
+                    await zk.delete("/busy/second")
+            finally:
+                release.set()
 
     run(main)
 
