@@ -2,7 +2,8 @@
 
 `.ci/jvm/pom.xml` names every JVM artifact the tests and benchmarks use by its Maven
 coordinates (Apache Kafka 4.x and 3.9, the kafka-clients of the Java column, Spark's Kafka
-connector, Kafka's command-line tools, Kafka Streams, Kafka Connect with MirrorMaker 2); one
+connector, Kafka's command-line tools, Kafka Streams, Kafka Connect with MirrorMaker 2,
+Flink with its Kafka connector); one
 module per classpath. Resolving copies each module's jars into
 `.cache/jvm/<module>/` (git-ignored, never committed). `.ci/run` resolves before the tests;
 on a developer's machine the first test that needs a classpath resolves it (one `mvn`
@@ -23,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 POM_DIR = REPO / ".ci" / "jvm"
 JVM_DIR = REPO / ".cache" / "jvm"
-MODULES = ("kafka", "kafka-3.9", "clients", "spark-kafka", "kafka-tools", "streams", "connect")
+MODULES = ("kafka", "kafka-3.9", "clients", "spark-kafka", "kafka-tools", "streams", "connect", "flink")
 RESOLVE_TIMEOUT_S = 900
 
 # The jar whose presence says a module's folder is complete (copy-dependencies writes the
@@ -38,6 +39,7 @@ _MARKERS = {
     "kafka-tools": "kafka-tools-",
     "streams": "kafka-streams-",
     "connect": "connect-runtime-",
+    "flink": "flink-connector-kafka-",
 }
 
 

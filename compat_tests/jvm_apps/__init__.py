@@ -1,7 +1,7 @@
 """JVM programs the suite runs unmodified against a broker: a Kafka Streams application,
-Kafka Connect workers and MirrorMaker 2.
+Kafka Connect workers, MirrorMaker 2 and a Flink job.
 
-The Java sources of the suite's own programs (the Streams application) live beside this
+The Java sources of the suite's own programs (the Streams application, the Flink job) live beside this
 file and are compiled once per source and classpath with `javac` into the git-ignored
 `.cache/jvm-apps/`; Kafka Connect and MirrorMaker 2 are Kafka's own main classes
 (`ConnectDistributed`, `MirrorMaker`) on the `connect` classpath. Every JVM runs with a
