@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable, TypeVar
 
 from compat_tests import kafka_wire
 
@@ -27,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 TANSU_CACHE = REPO / ".cache" / "tansu"
 
 # Settings every broker of the suite runs with, Kafka (compat_tests/kafka_brokers.py) and
-# Trafka (conftest.TRAFKA_SUITE_ARGS) alike; all are Kafka's own names.
+# Trafka (TRAFKA_SUITE_ARGS) alike; all are Kafka's own names.
 # - Kafka looks for transactions past their transaction.timeout.ms every 10 s;
 #   test_transactions.py's timeout scenario would wait that long for each client.
 # - KIP-848 consumer groups take their session and heartbeat timing from the broker
@@ -53,6 +54,9 @@ SUITE_SETTINGS = {
     "group.streams.heartbeat.interval.ms": "1000",
 }
 
+# SUITE_SETTINGS as `trafka serve` flags: how every Trafka broker of the suites gets them.
+TRAFKA_SUITE_ARGS = tuple(arg for key, value in SUITE_SETTINGS.items() for arg in ("--set", f"{key}={value}"))
+
 # The base kinds (before any "-") whose brokers run with SUITE_SETTINGS: Kafka's and ours.
 # A peer broker (Tansu) keeps its own defaults.
 SUITE_SETTINGS_KINDS = ("kafka", "trafka")
@@ -68,6 +72,26 @@ class BrokerUnavailable(Exception):
 
 class BrokerFailed(Exception):
     """The broker was supposed to run but did not start or died: fail, with its log."""
+
+
+B = TypeVar("B", bound="Broker")
+
+
+def started(make: Callable[[], B]) -> B:
+    """`make()` a broker and start it, for a fixture outside the suite's broker pool: the
+    test is skipped where this kind cannot run here (BrokerUnavailable, raised by the
+    constructor or by start) and failed, with the broker's log, where it should have
+    started and did not (BrokerFailed)."""
+    import pytest
+
+    try:
+        broker = make()
+        broker.start()
+    except BrokerUnavailable as exc:
+        pytest.skip(str(exc))
+    except BrokerFailed as exc:
+        pytest.fail(str(exc), pytrace=False)
+    return broker
 
 
 def die_with_parent() -> None:

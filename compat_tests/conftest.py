@@ -32,10 +32,8 @@ from compat_tests.report import MatrixReport, scenario_of
 DEFAULT_BROKERS = "kafka,trafka"
 DEFAULT_TIMEOUT_S = 90
 # Every broker of the suite, Kafka's and Trafka's alike, runs with brokers.SUITE_SETTINGS
-# (Kafka's own setting names); the suite's trafka brokers get them as `--set` flags, before
-# the `--trafka-arg`s.
-TRAFKA_SUITE_ARGS = tuple(arg for key, value in brokers_mod.SUITE_SETTINGS.items()
-                          for arg in ("--set", f"{key}={value}"))
+# (Kafka's own setting names); the suite's trafka brokers get them as `--set` flags
+# (brokers.TRAFKA_SUITE_ARGS), before the `--trafka-arg`s.
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -153,7 +151,7 @@ class BrokerPool:
 
     def __init__(self, config: pytest.Config, root) -> None:
         self.root = root
-        self.trafka_args = list(TRAFKA_SUITE_ARGS) + list(config.getoption("--trafka-arg") or [])
+        self.trafka_args = list(brokers_mod.TRAFKA_SUITE_ARGS) + list(config.getoption("--trafka-arg") or [])
         self.trafka_args += shlex.split(os.environ.get("TRAFKA_ARGS", ""))
         self.brokers: dict[str, brokers_mod.Broker] = {}
         self.unavailable: dict[str, BaseException] = {}

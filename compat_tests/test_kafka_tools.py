@@ -159,25 +159,28 @@ def test_configs_brokers(request, broker, broker_kind):
     play(request, broker_kind, body)
 
 
-def test_configs_brokers_dynamic(request, broker, broker_kind):
-    def body(s: ToolScenario) -> None:
-        per_broker = s.run("kafka-configs", "--alter", "--entity-type", "brokers", "--entity-name", 1,
-                           "--add-config", "message.max.bytes=2000000,log.segment.bytes=104857600")
-        assert per_broker.returncode == 0, per_broker
-        s.run("kafka-configs", "--describe", "--entity-type", "brokers", "--entity-name", 1)
-        default = s.run("kafka-configs", "--alter", "--entity-type", "brokers", "--entity-default",
-                        "--add-config", "log.retention.ms=604800000")
-        assert default.returncode == 0, default
-        s.run("kafka-configs", "--describe", "--entity-type", "brokers", "--entity-default")
-        s.run("kafka-configs", "--alter", "--entity-type", "brokers", "--entity-name", 1,
-              "--add-config", "broker.id=5")
-        s.run("kafka-configs", "--alter", "--entity-type", "brokers", "--entity-name", 1,
-              "--delete-config", "message.max.bytes,log.segment.bytes")
-        s.run("kafka-configs", "--alter", "--entity-type", "brokers", "--entity-default",
-              "--delete-config", "log.retention.ms")
-        s.run("kafka-configs", "--describe", "--entity-type", "brokers", "--entity-name", 1)
+def alter_broker_configs(s: ToolScenario, broker_id: int) -> None:
+    """Dynamic configs of one broker and the cluster default, set, described and deleted,
+    and a static one (broker.id) refused: the single broker's scenario and the cluster's."""
+    per_broker = s.run("kafka-configs", "--alter", "--entity-type", "brokers", "--entity-name", broker_id,
+                       "--add-config", "message.max.bytes=2000000,log.segment.bytes=104857600")
+    assert per_broker.returncode == 0, per_broker
+    s.run("kafka-configs", "--describe", "--entity-type", "brokers", "--entity-name", broker_id)
+    default = s.run("kafka-configs", "--alter", "--entity-type", "brokers", "--entity-default",
+                    "--add-config", "log.retention.ms=604800000")
+    assert default.returncode == 0, default
+    s.run("kafka-configs", "--describe", "--entity-type", "brokers", "--entity-default")
+    s.run("kafka-configs", "--alter", "--entity-type", "brokers", "--entity-name", broker_id,
+          "--add-config", "broker.id=5")
+    s.run("kafka-configs", "--alter", "--entity-type", "brokers", "--entity-name", broker_id,
+          "--delete-config", "message.max.bytes,log.segment.bytes")
+    s.run("kafka-configs", "--alter", "--entity-type", "brokers", "--entity-default",
+          "--delete-config", "log.retention.ms")
+    s.run("kafka-configs", "--describe", "--entity-type", "brokers", "--entity-name", broker_id)
 
-    play(request, broker_kind, body)
+
+def test_configs_brokers_dynamic(request, broker, broker_kind):
+    play(request, broker_kind, lambda s: alter_broker_configs(s, 1))
 
 
 def mechanisms_sorted(text: str) -> str:

@@ -181,24 +181,7 @@ def test_log_dirs_cluster(request, broker, broker_kind):
 
 @long_only('test_kafka_tools.py::test_configs_brokers_dynamic')
 def test_configs_brokers_dynamic_cluster(request, broker, broker_kind):
-    def body(s: ToolScenario) -> None:
-        per_broker = s.run("kafka-configs", "--alter", "--entity-type", "brokers", "--entity-name", 2,
-                           "--add-config", "message.max.bytes=2000000,log.segment.bytes=104857600")
-        assert per_broker.returncode == 0, per_broker
-        s.run("kafka-configs", "--describe", "--entity-type", "brokers", "--entity-name", 2)
-        default = s.run("kafka-configs", "--alter", "--entity-type", "brokers", "--entity-default",
-                        "--add-config", "log.retention.ms=604800000")
-        assert default.returncode == 0, default
-        s.run("kafka-configs", "--describe", "--entity-type", "brokers", "--entity-default")
-        s.run("kafka-configs", "--alter", "--entity-type", "brokers", "--entity-name", 2,
-              "--add-config", "broker.id=5")
-        s.run("kafka-configs", "--alter", "--entity-type", "brokers", "--entity-name", 2,
-              "--delete-config", "message.max.bytes,log.segment.bytes")
-        s.run("kafka-configs", "--alter", "--entity-type", "brokers", "--entity-default",
-              "--delete-config", "log.retention.ms")
-        s.run("kafka-configs", "--describe", "--entity-type", "brokers", "--entity-name", 2)
-
-    play(request, broker_kind, body)
+    play(request, broker_kind, lambda s: single.alter_broker_configs(s, 2))
 
 
 @long_only('test_kafka_tools.py::test_groups_list_and_describe')

@@ -269,7 +269,7 @@ def test_transaction_timeout_aborts(client, setup_client, topic_name):
         producer.begin()
         _send(producer, topic_name, _msgs("expires", [0], 3))
         sentinel = _sentinels(setup_client, topic_name, 1, b"timeout")
-        # The suite runs trafka with a cleanup interval of 500 ms (conftest.TRAFKA_SUITE_ARGS).
+        # The suite runs trafka with a cleanup interval of 500 ms (brokers.TRAFKA_SUITE_ARGS).
         _assert_records(_read(client, topic_name, 1, RC, timeout=ABORT_WAIT_S), sentinel,
                         "read_committed after the transaction timed out")
         with pytest.raises(ClientError):

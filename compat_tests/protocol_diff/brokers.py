@@ -3,7 +3,7 @@
 The reference is Apache Kafka 4.x (`kafka`, compat_tests/kafka_brokers.KafkaBroker), or —
 for the request versions Kafka 4.0 removed (KIP-896), which Trafka still serves — Kafka
 3.9 (`kafka-3.9`), the last line that has them, as one KRaft node in combined mode too.
-Trafka is started as the compatibility suite starts it (conftest.TRAFKA_SUITE_ARGS: the
+Trafka is started as the compatibility suite starts it (brokers.TRAFKA_SUITE_ARGS: the
 same compat_tests.brokers.SUITE_SETTINGS Kafka gets).
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from compat_tests.brokers import SUITE_SETTINGS, TrafkaBroker
+from compat_tests.brokers import TRAFKA_SUITE_ARGS, TrafkaBroker
 from compat_tests.kafka_brokers import LOG4J1, KafkaBroker
 
 REFERENCES = ("kafka", "kafka-3.9")
@@ -22,7 +22,6 @@ REFERENCE_SKIPS: dict[str, dict[str, str]] = {
                                           "partitions (Kafka 4 refuses more than 10 000 per request)",
     },
 }
-TRAFKA_ARGS = tuple(arg for key, value in SUITE_SETTINGS.items() for arg in ("--set", f"{key}={value}"))
 
 
 class Kafka39Broker(KafkaBroker):
@@ -51,4 +50,4 @@ def reference_broker(kind: str, workdir: Path) -> KafkaBroker:
 
 
 def trafka_broker(workdir: Path) -> TrafkaBroker:
-    return TrafkaBroker(workdir, list(TRAFKA_ARGS))
+    return TrafkaBroker(workdir, list(TRAFKA_SUITE_ARGS))

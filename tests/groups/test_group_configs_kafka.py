@@ -23,7 +23,7 @@ import uuid
 
 import pytest
 
-from compat_tests.brokers import SUITE_SETTINGS, BrokerFailed, BrokerUnavailable
+from compat_tests.brokers import TRAFKA_SUITE_ARGS, started
 from compat_tests.kafka_brokers import KafkaBroker
 from tests.brokerproc import BrokerProcess, create_topic, raw_request
 from wire.registry import ApiKey as K
@@ -37,15 +37,8 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
     """(Kafka 4.4 port, Trafka port), both with the suite's settings and a topic "t"."""
-    try:
-        kafka = KafkaBroker(tmp_path_factory.mktemp("kafka44"))
-        kafka.start()
-    except BrokerUnavailable as exc:
-        pytest.skip(str(exc))
-    except BrokerFailed as exc:
-        pytest.fail(str(exc))
-    args = [a for k, v in SUITE_SETTINGS.items() for a in ("--set", f"{k}={v}")]
-    trafka = BrokerProcess(tmp_path_factory.mktemp("trafka") / "data", *args)
+    kafka = started(lambda: KafkaBroker(tmp_path_factory.mktemp("kafka44")))
+    trafka = BrokerProcess(tmp_path_factory.mktemp("trafka") / "data", *TRAFKA_SUITE_ARGS)
     try:
         trafka.start()
         for port in (kafka.port, trafka.port):

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from compat_tests.brokers import BrokerFailed, BrokerUnavailable
+from compat_tests.brokers import started
 from tests.brokerproc import BrokerProcess, raw_request
 from tests.old_clients.kafka39 import Kafka39KRaftBroker
 from wire import compression
@@ -100,13 +100,7 @@ def _produce(port: int, topic: str, records: bytes, version: int = 7) -> dict:
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
     """(Kafka 3.9 port, Trafka port), the same topics and batches on both."""
-    try:
-        kafka = Kafka39KRaftBroker(tmp_path_factory.mktemp("kafka39"))
-        kafka.start()
-    except BrokerUnavailable as exc:
-        pytest.skip(str(exc))
-    except BrokerFailed as exc:
-        pytest.fail(str(exc))
+    kafka = started(lambda: Kafka39KRaftBroker(tmp_path_factory.mktemp("kafka39")))
     trafka = BrokerProcess(tmp_path_factory.mktemp("trafka"), "--set", "group.initial.rebalance.delay.ms=0")
     try:
         trafka.start()
@@ -464,13 +458,7 @@ def zk_pair(tmp_path_factory):
     from cli.zookeeper_server import ZooKeeperServer
     from tests.old_clients.kafka39 import Kafka39ZkBroker
 
-    try:
-        kafka = Kafka39ZkBroker(tmp_path_factory.mktemp("kafka39-zk"))
-        kafka.start()
-    except BrokerUnavailable as exc:
-        pytest.skip(str(exc))
-    except BrokerFailed as exc:
-        pytest.fail(str(exc))
+    kafka = started(lambda: Kafka39ZkBroker(tmp_path_factory.mktemp("kafka39-zk")))
     zk = ZooKeeperServer(data_dir=tmp_path_factory.mktemp("zk"))
     trafka = None
     try:

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from compat_tests.brokers import SUITE_SETTINGS, BrokerFailed, BrokerUnavailable
+from compat_tests.brokers import TRAFKA_SUITE_ARGS, started
 from compat_tests.kafka_brokers import KafkaBroker
 from tests.brokerproc import BrokerProcess, create_topic, raw_request
 from wire.errors import ErrorCode
@@ -112,21 +112,14 @@ def _ready(port: int) -> None:
 
 @pytest.fixture(scope="module")
 def trafka(tmp_path_factory):
-    args = [a for k, v in SUITE_SETTINGS.items() for a in ("--set", f"{k}={v}")]
-    with BrokerProcess(tmp_path_factory.mktemp("ppv-trafka") / "data", *args) as proc:
+    with BrokerProcess(tmp_path_factory.mktemp("ppv-trafka") / "data", *TRAFKA_SUITE_ARGS) as proc:
         _ready(proc.port)
         yield proc.port
 
 
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory):
-    try:
-        node = KafkaBroker(tmp_path_factory.mktemp("ppv-kafka"))
-        node.start()
-    except BrokerUnavailable as exc:
-        pytest.skip(str(exc))
-    except BrokerFailed as exc:
-        pytest.fail(str(exc))
+    node = started(lambda: KafkaBroker(tmp_path_factory.mktemp("ppv-kafka")))
     try:
         _ready(node.port)
         yield node.port
