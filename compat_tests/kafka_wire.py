@@ -256,6 +256,27 @@ def parse_fetch_v4(payload: bytes) -> dict[tuple[str, int], FetchPartitionV4]:
     return out
 
 
+def wait_partition_served(host: str, port: int, topic: str, partition: int,
+                          timeout: float = 15.0) -> None:
+    """Poll with a zero-wait Fetch v4 until the broker serves the partition (error 0).
+
+    Metadata can name a leader before that leader serves: a KRaft broker publishes the new
+    metadata image to its cache before its replica manager applies the topic delta, and a
+    Fetch in between is answered NOT_LEADER_OR_FOLLOWER (6). Clients retry on that; a test
+    that times a raw Fetch has to wait for it first."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        with socket.create_connection((host, port), timeout=5.0) as sock:
+            sock.sendall(fetch_request_v4(topic, partition, 0, max_wait_ms=0))
+            last = parse_fetch_v4(read_frame(sock))[(topic, partition)].error_code
+        if last == 0:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{topic}-{partition} not served by {host}:{port} after {timeout}s: error {last}")
+        time.sleep(0.1)
+
+
 def batch_offsets(records: bytes) -> list[tuple[int, int]]:
     """(base_offset, last_offset) of each whole record batch in a records blob."""
     out = []

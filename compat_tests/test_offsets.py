@@ -125,6 +125,7 @@ def test_fetch_long_poll_raw(broker, setup_client, topic_name):
     and answers early when a record arrives meanwhile."""
     make_topic(setup_client, setup_client, topic_name, 1)
     host, _, port = broker.bootstrap.rpartition(":")
+    kw.wait_partition_served(host, int(port), topic_name, 0)
     with socket.create_connection((host, int(port)), timeout=10) as sock:
         started = time.monotonic()
         sock.sendall(kw.fetch_request_v4(topic_name, 0, 0, max_wait_ms=1500))

@@ -73,8 +73,17 @@ def test_the_readme_by_hand_cluster_typed_as_written(tmp_path):
             wait_for_line(log, r"trafka: (ZooKeeper on|listening on)", procs[-1], 90)
         bootstrap = ",".join(kafka_ports.values())
         port = int(next(iter(kafka_ports.values())).rpartition(":")[2])
-        metadata = raw_request("127.0.0.1", port, ApiKey.METADATA, 9, {"topics": [], "allow_auto_topic_creation": False})
-        assert sorted(b["node_id"] for b in metadata["brokers"]) == [1, 2, 3]
+        # A broker learns of the others from the controller, which hears of each registration
+        # in ZooKeeper and then sends UpdateMetadata (Kafka's order too): the third broker's
+        # `listening on` line can come before broker 1's metadata names it.
+        seen: list[int] = []
+        deadline = time.monotonic() + 30
+        while seen != [1, 2, 3] and time.monotonic() < deadline:
+            metadata = raw_request("127.0.0.1", port, ApiKey.METADATA, 9,
+                                   {"topics": [], "allow_auto_topic_creation": False})
+            seen = sorted(b["node_id"] for b in metadata["brokers"])
+            time.sleep(0.1)
+        assert seen == [1, 2, 3], "broker 1's metadata after 30 s"
         assert (tmp_path / "d1").is_dir() and (tmp_path / "d3").is_dir()
 
         admin = AdminClient({"bootstrap.servers": bootstrap})

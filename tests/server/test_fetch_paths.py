@@ -11,7 +11,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from tests.brokerproc import BrokerProcess, recv_exact
+from tests.brokerproc import BrokerProcess, create_topic, recv_exact
 from wire import ApiKey, decode_response, encode_request
 from wire.records import iter_headers, iter_records
 
@@ -86,3 +86,26 @@ def test_slow_reader_drains_a_backlog_without_stalls(broker):
     # A sendfile path that stalls on a full socket buffer shows up as a ~200 ms gap per
     # fetch (8+ here); a scheduling hiccup or two is not that.
     assert long_gaps <= 2, f"{long_gaps} gaps of 180 ms or more between messages"
+
+
+def test_an_empty_long_poll_is_answered_a_millisecond_tick_after_max_wait(broker):
+    """kafka-go's Conn.Read with a deadline sends its remaining time truncated to whole
+    milliseconds as max_wait_ms and reports a timeout only if the empty answer arrives after
+    its deadline; answered within the truncated fraction, the Read returned (0, nil). Kafka's
+    answer comes after its millisecond timer's tick: so does Trafka's (fetch.EXPIRY_TICK_S)."""
+    create_topic(broker.port, "fetch-empty-poll", 1)
+    body = {"replica_id": -1, "max_wait_ms": 20, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+            "topics": [{"topic": "fetch-empty-poll", "partitions": [{"partition": 0, "fetch_offset": 0,
+                                                                     "log_start_offset": -1,
+                                                                     "partition_max_bytes": 1 << 20}]}]}
+    held = []
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
+        for cid in range(40):
+            started = time.monotonic()
+            sock.sendall(encode_request(ApiKey.FETCH, 4, cid, body))
+            size = struct.unpack(">i", recv_exact(sock, 4))[0]
+            _cid, resp = decode_response(ApiKey.FETCH, 4, recv_exact(sock, size))
+            held.append(time.monotonic() - started)
+            part = resp["responses"][0]["partitions"][0]
+            assert part["error_code"] == 0 and part["high_watermark"] == 0 and not part["records"]
+    assert min(held) >= 0.021, f"answered {min(held) * 1000:.2f} ms after a 20 ms max_wait"
