@@ -223,7 +223,7 @@ def _request_header(key: int, version: int, correlation_id: int = 77, flexible: 
 
 
 def _timed_typed_error(frame: bytes, *, decoder=decode_request) -> ProtocolError:
-    """Decoding `frame` fails typed, in well under a millisecond's worth of work, and
+    """Decoding `frame` fails typed, with well under a millisecond's worth of work, and
     without allocating anything like what the frame claims."""
     with pytest.raises(ProtocolError):
         decoder(frame)  # once first: compiling the message's codec is not what is measured
@@ -236,7 +236,9 @@ def _timed_typed_error(frame: bytes, *, decoder=decode_request) -> ProtocolError
         _current, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert elapsed < 0.05, f"took {elapsed * 1000:.1f} ms"
+    # A decoder that believed the prefix would loop or allocate for seconds; 0.5 s leaves room
+    # for a loaded CI machine descheduling this process (CI runs three suites side by side).
+    assert elapsed < 0.5, f"took {elapsed * 1000:.1f} ms"
     assert peak < 256 * 1024, f"allocated {peak} bytes"
     return info.value
 
