@@ -87,6 +87,7 @@ from server.context import RequestContext
 from server.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from server.errors import KafkaError, error_code_for
 from server.fetch_sessions import SESSION_ENTRY
+from server.purgatory_timer import long_poll_deadline
 from server.regions import FileRegion
 
 API_KEY = ApiKey.FETCH
@@ -101,17 +102,6 @@ _REFUSED_BEFORE_READING = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, Error
                                      ErrorCode.TOPIC_AUTHORIZATION_FAILED})
 REGION_MIN_BYTES = 64 * 1024
 LAST_OLD_FORMAT_VERSION = 3  # v0-3 readers know magic 0/1 only (v4 brought magic 2, KIP-98)
-# A fetch parked for want of data is answered one millisecond tick after its max_wait_ms,
-# never sooner. Kafka's purgatory is a timing wheel of 1 ms ticks on a millisecond clock whose
-# expired fetch then passes through a request-handler thread and the network thread's
-# response queue: measured on this machine, Kafka 3.9 answers an empty Fetch with
-# max_wait_ms 74 from 0.7 ms (median 2.2-2.5 ms) after max_wait, Trafka did from 0.4 ms
-# (median 0.8-1.2 ms). Clients count on the answer coming after their own deadline:
-# kafka-go's Conn.Read sends its remaining time truncated to whole milliseconds as
-# max_wait_ms and takes an empty answer that arrives before that deadline for "nothing yet"
-# rather than a timeout, so a Read with a deadline on an empty partition returned (0, nil)
-# instead of its timeout error whenever the answer came within the truncated fraction.
-EXPIRY_TICK_S = 0.001
 
 
 class _Regions:
@@ -461,8 +451,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                 topics.append((key, None, partitions))
     max_bytes = request.get("max_bytes", 0x7FFFFFFF)
     min_bytes = request.get("min_bytes", 1)
-    wait_s = max(request.get("max_wait_ms", 0), 0) / 1000
-    deadline = trio.current_time() + wait_s + (EXPIRY_TICK_S if wait_s else 0.0)
+    deadline = long_poll_deadline(request.get("max_wait_ms", 0))
     waiting_on = None  # built on the first wait: most fetches of a busy consumer do not wait
     regions = _Regions()
     read_committed = request.get("isolation_level", 0) == 1

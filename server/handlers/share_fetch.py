@@ -47,6 +47,7 @@ from server.modes import FETCH_HINT_CODES
 from server.context import RequestContext
 from server.errors import InvalidRequest, KafkaError, NotLeaderOrFollower, error_code_for
 from server.groups.share import FINAL_EPOCH, INITIAL_EPOCH, ISOLATION_LEVEL
+from server.purgatory_timer import long_poll_deadline
 from server.security.acls import AclOperation, ResourceType
 
 API_KEY = ApiKey.SHARE_FETCH
@@ -134,7 +135,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     read_committed = share.group_config(group_id, ISOLATION_LEVEL) == "read_committed"
     max_records = request.get("max_records") or DEFAULT_MAX_RECORDS
     max_bytes = request.get("max_bytes", 0x7FFFFFFF)
-    deadline = trio.current_time() + max(request.get("max_wait_ms", 0), 0) / 1000
+    deadline = long_poll_deadline(request.get("max_wait_ms", 0))
     while True:
         got = 0
         budget_records, budget_bytes = max_records, max_bytes

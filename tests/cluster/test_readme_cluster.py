@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from cli.zookeeper_server import ZooKeeperServer
 from tests.brokerproc import REPO, free_port, raw_request
+from tests.cluster.clusterkit import Cluster
 from wire.registry import ApiKey
 
 pytestmark = [pytest.mark.timeout(240),
@@ -76,14 +77,12 @@ def test_the_readme_by_hand_cluster_typed_as_written(tmp_path):
         # A broker learns of the others from the controller, which hears of each registration
         # in ZooKeeper and then sends UpdateMetadata (Kafka's order too): the third broker's
         # `listening on` line can come before broker 1's metadata names it.
-        seen: list[int] = []
-        deadline = time.monotonic() + 30
-        while seen != [1, 2, 3] and time.monotonic() < deadline:
+        def brokers_named() -> list[int]:
             metadata = raw_request("127.0.0.1", port, ApiKey.METADATA, 9,
                                    {"topics": [], "allow_auto_topic_creation": False})
-            seen = sorted(b["node_id"] for b in metadata["brokers"])
-            time.sleep(0.1)
-        assert seen == [1, 2, 3], "broker 1's metadata after 30 s"
+            return sorted(b["node_id"] for b in metadata["brokers"])
+
+        Cluster.wait_for(lambda: brokers_named() == [1, 2, 3], 30, "broker 1's metadata naming brokers 1, 2 and 3")
         assert (tmp_path / "d1").is_dir() and (tmp_path / "d3").is_dir()
 
         admin = AdminClient({"bootstrap.servers": bootstrap})

@@ -92,7 +92,7 @@ def test_an_empty_long_poll_is_answered_a_millisecond_tick_after_max_wait(broker
     """kafka-go's Conn.Read with a deadline sends its remaining time truncated to whole
     milliseconds as max_wait_ms and reports a timeout only if the empty answer arrives after
     its deadline; answered within the truncated fraction, the Read returned (0, nil). Kafka's
-    answer comes after its millisecond timer's tick: so does Trafka's (fetch.EXPIRY_TICK_S)."""
+    answer comes after its millisecond timer's tick: so does Trafka's (purgatory_timer.EXPIRY_TICK_S)."""
     create_topic(broker.port, "fetch-empty-poll", 1)
     body = {"replica_id": -1, "max_wait_ms": 20, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
             "topics": [{"topic": "fetch-empty-poll", "partitions": [{"partition": 0, "fetch_offset": 0,
